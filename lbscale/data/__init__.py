@@ -1,0 +1,1 @@
+"""Raw datasets -> prepared files -> per-rank batches."""

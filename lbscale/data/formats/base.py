@@ -1,0 +1,200 @@
+"""What every prepared format shares: dataset metadata, band statistics, atomic finish, the reader API."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import lbscale
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "val", "test")
+TASKS = ("multiclass", "multilabel")
+
+
+@dataclass
+class DatasetMeta:
+    """Attributes stored with a prepared dataset (see docs/formats.md)."""
+
+    dataset: str
+    task: str
+    class_names: list[str]
+    band_names: list[str]
+    source_version: str
+    # Extra per-sample label sets, e.g. {"labels_43": [43 class names]} for BigEarthNet.
+    extra_class_names: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def attrs(self) -> dict:
+        return {
+            "dataset": self.dataset,
+            "task": self.task,
+            "class_names": json.dumps(self.class_names),
+            "band_names": json.dumps(self.band_names),
+            "source_version": self.source_version,
+            "extra_class_names": json.dumps(self.extra_class_names),
+            "notes": json.dumps(self.notes),
+            "lbscale_version": lbscale.__version__,
+            "format_version": FORMAT_VERSION,
+        }
+
+
+class BandStats:
+    """Streaming per-band mean and std (population) over the train split, in float64."""
+
+    def __init__(self):
+        self.count = 0
+        self.sum = None
+        self.sumsq = None
+
+    def update(self, images: np.ndarray) -> None:
+        if len(images) == 0:
+            return
+        x = images.astype(np.float64, copy=False)
+        s = x.sum(axis=(0, 2, 3))
+        sq = np.einsum("nchw,nchw->c", x, x)
+        pixels = images.shape[0] * images.shape[2] * images.shape[3]
+        if self.sum is None:
+            self.sum, self.sumsq = s, sq
+        else:
+            self.sum += s
+            self.sumsq += sq
+        self.count += pixels
+
+    def result(self, bands: int) -> tuple[list[float], list[float]]:
+        if not self.count:
+            return [0.0] * bands, [1.0] * bands
+        mean = self.sum / self.count
+        var = np.maximum(self.sumsq / self.count - mean**2, 0.0)
+        return mean.tolist(), np.sqrt(var).tolist()
+
+
+def partial_path(out: Path) -> Path:
+    """Where a write in progress lives: beside the target, a name that never looks complete."""
+    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+
+
+def remove_path(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def commit_path(tmp: Path, out: Path) -> None:
+    """Move a finished write into place; an old output (``--force``) disappears only after that."""
+    if tmp.is_dir() and out.exists():
+        trash = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, trash)
+        os.replace(tmp, out)
+        remove_path(trash)
+    else:
+        if out.is_dir():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+
+
+class AtomicWriter:
+    """Context manager shell: anything but a clean `finish` removes the partial output."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        return False
+
+    def abort(self) -> None:
+        self.close()
+        remove_path(self.tmp)
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+
+class PreparedFile:
+    """Read side of a prepared dataset; `images(split)` supports contiguous slicing ``[a:b]``."""
+
+    path: Path
+    attrs: dict
+
+    # --- metadata -------------------------------------------------------------------------------
+    @property
+    def dataset(self) -> str:
+        return self.attrs["dataset"]
+
+    @property
+    def task(self) -> str:
+        return self.attrs["task"]
+
+    @property
+    def class_names(self) -> list[str]:
+        return json.loads(self.attrs["class_names"])
+
+    @property
+    def band_names(self) -> list[str]:
+        return json.loads(self.attrs["band_names"])
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return np.asarray(json.loads(self.attrs["mean"]), dtype=np.float64)
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.asarray(json.loads(self.attrs["std"]), dtype=np.float64)
+
+    @property
+    def extra_class_names(self) -> dict:
+        return json.loads(self.attrs.get("extra_class_names", "{}"))
+
+    def splits(self) -> list[str]:
+        return [s for s in SPLITS if self.has_split(s)]
+
+    def sample_shape(self) -> tuple[int, ...]:
+        for s in self.splits():
+            return tuple(self.images(s).shape[1:])
+        raise ValueError("no splits")
+
+    # --- per split, implemented by each format --------------------------------------------------
+    def has_split(self, split: str) -> bool:
+        raise NotImplementedError
+
+    def size(self, split: str) -> int:
+        return int(self.images(split).shape[0])
+
+    def images(self, split: str):
+        raise NotImplementedError
+
+    def labels(self, split: str, key: str = "labels") -> np.ndarray:
+        raise NotImplementedError
+
+    def names(self, split: str) -> list[str] | None:
+        raise NotImplementedError
+
+    def extras(self, split: str) -> list[str]:
+        """Names of the per-sample arrays stored beside images and labels (e.g. ``labels_43``)."""
+        raise NotImplementedError
+
+    def chunk_len(self, split: str) -> int:
+        """Samples per contiguous storage block (the HDF5 chunk length)."""
+        return 1024
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,135 @@
+"""HDF5 layout: /<split>/images (N,C,H,W), /<split>/labels, optional /<split>/names and extras; attrs on /."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from lbscale.data.formats.base import (
+    FORMAT_VERSION,
+    SPLITS,
+    AtomicWriter,
+    BandStats,
+    DatasetMeta,
+    PreparedFile,
+    commit_path,
+    partial_path,
+)
+from lbscale.errors import LbscaleError
+
+CHUNK_BYTES = 2 << 20  # ~2 MiB per chunk: one batch of small images is one or a few contiguous reads
+
+
+def chunk_len_for(sample_bytes: int) -> int:
+    return max(1, CHUNK_BYTES // max(1, sample_bytes))
+
+
+class Hdf5Writer(AtomicWriter):
+    """Appends batches per split into resizable, N-chunked datasets; `finish` stamps attrs and renames."""
+
+    def __init__(self, out: Path, meta: DatasetMeta, command: str):
+        self.out = Path(out)
+        self.meta = meta
+        self.command = command
+        self.tmp = partial_path(self.out)
+        self.h5 = h5py.File(self.tmp, "w")
+        self.stats = BandStats()
+        self.template: dict[str, tuple] = {}
+
+    def append(self, split: str, images: np.ndarray, labels: np.ndarray, names=None, extras=None) -> None:
+        arrays = {"images": images, "labels": labels, **(extras or {})}
+        if names is not None:
+            arrays["names"] = np.asarray(names, dtype=object)
+        group = self.h5.require_group(split)
+        for key, arr in arrays.items():
+            self._dataset(group, key, arr)
+            ds = group[key]
+            n0 = ds.shape[0]
+            ds.resize(n0 + len(arr), axis=0)
+            ds[n0:] = arr
+        if split == "train":
+            self.stats.update(images)
+
+    def _dataset(self, group, key: str, arr: np.ndarray) -> None:
+        if key in group:
+            return
+        shape = arr.shape[1:]
+        dtype = h5py.string_dtype() if arr.dtype == object else arr.dtype
+        self.template.setdefault(key, (shape, dtype))
+        sample_bytes = int(np.prod(shape, dtype=np.int64)) * (np.dtype(dtype).itemsize if arr.dtype != object else 32)
+        n_chunk = chunk_len_for(sample_bytes)
+        group.create_dataset(key, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype, chunks=(n_chunk, *shape))
+
+    def finish(self) -> None:
+        if "images" not in self.template:
+            raise LbscaleError(f"{self.out}: the source yielded no samples")
+        for split in SPLITS:  # every split exists, possibly empty, so readers need no special case
+            group = self.h5.require_group(split)
+            if "images" in group:
+                continue
+            for key, (shape, dtype) in self.template.items():
+                if key not in group:
+                    group.create_dataset(key, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
+                                         chunks=(1, *shape))
+        bands = self.template["images"][0][0]
+        mean, std = self.stats.result(bands)
+        attrs = self.meta.attrs()
+        attrs.update(mean=json.dumps(mean), std=json.dumps(std), command=self.command)
+        for k, v in attrs.items():
+            self.h5.attrs[k] = v
+        self.h5.attrs["complete"] = True  # written last: a file without it is not a finished prepare
+        self.h5.close()
+        commit_path(self.tmp, self.out)
+
+    def close(self) -> None:
+        try:
+            self.h5.close()
+        except Exception:  # already closed
+            pass
+
+
+class Hdf5File(PreparedFile):
+    """Lazy reader: images stay on disk and are sliced by the loader; labels are read whole (small)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            # A large raw-chunk cache keeps partially read chunks around between contiguous reads.
+            self.h5 = h5py.File(self.path, "r", rdcc_nbytes=64 << 20)
+        except OSError as e:
+            raise LbscaleError(f"{self.path}: not a readable HDF5 file ({e})") from None
+        self.attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in self.h5.attrs.items()}
+        if not self.attrs.get("complete"):
+            self.h5.close()
+            raise LbscaleError(f"{self.path}: not a finished lbscale prepared file (no 'complete' attribute)")
+        if int(self.attrs.get("format_version", 0)) > FORMAT_VERSION:
+            self.h5.close()
+            raise LbscaleError(f"{self.path}: format version {self.attrs['format_version']} is newer than this lbscale")
+
+    def has_split(self, split: str) -> bool:
+        return split in self.h5 and "images" in self.h5[split]
+
+    def images(self, split: str):
+        return self.h5[split]["images"]
+
+    def labels(self, split: str, key: str = "labels") -> np.ndarray:
+        return self.h5[split][key][...]
+
+    def names(self, split: str):
+        g = self.h5[split]
+        if "names" not in g:
+            return None
+        return [n.decode() if isinstance(n, bytes) else n for n in g["names"][...]]
+
+    def extras(self, split: str) -> list[str]:
+        return [k for k in self.h5[split].keys() if k not in ("images", "labels", "names")]
+
+    def chunk_len(self, split: str) -> int:
+        chunks = self.h5[split]["images"].chunks
+        return int(chunks[0]) if chunks else 1024
+
+    def close(self) -> None:
+        self.h5.close()

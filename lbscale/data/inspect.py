@@ -1,0 +1,81 @@
+"""`lbscale data info` and `lbscale data check` on a prepared file."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lbscale.data.formats import open_prepared
+from lbscale.data.formats.base import TASKS
+from lbscale.data.prepare import label_histogram
+
+SCAN = 4096  # images are scanned for NaN in blocks of this many samples
+
+
+def describe(path) -> str:
+    """A human-readable summary: splits, shapes, classes, label histogram, band stats."""
+    with open_prepared(path) as f:
+        lines = [f"{path}: {f.dataset} ({f.task}), {len(f.class_names)} classes, {len(f.band_names)} bands",
+                 f"  source: {f.attrs.get('source_version', '?')}; lbscale {f.attrs.get('lbscale_version', '?')}",
+                 f"  created by: {f.attrs.get('command', '?')}",
+                 "  splits:"]
+        hists = {}
+        for s in f.splits():
+            img = f.images(s)
+            lines.append(f"    {s:<5} {f.size(s):>9} images  {tuple(img.shape[1:])} {np.dtype(img.dtype).name}")
+            hists[s] = label_histogram(f.labels(s), f.num_classes)
+        lines.append("  label histogram:")
+        width = max(len(c) for c in f.class_names)
+        lines.append(f"    {'class':<{width}} " + " ".join(f"{s:>9}" for s in hists))
+        for i, c in enumerate(f.class_names):
+            lines.append(f"    {c:<{width}} " + " ".join(f"{int(h[i]):>9}" for h in hists.values()))
+        lines.append("  band stats (train):")
+        for b, m, sd in zip(f.band_names, f.mean, f.std):
+            lines.append(f"    {b:<8} mean {m:12.3f}  std {sd:12.3f}")
+        for key, names in f.extra_class_names.items():
+            lines.append(f"  extra label set {key}: {len(names)} classes")
+    return "\n".join(lines)
+
+
+def check(path) -> list[str]:
+    """Problems found (empty when the file is sound): shapes, dtypes, label ranges, NaN, disjoint splits."""
+    problems = []
+    with open_prepared(path) as f:
+        if f.task not in TASKS:
+            problems.append(f"unknown task {f.task!r}")
+        k, shape, seen = f.num_classes, None, {}
+        if len(f.mean) != len(f.band_names) or not (np.all(np.isfinite(f.mean)) and np.all(np.isfinite(f.std))):
+            problems.append("band stats missing, of the wrong length or not finite")
+        for s in f.splits():
+            img, lab, n = f.images(s), f.labels(s), f.size(s)
+            if img.ndim != 4 or img.shape[1] != len(f.band_names):
+                problems.append(f"{s}: images shape {tuple(img.shape)} is not (N, {len(f.band_names)}, H, W)")
+            if shape is not None and n and tuple(img.shape[1:]) != shape:
+                problems.append(f"{s}: image shape {tuple(img.shape[1:])} differs from {shape}")
+            shape = shape or (tuple(img.shape[1:]) if n else None)
+            if not (np.issubdtype(img.dtype, np.integer) or np.issubdtype(img.dtype, np.floating)):
+                problems.append(f"{s}: image dtype {img.dtype} is not numeric")
+            if len(lab) != n:
+                problems.append(f"{s}: {len(lab)} labels for {n} images")
+            if f.task == "multiclass" and lab.size:
+                if lab.ndim != 1 or not np.issubdtype(lab.dtype, np.integer) or lab.min() < 0 or lab.max() >= k:
+                    problems.append(f"{s}: multiclass labels must be integer ids in 0..{k - 1}")
+            if f.task == "multilabel" and lab.size:
+                if lab.ndim != 2 or lab.shape[1] != k or not np.all((lab == 0) | (lab == 1)):
+                    problems.append(f"{s}: multilabel labels must be 0/1 rows of width {k}")
+            if np.issubdtype(img.dtype, np.floating):
+                for a in range(0, n, SCAN):
+                    if not np.all(np.isfinite(img[a:a + SCAN])):
+                        problems.append(f"{s}: images contain NaN or inf")
+                        break
+            names = f.names(s)
+            if names is not None:
+                if len(names) != n:
+                    problems.append(f"{s}: {len(names)} names for {n} images")
+                if len(set(names)) != len(names):
+                    problems.append(f"{s}: duplicate sample names")
+                for other, other_names in seen.items():
+                    both = set(names) & other_names
+                    if both:
+                        problems.append(f"{s} and {other} share {len(both)} samples (e.g. {sorted(both)[0]})")
+                seen[s] = set(names)
+    return problems

@@ -1,0 +1,135 @@
+"""Per-rank batches from a prepared file: disjoint shards, deterministic per-epoch shuffles, contiguous reads.
+
+Each epoch, all ranks draw the same permutation of storage blocks (HDF5 chunks), lay the blocks end to end
+and cut that sequence into `world_size` contiguous shards, so shards are disjoint and cover the split.
+A rank reads its shard a buffer of blocks at a time (contiguous runs, read straight into one array), shuffles
+within the buffer and cuts batches. Batches hold raw pixels (native dtype): normalisation and augmentation
+run afterwards as tensor ops on the training device (lbscale.data.transforms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lbscale.data.formats import PreparedFile, open_prepared
+from lbscale.errors import LbscaleError
+
+
+@dataclass
+class Batch:
+    images: torch.Tensor  # (n, C, H, W), the file's dtype
+    labels: torch.Tensor  # (n,) int64 class ids or (n, K) multi-hot
+
+
+def _as_tensor(a: np.ndarray) -> torch.Tensor:
+    # torch has no arithmetic on uint16/uint32; widen them losslessly to int32 / int64.
+    if a.dtype == np.uint16:
+        a = a.astype(np.int32)
+    elif a.dtype == np.uint32:
+        a = a.astype(np.int64)
+    return torch.from_numpy(a)
+
+
+class ShardedLoader:
+    """Iterate one rank's batches of `split`; call `set_epoch(e)` before each epoch (as with DistributedSampler).
+
+    even=True gives every rank N // world_size samples (the remainder is dropped) and so the same number of
+    batches, as collective training needs; even=False covers every sample once (for evaluation).
+    """
+
+    def __init__(self, data: PreparedFile | str | Path, split: str, rank: int = 0, world_size: int = 1,
+                 local_batch: int = 256, seed: int = 0, drop_last: bool = True, even: bool = True,
+                 in_memory: bool = False, buffer_blocks: int = 16, label_key: str = "labels"):
+        self.file = data if isinstance(data, PreparedFile) else open_prepared(data)
+        if not self.file.has_split(split):
+            raise LbscaleError(f"{self.file.path}: no split {split!r}")
+        if not 0 <= rank < world_size:
+            raise LbscaleError(f"rank {rank} outside world size {world_size}")
+        if local_batch < 1:
+            raise LbscaleError("local batch must be >= 1")
+        self.split, self.rank, self.world_size = split, rank, world_size
+        self.local_batch, self.seed, self.drop_last, self.even = local_batch, seed, drop_last, even
+        self.images = self.file.images(split)
+        self.labels = self.file.labels(split, label_key)
+        self.n = self.file.size(split)
+        if in_memory:
+            self.images = np.asarray(self.images[...])
+        self.in_memory = in_memory or isinstance(self.images, np.ndarray)
+        self.block = 1 if self.in_memory else self.file.chunk_len(split)
+        # I/O and shuffle window, a whole number of batches so that no batch straddles two reads.
+        self.buffer = -(-max(local_batch, buffer_blocks * self.block) // local_batch) * local_batch
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _shard_bounds(self) -> tuple[int, int]:
+        if self.even:
+            per = self.n // self.world_size
+            return self.rank * per, (self.rank + 1) * per
+        bounds = np.linspace(0, self.n, self.world_size + 1).astype(np.int64)
+        return int(bounds[self.rank]), int(bounds[self.rank + 1])
+
+    def shard_size(self) -> int:
+        a, b = self._shard_bounds()
+        return b - a
+
+    def __len__(self) -> int:
+        size = self.shard_size()
+        return size // self.local_batch if self.drop_last else -(-size // self.local_batch)
+
+    def indices(self, epoch: int | None = None) -> np.ndarray:
+        """This rank's sample order for `epoch` (the order batches come in)."""
+        epoch = self.epoch if epoch is None else epoch
+        rng = np.random.default_rng([self.seed, epoch])
+        n_blocks = -(-self.n // self.block)
+        starts = rng.permutation(n_blocks) * self.block
+        if self.block == 1:
+            sequence = starts
+        else:
+            lengths = np.minimum(self.block, self.n - starts)
+            sequence = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        a, b = self._shard_bounds()
+        shard = sequence[a:b]
+        used = len(self) * self.local_batch if self.drop_last else len(shard)
+        shard = shard[:used]
+        local = np.random.default_rng([self.seed, epoch, self.rank, 1])
+        out = shard.copy()
+        for s in range(0, len(shard), self.buffer):
+            out[s:s + self.buffer] = local.permutation(shard[s:s + self.buffer])
+        return out
+
+    def _read(self, idx: np.ndarray) -> np.ndarray:
+        """Images at `idx` (any order), reading each contiguous run of the sorted indices once."""
+        if self.in_memory:
+            return self.images[idx]
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        buf = np.empty((len(idx), *self.images.shape[1:]), dtype=self.images.dtype)
+        breaks = np.flatnonzero(np.diff(sorted_idx) != 1) + 1
+        pos = 0
+        for run in np.split(sorted_idx, breaks):
+            a, b = int(run[0]), int(run[-1]) + 1
+            self.images.read_direct(buf, np.s_[a:b], np.s_[pos:pos + b - a])
+            pos += b - a
+        out = np.empty_like(buf)
+        out[order] = buf
+        return out
+
+    def __iter__(self):
+        return self.iterate(start_batch=0)
+
+    def iterate(self, start_batch: int = 0):
+        """Batches of the current epoch, skipping the first `start_batch` (resume in mid-epoch)."""
+        order = self.indices()
+        bs = self.local_batch
+        for s in range(start_batch * bs, len(order), self.buffer):
+            chunk = order[s:s + self.buffer]
+            images = self._read(chunk)
+            labels = self.labels[chunk]
+            for a in range(0, len(chunk), bs):
+                yield Batch(_as_tensor(images[a:a + bs]), torch.from_numpy(labels[a:a + bs]))

@@ -1,0 +1,73 @@
+"""`lbscale prepare`: a raw dataset -> one prepared file (HDF5) or directory (TFRecord), atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lbscale.data.formats import create_writer
+from lbscale.data.formats.base import SPLITS
+from lbscale.data.sources import SOURCES
+from lbscale.data.sources.base import carve
+from lbscale.errors import LbscaleError
+from lbscale.progress import bar
+
+
+def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fraction: float = 0.1,
+            test_fraction: float = 0.2, seed: int = 0, workers: int = 1, force: bool = False,
+            command: str = "", **source_options) -> dict[str, int]:
+    """Prepare `dataset` from `src` into `out`; returns samples written per split."""
+    out = Path(out)
+    if dataset not in SOURCES:
+        raise LbscaleError(f"unknown dataset {dataset!r}; choose one of {', '.join(SOURCES)}")
+    if out.exists() and not force:
+        raise LbscaleError(f"{out}: exists (use --force to replace it)")
+    if not out.parent.is_dir():
+        raise LbscaleError(f"{out.parent}: output directory does not exist")
+    if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1:
+        raise LbscaleError("--val-fraction and --test-fraction must be in [0, 1)")
+    if dataset != "synthetic" and src is None:
+        raise LbscaleError(f"{dataset}: --src is required")
+    options = dict(workers=workers, seed=seed, **source_options)
+    if dataset == "synthetic":
+        options.update(val_fraction=val_fraction, test_fraction=test_fraction)
+    source = SOURCES[dataset](dataset, src, **options)  # validates the input before any output exists
+
+    # Splits the source lacks are carved from train, stratified and seeded.
+    fractions = {}
+    if "val" not in source.splits and val_fraction > 0:
+        fractions["val"] = val_fraction
+    if "test" not in source.splits and test_fraction > 0:
+        fractions["test"] = test_fraction
+    assign = carve(source.train_labels(), fractions, seed) if fractions else None
+
+    counts = {s: 0 for s in SPLITS}
+    with create_writer(fmt, out, source.meta, command) as writer:
+        for split in source.splits:
+            progress = bar(desc=f"write {split}", unit="img")
+            offset = 0
+            for batch in source.batches(split):
+                if split == "train" and assign is not None:
+                    rows = assign[offset:offset + len(batch.images)]
+                    offset += len(batch.images)
+                    parts = {name: batch.take(rows == name) for name in ("train", *fractions)}
+                else:
+                    parts = {split: batch}
+                for name, part in parts.items():
+                    if len(part.images):
+                        writer.append(name, part.images, part.labels, part.names, part.extras)
+                        counts[name] += len(part.images)
+                progress.update(len(batch.images))
+            progress.close()
+            if split == "train" and assign is not None and offset != len(assign):
+                raise LbscaleError(f"{dataset}: train stream has {offset} samples, labels say {len(assign)}")
+        writer.finish()
+    return counts
+
+
+def label_histogram(labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """Samples per class: counts of ids (multiclass) or column sums (multi-hot)."""
+    if labels.ndim == 1:
+        return np.bincount(labels.astype(np.int64), minlength=num_classes)
+    return labels.sum(axis=0).astype(np.int64)

@@ -1,0 +1,19 @@
+"""One module per raw dataset, each a `Source`; `SOURCES` maps the CLI name to its class."""
+
+from lbscale.data.sources.base import Source, SplitBatch
+from lbscale.data.sources.bigearthnet import BigEarthNetSource
+from lbscale.data.sources.cifar import Cifar10Source
+from lbscale.data.sources.eurosat import EuroSatSource
+from lbscale.data.sources.sat import SatSource
+from lbscale.data.sources.synthetic import SyntheticSource
+
+SOURCES = {
+    "sat4": SatSource,
+    "sat6": SatSource,
+    "bigearthnet": BigEarthNetSource,
+    "cifar10": Cifar10Source,
+    "eurosat": EuroSatSource,
+    "synthetic": SyntheticSource,
+}
+
+__all__ = ["Source", "SplitBatch", "SOURCES"]

@@ -1,0 +1,160 @@
+"""BigEarthNet-S2 v1.0: one folder per patch, 12 uint16 GeoTIFF bands, 43-class CORINE labels in JSON.
+
+Output bands are B01,B02,B03,B04,B05,B06,B07,B08,B8A,B09,B11,B12, all at 120x120. The 20 m and 60 m bands
+are upsampled bilinearly with half-pixel centres and edge clamping (align_corners=False, the convention of
+torch.nn.functional.interpolate and OpenCV INTER_LINEAR), rounded to the nearest integer; 10 m bands are
+copied bit-exact. Labels: `labels` multi-hot in the 19-class nomenclature, `labels_43` in the 43-class one,
+both in the lexicographic class order of bigearthnet-common (the order torchgeo uses).
+Snowy and cloudy/shadowed patches are excluded and the official train/val/test split is applied, both from
+bigearthnet-common; patches in none of its splits (e.g. no 19-class target) are excluded too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from lbscale.data.formats.base import DatasetMeta
+from lbscale.data.sources.base import Source, SplitBatch, parallel_map, stack_batches
+from lbscale.errors import LbscaleError
+
+BANDS = ["B01", "B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B09", "B11", "B12"]
+NATIVE_SIZE = {"B02": 120, "B03": 120, "B04": 120, "B08": 120, "B05": 60, "B06": 60, "B07": 60, "B8A": 60,
+               "B11": 60, "B12": 60, "B01": 20, "B09": 20}
+SIZE = 120
+BATCH = 256
+# tifffile logs warnings about corrupt files itself; we report them as one error line instead.
+logging.getLogger("tifffile").setLevel(logging.ERROR)
+
+
+def _ben():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import bigearthnet_common.base as base
+        import bigearthnet_common.constants as constants
+    return base, constants
+
+
+@lru_cache(maxsize=None)
+def bilinear_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) weights of 1-D linear interpolation with half-pixel centres and clamped edges."""
+    scale = n_in / n_out
+    src = (np.arange(n_out) + 0.5) * scale - 0.5
+    src = np.clip(src, 0, n_in - 1)
+    lo = np.floor(src).astype(int)
+    hi = np.minimum(lo + 1, n_in - 1)
+    w_hi = src - lo
+    m = np.zeros((n_out, n_in), dtype=np.float64)
+    m[np.arange(n_out), lo] += 1 - w_hi
+    m[np.arange(n_out), hi] += w_hi
+    return m.astype(np.float32)
+
+
+def upsample(band: np.ndarray, size: int = SIZE) -> np.ndarray:
+    """Bilinear upsampling of one uint16 band to size x size (see the module docstring for the convention)."""
+    if band.shape == (size, size):
+        return band
+    my = bilinear_matrix(band.shape[0], size)
+    mx = bilinear_matrix(band.shape[1], size)
+    out = my @ band.astype(np.float32) @ mx.T
+    return np.clip(np.rint(out), 0, 65535).astype(np.uint16)
+
+
+def read_patch(folder: Path, label_index: dict[str, int]) -> tuple[np.ndarray, list[int]]:
+    """One patch -> (12,120,120) uint16 and its 43-class label ids; LbscaleError names the bad file."""
+    import tifffile
+
+    name = folder.name
+    out = np.empty((len(BANDS), SIZE, SIZE), dtype=np.uint16)
+    for i, b in enumerate(BANDS):
+        path = folder / f"{name}_{b}.tif"
+        if not path.exists():
+            raise LbscaleError(f"{path}: missing band {b} of patch {name}")
+        try:
+            arr = tifffile.imread(path)
+        except Exception as e:  # tifffile raises TiffFileError, ValueError, struct.error... on corrupt input
+            raise LbscaleError(f"{path}: unreadable TIFF ({type(e).__name__}: {e})") from None
+        if arr.size == 0:
+            raise LbscaleError(f"{path}: unreadable TIFF (no image data)")
+        n = NATIVE_SIZE[b]
+        if arr.shape != (n, n) or arr.dtype != np.uint16:
+            raise LbscaleError(f"{path}: {arr.dtype} {arr.shape}, expected uint16 ({n}, {n}) for {b}")
+        out[i] = upsample(arr)
+    meta = folder / f"{name}_labels_metadata.json"
+    try:
+        labels = json.loads(meta.read_text())["labels"]
+    except FileNotFoundError:
+        raise LbscaleError(f"{meta}: missing label metadata") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise LbscaleError(f"{meta}: malformed label metadata ({e})") from None
+    ids = []
+    for lab in labels:
+        if lab not in label_index:
+            raise LbscaleError(f"{meta}: unknown label name {lab!r}")
+        ids.append(label_index[lab])
+    return out, ids
+
+
+class BigEarthNetSource(Source):
+    """BigEarthNet-S2 v1.0 patch folders under `src` (also the bigearthnet-common example folder)."""
+
+    splits = ("train", "val", "test")
+
+    def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0, **_):
+        base, c = _ben()
+        self.src = Path(src)
+        self.workers = workers
+        if not self.src.is_dir():
+            raise LbscaleError(f"{self.src}: not a directory of BigEarthNet-S2 patch folders")
+        if (self.src / "metadata.parquet").exists():
+            raise LbscaleError(f"{self.src}: BigEarthNet v2.0 (metadata.parquet) is not supported yet; use v1.0")
+        self.labels43 = list(c.OLD_LABELS)
+        self.labels19 = list(c.NEW_LABELS)
+        self.to19 = np.zeros((43, 19), dtype=np.uint8)
+        for i, old in enumerate(self.labels43):
+            new = c.OLD2NEW_LABELS_DICT[old]
+            if new is not None:
+                self.to19[i, self.labels19.index(new)] = 1
+        self.meta = DatasetMeta("bigearthnet", "multilabel", self.labels19, BANDS, "BigEarthNet-S2 v1.0",
+                                extra_class_names={"labels_43": self.labels43},
+                                notes={"upsampling": "bilinear, half-pixel centres, clamped edges, rounded"})
+        folders = sorted(p for p in self.src.iterdir() if p.is_dir())
+        if not folders:
+            raise LbscaleError(f"{self.src}: no patch folders")
+        official = {
+            "train": base.get_s2_patches_from_original_train_split(),
+            "val": base.get_s2_patches_from_original_validation_split(),
+            "test": base.get_s2_patches_from_original_test_split(),
+        }
+        excluded = base.get_s2_patches_with_seasonal_snow() | base.get_s2_patches_with_cloud_and_shadow()
+        rng = np.random.default_rng(seed)
+        self.patches: dict[str, list[Path]] = {}
+        for split, names in official.items():
+            chosen = [f for f in folders if f.name in names and f.name not in excluded]
+            # The folder order is tile by tile; a seeded shuffle keeps each stored chunk spatially mixed.
+            self.patches[split] = [chosen[i] for i in rng.permutation(len(chosen))]
+        self.excluded = len(folders) - sum(len(v) for v in self.patches.values())
+
+    def train_labels(self) -> np.ndarray:  # pragma: no cover - the official split has a val set
+        raise NotImplementedError
+
+    def batches(self, split: str) -> Iterator[SplitBatch]:
+        folders = self.patches[split]
+        fn = partial(read_patch, label_index={n: i for i, n in enumerate(self.labels43)})
+        results = parallel_map(fn, folders, self.workers, len(folders), f"bigearthnet {split}")
+        start = 0
+        for group in stack_batches(results, BATCH):
+            images = np.stack([g[0] for g in group])
+            l43 = np.zeros((len(group), 43), dtype=np.uint8)
+            for row, (_, ids) in enumerate(group):
+                l43[row, ids] = 1
+            l19 = (l43 @ self.to19 > 0).astype(np.uint8)
+            names = [f.name for f in folders[start:start + len(group)]]
+            start += len(group)
+            yield SplitBatch(images, l19, names, {"labels_43": l43})

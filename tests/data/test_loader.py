@@ -1,0 +1,86 @@
+"""The sharded loader: disjoint and covering shards, deterministic order, equal batch counts, contiguous reads."""
+
+import numpy as np
+import pytest
+import torch
+
+from lbscale.data.formats import open_prepared
+from lbscale.data.loader import ShardedLoader
+from lbscale.data.transforms import Normalize, random_flip_rot90
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_shards_disjoint_and_covering(synthetic_h5, world):
+    loaders = [ShardedLoader(synthetic_h5, "train", r, world, local_batch=64, seed=1, drop_last=False, even=False)
+               for r in range(world)]
+    parts = [ld.indices(epoch=2) for ld in loaders]
+    everything = np.concatenate(parts)
+    assert len(everything) == len(set(everything.tolist())) == loaders[0].n  # disjoint and covering
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_even_shards_equal_batches_and_disjoint(synthetic_h5, world):
+    loaders = [ShardedLoader(synthetic_h5, "train", r, world, local_batch=100, seed=0) for r in range(world)]
+    counts = [sum(1 for _ in ld) for ld in loaders]
+    assert len(set(counts)) == 1 and counts[0] == len(loaders[0]) > 0
+    parts = [set(ld.indices().tolist()) for ld in loaders]
+    assert sum(len(p) for p in parts) == len(set().union(*parts))
+
+
+def test_batches_match_file_and_order_is_deterministic(synthetic_h5):
+    f = open_prepared(synthetic_h5)
+    images, labels = f.images("train")[...], f.labels("train")
+    a = ShardedLoader(f, "train", 1, 2, local_batch=50, seed=9)
+    b = ShardedLoader(synthetic_h5, "train", 1, 2, local_batch=50, seed=9)
+    for epoch in (0, 1):
+        a.set_epoch(epoch)
+        b.set_epoch(epoch)
+        order = a.indices()
+        got = list(a)
+        assert torch.equal(torch.cat([x.labels for x in got]), torch.from_numpy(labels[order]))
+        assert torch.equal(torch.cat([x.images for x in got]), torch.from_numpy(images[order]))
+        assert np.array_equal(order, b.indices())
+    assert not np.array_equal(a.indices(0), a.indices(1))  # reshuffled per epoch
+    assert not np.array_equal(a.indices(0), np.sort(a.indices(0)))
+
+
+def test_chunk_order_shuffled_and_runs_contiguous(synthetic_h5):
+    ld = ShardedLoader(synthetic_h5, "train", 0, 1, local_batch=32, seed=0, buffer_blocks=2)
+    order = ld.indices()
+    window = np.sort(order[: ld.buffer])
+    runs = np.split(window, np.flatnonzero(np.diff(window) != 1) + 1)
+    assert len(runs) <= 3  # a buffer is a couple of whole storage blocks: a few contiguous reads
+
+
+def test_in_memory_mode_same_coverage(synthetic_h5):
+    ld = ShardedLoader(synthetic_h5, "val", 0, 1, local_batch=64, in_memory=True, drop_last=False, even=False)
+    labels = torch.cat([b.labels for b in ld])
+    assert sorted(labels.tolist()) == sorted(open_prepared(synthetic_h5).labels("val").tolist())
+
+
+def test_resume_mid_epoch_skips_exactly(synthetic_h5):
+    ld = ShardedLoader(synthetic_h5, "train", 0, 2, local_batch=40, seed=4)
+    ld.set_epoch(3)
+    full = list(ld)
+    tail = list(ld.iterate(start_batch=5))
+    assert len(tail) == len(full) - 5
+    assert all(torch.equal(x.labels, y.labels) for x, y in zip(full[5:], tail))
+
+
+def test_drop_last_explicit(synthetic_h5):
+    n = open_prepared(synthetic_h5).size("train")
+    keep = ShardedLoader(synthetic_h5, "train", 0, 1, local_batch=1000, drop_last=False)
+    drop = ShardedLoader(synthetic_h5, "train", 0, 1, local_batch=1000, drop_last=True)
+    assert len(drop) == n // 1000 and len(keep) == -(-n // 1000)
+    assert sum(len(b.labels) for b in keep) == n
+
+
+def test_transforms():
+    x = torch.arange(2 * 1 * 3 * 3, dtype=torch.uint8).view(2, 1, 3, 3)
+    norm = Normalize([4.0], [2.0])
+    assert torch.allclose(norm(x), (x.float() - 4) / 2)
+    g = torch.Generator().manual_seed(0)
+    y = random_flip_rot90(x, g)
+    for i in range(2):  # each output is one of the 8 symmetries of its input
+        options = [torch.rot90(v, k, (-2, -1)) for v in (x[i], x[i].flip(-1)) for k in range(4)]
+        assert any(torch.equal(y[i], o) for o in options)

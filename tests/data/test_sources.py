@@ -1,0 +1,141 @@
+"""Each raw format prepares into the documented layout with the pixels and labels of the source."""
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from lbscale.data.formats import open_prepared
+from lbscale.data.prepare import prepare
+from lbscale.data.sources.bigearthnet import BANDS, upsample
+from tests.fixtures.make_bigearthnet import LABELS, PATCHES, SNOWY, make_root
+from tests.fixtures.make_cifar import make_cifar
+from tests.fixtures.make_eurosat import make_eurosat
+from tests.fixtures.make_sat import make_csv, make_mat
+
+
+def _by_name(f, split):
+    return {n: i for i, n in enumerate(f.names(split))}
+
+
+@pytest.mark.parametrize("maker", [make_mat, make_csv])
+def test_sat4_pixels_labels_and_val_carve(tmp_path, maker):
+    src = tmp_path / ("sat.mat" if maker is make_mat else "csv")
+    arrays = maker(src)
+    out = tmp_path / "sat4.h5"
+    counts = prepare("sat4", src, out, val_fraction=0.2, seed=3)
+    assert counts == {"train": 240, "val": 60, "test": 60}
+    with open_prepared(out) as f:
+        assert f.class_names == ["barren_land", "trees", "grassland", "none"]
+        assert f.band_names == ["R", "G", "B", "NIR"]
+        # test keeps source order: pixel (h, w, c, n) of the .mat equals (n, c, h, w) of the output
+        x, y = arrays["test_x"], arrays["test_y"]
+        np.testing.assert_array_equal(f.images("test")[...], x.transpose(3, 2, 0, 1))
+        np.testing.assert_array_equal(f.labels("test"), y.argmax(axis=0))
+        # train + val hold exactly the source train samples
+        both = np.concatenate([f.images("train")[...], f.images("val")[...]])
+        src_rows = {r.tobytes() for r in arrays["train_x"].transpose(3, 2, 0, 1)}
+        assert {r.tobytes() for r in both} == src_rows
+        assert f.images("train").chunks[0] >= 256  # a batch is one contiguous chunk read
+        mean = np.concatenate([f.images("train")[...]]).astype(np.float64).mean(axis=(0, 2, 3))
+        np.testing.assert_allclose(f.mean, mean, rtol=1e-9)
+
+
+def test_val_carve_is_stratified_and_seeded(tmp_path):
+    src = tmp_path / "sat.mat"
+    make_mat(src, name="sat6", n_train=1200)
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    prepare("sat6", src, a, val_fraction=0.25, seed=7)
+    prepare("sat6", src, b, val_fraction=0.25, seed=7)
+    with open_prepared(a) as fa, open_prepared(b) as fb:
+        np.testing.assert_array_equal(fa.labels("val"), fb.labels("val"))
+        val = np.bincount(fa.labels("val"), minlength=6)
+        train = np.bincount(fa.labels("train"), minlength=6)
+        np.testing.assert_allclose(val / (val + train), 0.25, atol=0.02)
+
+
+def test_cifar_planes_and_labels(tmp_path):
+    batches = make_cifar(tmp_path / "cifar-10-batches-py")
+    out = tmp_path / "c.h5"
+    prepare("cifar10", tmp_path, out, val_fraction=0.0)
+    with open_prepared(out) as f:
+        data, labels = batches["test_batch"]
+        img = f.images("test")[...]
+        np.testing.assert_array_equal(img[:, 0].reshape(len(img), -1), data[:, :1024])  # R plane
+        np.testing.assert_array_equal(img[:, 2].reshape(len(img), -1), data[:, 2048:])  # B plane
+        np.testing.assert_array_equal(f.labels("test"), labels)
+        assert f.size("train") == 200
+
+
+def test_eurosat_interleaved_bands_and_carved_splits(tmp_path):
+    tiles = make_eurosat(tmp_path / "EuroSAT_MS")
+    out = tmp_path / "e.h5"
+    counts = prepare("eurosat", tmp_path, out, val_fraction=0.2, test_fraction=0.2, workers=2)
+    assert sum(counts.values()) == 60 and counts["val"] == counts["test"] == 10
+    with open_prepared(out) as f:
+        assert f.band_names[-1] == "B8A" and len(f.band_names) == 13
+        for split in ("train", "val", "test"):
+            for name, i in _by_name(f, split).items():
+                np.testing.assert_array_equal(f.images(split)[i], tiles[name].transpose(2, 0, 1))
+        assert np.bincount(f.labels("test"), minlength=10).tolist() == [1] * 10
+
+
+def test_bilinear_convention_matches_torch_half_pixel():
+    rng = np.random.default_rng(0)
+    for n in (20, 60):
+        band = rng.integers(0, 10000, size=(n, n), dtype=np.uint16)
+        ref = torch.nn.functional.interpolate(torch.from_numpy(band.astype(np.float64))[None, None], size=(120, 120),
+                                              mode="bilinear", align_corners=False)[0, 0].numpy()
+        np.testing.assert_allclose(upsample(band).astype(np.float64), np.rint(ref), atol=1)
+    same = rng.integers(0, 10000, size=(120, 120), dtype=np.uint16)
+    assert upsample(same) is same
+
+
+def test_bigearthnet_bands_labels_splits(tmp_path):
+    bands = make_root(tmp_path / "ben")
+    out = tmp_path / "ben.h5"
+    counts = prepare("bigearthnet", tmp_path / "ben", out, workers=2)
+    assert counts == {"train": 3, "val": 0, "test": 1}
+    with open_prepared(out) as f:
+        names = {s: f.names(s) for s in f.splits()}
+        assert SNOWY not in sum(names.values(), [])
+        assert {n: s for s in names for n in names[s]} == PATCHES
+        k19, k43 = f.class_names, f.extra_class_names["labels_43"]
+        assert len(k19) == 19 and len(k43) == 43 and k19 == sorted(k19)
+        with h5py.File(out) as h:
+            for i, name in enumerate(names["train"]):
+                img = h["train/images"][i]
+                patch = bands[name]
+                for j, b in enumerate(BANDS):
+                    expected = patch[b] if patch[b].shape == (120, 120) else upsample(patch[b])
+                    np.testing.assert_array_equal(img[j], expected)
+                labels = LABELS[: 1 + list(PATCHES).index(name) % 4]
+                assert sorted(k43[c] for c in np.flatnonzero(h["train/labels_43"][i])) == sorted(labels)
+                # 'Port areas' has no 19-class counterpart; 'Sea and ocean' becomes 'Marine waters'
+                expected19 = {"Non-irrigated arable land": "Arable land", "Coniferous forest": "Coniferous forest",
+                              "Sea and ocean": "Marine waters"}
+                got19 = sorted(k19[c] for c in np.flatnonzero(h["train/labels"][i]))
+                assert got19 == sorted(expected19[x] for x in labels if x in expected19)
+
+
+def test_synthetic_deterministic_and_noise_recorded(tmp_path):
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    for p in (a, b):
+        prepare("synthetic", None, p, count=800, label_noise=0.25, seed=5)
+    with h5py.File(a) as fa, h5py.File(b) as fb:
+        for key in ("train/images", "train/labels", "val/images", "test/labels"):
+            np.testing.assert_array_equal(fa[key][...], fb[key][...])
+        noisy = fa["train/noisy"][...].astype(bool)
+        assert 0.15 < noisy.mean() < 0.35
+        labels, clean = fa["train/labels"][...], fa["train/clean_labels"][...]
+        assert np.all(labels[noisy] != clean[noisy]) and np.all(labels[~noisy] == clean[~noisy])
+        assert "noisy" not in fa["val"]
+
+
+def test_synthetic_multilabel_mosaic(tmp_path):
+    out = tmp_path / "m.h5"
+    prepare("synthetic", None, out, count=400, task="multilabel", classes=5)
+    with open_prepared(out) as f:
+        lab = f.labels("train")
+        assert lab.shape[1] == 5 and lab.sum(axis=1).min() >= 1 and lab.sum(axis=1).max() <= 3
+        assert f.task == "multilabel"
