@@ -39,7 +39,8 @@ def cli():
               help="Share of train carved out as a stratified, seeded val split where the source has none.")
 @click.option("--test-fraction", type=float, default=0.2, show_default=True,
               help="Share carved out as test where the source has no test split (EuroSAT, synthetic).")
-@click.option("--workers", type=int, default=1, show_default=True, help="Reader processes (BigEarthNet, EuroSAT).")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Reader processes beside the writing process (BigEarthNet, EuroSAT); 0 reads in-process.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Replace an existing output.")
 @click.option("--count", type=int, default=6000, show_default=True, help="synthetic: samples in all splits.")
@@ -56,8 +57,8 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import prepare as run_prepare
 
-    if workers < 1:
-        raise LbscaleError("--workers must be >= 1")
+    if workers < 0:
+        raise LbscaleError("--workers must be >= 0")
     synthetic = dict(count=count, bands=bands, size=size, classes=classes, task=task, label_noise=label_noise)
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
                          command=shlex.join(["lbscale", *sys.argv[1:]]),

@@ -2,9 +2,10 @@
 
 Each epoch, all ranks draw the same permutation of storage blocks (HDF5 chunks), lay the blocks end to end
 and cut that sequence into `world_size` contiguous shards, so shards are disjoint and cover the split.
-A rank reads its shard a buffer of blocks at a time (contiguous runs, read straight into one array), shuffles
-within the buffer and cuts batches. Batches hold raw pixels (native dtype): normalisation and augmentation
-run afterwards as tensor ops on the training device (lbscale.data.transforms).
+A rank takes its shard a buffer of blocks at a time, shuffles within the buffer and cuts batches. A batch is
+a set to SGD, so its members are gathered in storage order: one copy from the memory-mapped chunks (or the
+in-memory array) into the batch. Batches hold raw pixels (native dtype); normalisation and augmentation run
+afterwards as tensor ops on the training device (lbscale.data.transforms).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from lbscale.errors import LbscaleError
 
 @dataclass
 class Batch:
-    images: torch.Tensor  # (n, C, H, W), the file's dtype
+    images: torch.Tensor  # (n, C, H, W), the file's dtype (uint16 widened to int32)
     labels: torch.Tensor  # (n,) int64 class ids or (n, K) multi-hot
 
 
@@ -56,12 +57,14 @@ class ShardedLoader:
         self.images = self.file.images(split)
         self.labels = self.file.labels(split, label_key)
         self.n = self.file.size(split)
+        self.views = None
         if in_memory:
             self.images = np.asarray(self.images[...])
-        self.in_memory = in_memory or isinstance(self.images, np.ndarray)
-        self.block = 1 if self.in_memory else self.file.chunk_len(split)
-        # I/O and shuffle window, a whole number of batches so that no batch straddles two reads.
-        self.buffer = -(-max(local_batch, buffer_blocks * self.block) // local_batch) * local_batch
+        elif not isinstance(self.images, np.ndarray):
+            self.views = self.file.chunk_views(split)
+        self.block = self.file.chunk_len(split) if not isinstance(self.images, np.ndarray) else 1
+        # I/O and shuffle window, a whole number of batches so that no batch straddles two windows.
+        self.buffer = -(-max(local_batch, buffer_blocks * self.file.chunk_len(split)) // local_batch) * local_batch
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -83,7 +86,7 @@ class ShardedLoader:
         return size // self.local_batch if self.drop_last else -(-size // self.local_batch)
 
     def indices(self, epoch: int | None = None) -> np.ndarray:
-        """This rank's sample order for `epoch` (the order batches come in)."""
+        """This rank's samples for `epoch`, batch after batch (each batch in storage order)."""
         epoch = self.epoch if epoch is None else epoch
         rng = np.random.default_rng([self.seed, epoch])
         n_blocks = -(-self.n // self.block)
@@ -101,23 +104,27 @@ class ShardedLoader:
         out = shard.copy()
         for s in range(0, len(shard), self.buffer):
             out[s:s + self.buffer] = local.permutation(shard[s:s + self.buffer])
+        bs = self.local_batch
+        full = len(out) // bs * bs
+        out[:full] = np.sort(out[:full].reshape(-1, bs), axis=1).ravel()
+        out[full:] = np.sort(out[full:])
         return out
 
-    def _read(self, idx: np.ndarray) -> np.ndarray:
-        """Images at `idx` (any order), reading each contiguous run of the sorted indices once."""
-        if self.in_memory:
-            return self.images[idx]
-        order = np.argsort(idx, kind="stable")
-        sorted_idx = idx[order]
-        buf = np.empty((len(idx), *self.images.shape[1:]), dtype=self.images.dtype)
-        breaks = np.flatnonzero(np.diff(sorted_idx) != 1) + 1
-        pos = 0
-        for run in np.split(sorted_idx, breaks):
-            a, b = int(run[0]), int(run[-1]) + 1
-            self.images.read_direct(buf, np.s_[a:b], np.s_[pos:pos + b - a])
-            pos += b - a
-        out = np.empty_like(buf)
-        out[order] = buf
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        """Images at sorted `idx`, copied once into a new batch array."""
+        if isinstance(self.images, np.ndarray):
+            return np.take(self.images, idx, axis=0)
+        out = np.empty((len(idx), *self.images.shape[1:]), dtype=self.images.dtype)
+        block = idx // self.block
+        cuts = np.flatnonzero(np.diff(block)) + 1
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(idx)]):
+            local = idx[a:b] - block[a] * self.block
+            if self.views is not None:
+                np.take(self.views[block[a]], local, axis=0, out=out[a:b], mode="clip")  # no out-buffering
+            else:  # filtered storage: read the run covering these samples, then pick
+                lo = int(idx[a])
+                run = self.images[lo:int(idx[b - 1]) + 1]
+                np.take(run, idx[a:b] - lo, axis=0, out=out[a:b], mode="clip")
         return out
 
     def __iter__(self):
@@ -127,9 +134,6 @@ class ShardedLoader:
         """Batches of the current epoch, skipping the first `start_batch` (resume in mid-epoch)."""
         order = self.indices()
         bs = self.local_batch
-        for s in range(start_batch * bs, len(order), self.buffer):
-            chunk = order[s:s + self.buffer]
-            images = self._read(chunk)
-            labels = self.labels[chunk]
-            for a in range(0, len(chunk), bs):
-                yield Batch(_as_tensor(images[a:a + bs]), torch.from_numpy(labels[a:a + bs]))
+        for a in range(start_batch * bs, len(order), bs):
+            idx = order[a:a + bs]
+            yield Batch(_as_tensor(self._gather(idx)), torch.from_numpy(self.labels[idx]))

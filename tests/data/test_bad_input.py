@@ -88,7 +88,7 @@ def test_patch_missing_band(run_cli, ben, out_dir):
     root, name = ben
     (root / name / f"{name}_B8A.tif").unlink()
     _assert_clean_failure(run_cli("prepare", "bigearthnet", "--src", root, "--out", out_dir / "out.h5"),
-                          out_dir, f"{name}_B8A.tif", "missing band B8A")
+                          out_dir, f"{name}_B8A.tif", "missing band B8A of patch")
 
 
 def test_unknown_label_name(run_cli, ben, out_dir):

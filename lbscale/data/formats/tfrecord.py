@@ -80,17 +80,19 @@ class TfrecordWriter(AtomicWriter):
                 "label": {"shape": list(labels.shape[1:]), "dtype": labels.dtype.str},
             }
             self.per_shard = max(1, SHARD_BYTES // max(1, images[0].nbytes))
-        self.extras.setdefault(split, {k: {"shape": list(v.shape[1:]), "dtype": v.dtype.str} for k, v in extras.items()})
+        spec = {k: {"shape": list(v.shape[1:]), "dtype": v.dtype.str} for k, v in extras.items()}
+        self.extras.setdefault(split, spec)
         for i in range(len(images)):
             rec = {
-                "image": (np.ascontiguousarray(images[i]).astype(images.dtype.newbyteorder("<")).tobytes(), "byte"),
+                "image": (images[i].astype(images.dtype.newbyteorder("<")).tobytes(), "byte"),
                 "label": (np.atleast_1d(labels[i]).astype(np.int64).tolist(), "int"),
             }
             if names is not None:
                 rec["name"] = (str(names[i]).encode(), "byte")
             for k, v in extras.items():
                 kind = _kind(v.dtype)
-                rec[k] = (np.atleast_1d(v[i]).ravel().astype(np.float32 if kind == "float" else np.int64).tolist(), kind)
+                flat = np.atleast_1d(v[i]).ravel()
+                rec[k] = (flat.astype(np.float32 if kind == "float" else np.int64).tolist(), kind)
             state = self._writer_for(split)
             state[1].write(rec)
             state[2] += 1
@@ -105,7 +107,8 @@ class TfrecordWriter(AtomicWriter):
             raise LbscaleError(f"{self.out}: the source yielded no samples")
         self.close()
         total = {s: len(v) for s, v in self.shards.items()}
-        shards = {s: [n.replace(".tfrecord", f"-of-{total[s]:05d}.tfrecord") for n in v] for s, v in self.shards.items()}
+        shards = {s: [n.replace(".tfrecord", f"-of-{total[s]:05d}.tfrecord") for n in v]
+                  for s, v in self.shards.items()}
         for s in SPLITS:
             for old, new in zip(self.shards[s], shards[s]):
                 (self.tmp / old).rename(self.tmp / new)
@@ -134,8 +137,8 @@ class TfrecordFile(PreparedFile):
             raise LbscaleError(f"{self.path}: not an lbscale TFRecord directory (no meta.json)")
         try:
             meta = json.loads(meta_path.read_text())
-            self.attrs, self.schema, self.counts, self.shards = meta["attrs"], meta["schema"], meta["counts"], meta["shards"]
-            self.extra_specs = meta["extras"]
+            self.attrs, self.schema, self.extra_specs = meta["attrs"], meta["schema"], meta["extras"]
+            self.counts, self.shards = meta["counts"], meta["shards"]
         except (ValueError, KeyError) as e:
             raise LbscaleError(f"{meta_path}: malformed ({e})") from None
         if int(self.attrs.get("format_version", 0)) > FORMAT_VERSION:

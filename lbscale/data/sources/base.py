@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing as mp
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -69,31 +70,56 @@ def carve(labels: np.ndarray, fractions: dict[str, float], seed: int) -> np.ndar
     return assign
 
 
-def parallel_map(fn: Callable, items: Iterable, workers: int, total: int, desc: str) -> Iterator:
-    """`map` in order over a process pool (or in-process for workers <= 1), with a progress bar."""
-    progress = bar(total=total, desc=desc, unit="file")
+def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample_shape: tuple, dtype,
+                     desc: str) -> Iterator[tuple[np.ndarray, list]]:
+    """Apply `fn(item) -> (pixels, extra)` to every item; yield (pixels (n, *sample_shape), extras) per batch.
+
+    `workers` reader processes run beside the caller, as torch's DataLoader num_workers (0: read in-process).
+    Forked workers write pixels straight into a shared anonymous mapping (two batch
+    buffers: the caller consumes batch k while workers fill k+1) and only the small extras are pickled."""
+    progress = bar(total=len(items), desc=desc, unit="file")
+    groups = [items[a:a + batch] for a in range(0, len(items), batch)]
     try:
-        if workers <= 1:
-            for out in map(fn, items):
-                progress.update(1)
-                yield out
+        if not groups:
             return
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-        with ctx.Pool(workers) as pool:
-            for out in pool.imap(fn, items, chunksize=8):
-                progress.update(1)
-                yield out
+        if workers < 1 or "fork" not in mp.get_all_start_methods():
+            for group in groups:
+                pixels = np.empty((len(group), *sample_shape), dtype=dtype)
+                extras = []
+                for i, item in enumerate(group):
+                    pixels[i], extra = fn(item)
+                    extras.append(extra)
+                    progress.update(1)
+                yield pixels, extras
+            return
+        global _SHARED
+        per = int(np.prod(sample_shape)) * np.dtype(dtype).itemsize
+        buffers = mmap.mmap(-1, 2 * batch * per)
+        views = np.frombuffer(buffers, dtype=dtype).reshape(2, batch, *sample_shape)
+        _SHARED = (fn, views)  # inherited by the forked workers
+        with mp.get_context("fork").Pool(workers) as pool:
+
+            def submit(k):
+                jobs = [(k % 2, slot, item) for slot, item in enumerate(groups[k])]
+                return pool.map_async(_shared_job, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
+
+            pending = submit(0)
+            for k in range(len(groups)):
+                extras = pending.get()
+                pending = submit(k + 1) if k + 1 < len(groups) else None
+                progress.update(len(extras))
+                yield views[k % 2, :len(extras)], extras
+        _SHARED = None  # the mapping is freed with the last view of it
     finally:
         progress.close()
 
 
-def stack_batches(results: Iterable, batch: int) -> Iterator[list]:
-    """Group an iterator into lists of at most `batch` items."""
-    buf = []
-    for r in results:
-        buf.append(r)
-        if len(buf) == batch:
-            yield buf
-            buf = []
-    if buf:
-        yield buf
+_SHARED = None
+
+
+def _shared_job(job):
+    buffer, slot, item = job
+    fn, views = _SHARED
+    pixels, extra = fn(item)
+    views[buffer, slot] = pixels
+    return extra

@@ -12,7 +12,6 @@ bigearthnet-common; patches in none of its splits (e.g. no 19-class target) are 
 from __future__ import annotations
 
 import json
-import logging
 import warnings
 from functools import lru_cache, partial
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch, parallel_map, stack_batches
+from lbscale.data.sources.base import Source, SplitBatch, parallel_batches
+from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
 
 BANDS = ["B01", "B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B09", "B11", "B12"]
@@ -29,8 +29,6 @@ NATIVE_SIZE = {"B02": 120, "B03": 120, "B04": 120, "B08": 120, "B05": 60, "B06":
                "B11": 60, "B12": 60, "B01": 20, "B09": 20}
 SIZE = 120
 BATCH = 256
-# tifffile logs warnings about corrupt files itself; we report them as one error line instead.
-logging.getLogger("tifffile").setLevel(logging.ERROR)
 
 
 def _ben():
@@ -42,46 +40,35 @@ def _ben():
 
 
 @lru_cache(maxsize=None)
-def bilinear_matrix(n_in: int, n_out: int) -> np.ndarray:
-    """(n_out, n_in) weights of 1-D linear interpolation with half-pixel centres and clamped edges."""
-    scale = n_in / n_out
-    src = (np.arange(n_out) + 0.5) * scale - 0.5
-    src = np.clip(src, 0, n_in - 1)
-    lo = np.floor(src).astype(int)
+def lerp_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source neighbours and weight of 1-D linear interpolation, half-pixel centres, clamped edges."""
+    src = np.clip((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0, n_in - 1)
+    lo = np.floor(src).astype(np.intp)
     hi = np.minimum(lo + 1, n_in - 1)
-    w_hi = src - lo
-    m = np.zeros((n_out, n_in), dtype=np.float64)
-    m[np.arange(n_out), lo] += 1 - w_hi
-    m[np.arange(n_out), hi] += w_hi
-    return m.astype(np.float32)
+    return lo, hi, (src - lo).astype(np.float32)
 
 
 def upsample(band: np.ndarray, size: int = SIZE) -> np.ndarray:
-    """Bilinear upsampling of one uint16 band to size x size (see the module docstring for the convention)."""
+    """Bilinear upsampling of one uint16 band to size x size (see the module docstring for the convention).
+
+    Separable gathers and multiply-adds rather than a matrix product: no BLAS threads in forked workers."""
     if band.shape == (size, size):
         return band
-    my = bilinear_matrix(band.shape[0], size)
-    mx = bilinear_matrix(band.shape[1], size)
-    out = my @ band.astype(np.float32) @ mx.T
+    ly, hy, wy = lerp_weights(band.shape[0], size)
+    lx, hx, wx = lerp_weights(band.shape[1], size)
+    x = band.astype(np.float32)
+    rows = x[ly] * (1 - wy)[:, None] + x[hy] * wy[:, None]
+    out = rows[:, lx] * (1 - wx)[None, :] + rows[:, hx] * wx[None, :]
     return np.clip(np.rint(out), 0, 65535).astype(np.uint16)
 
 
 def read_patch(folder: Path, label_index: dict[str, int]) -> tuple[np.ndarray, list[int]]:
     """One patch -> (12,120,120) uint16 and its 43-class label ids; LbscaleError names the bad file."""
-    import tifffile
-
     name = folder.name
     out = np.empty((len(BANDS), SIZE, SIZE), dtype=np.uint16)
     for i, b in enumerate(BANDS):
         path = folder / f"{name}_{b}.tif"
-        if not path.exists():
-            raise LbscaleError(f"{path}: missing band {b} of patch {name}")
-        try:
-            arr = tifffile.imread(path)
-        except Exception as e:  # tifffile raises TiffFileError, ValueError, struct.error... on corrupt input
-            raise LbscaleError(f"{path}: unreadable TIFF ({type(e).__name__}: {e})") from None
-        if arr.size == 0:
-            raise LbscaleError(f"{path}: unreadable TIFF (no image data)")
+        arr = read_tiff(path, f"band {b} of patch {name}")
         n = NATIVE_SIZE[b]
         if arr.shape != (n, n) or arr.dtype != np.uint16:
             raise LbscaleError(f"{path}: {arr.dtype} {arr.shape}, expected uint16 ({n}, {n}) for {b}")
@@ -147,14 +134,13 @@ class BigEarthNetSource(Source):
     def batches(self, split: str) -> Iterator[SplitBatch]:
         folders = self.patches[split]
         fn = partial(read_patch, label_index={n: i for i, n in enumerate(self.labels43)})
-        results = parallel_map(fn, folders, self.workers, len(folders), f"bigearthnet {split}")
         start = 0
-        for group in stack_batches(results, BATCH):
-            images = np.stack([g[0] for g in group])
-            l43 = np.zeros((len(group), 43), dtype=np.uint8)
-            for row, (_, ids) in enumerate(group):
+        for images, label_ids in parallel_batches(fn, folders, self.workers, BATCH, (len(BANDS), SIZE, SIZE),
+                                                  np.uint16, f"bigearthnet {split}"):
+            l43 = np.zeros((len(label_ids), 43), dtype=np.uint8)
+            for row, ids in enumerate(label_ids):
                 l43[row, ids] = 1
             l19 = (l43 @ self.to19 > 0).astype(np.uint8)
-            names = [f.name for f in folders[start:start + len(group)]]
-            start += len(group)
+            names = [f.name for f in folders[start:start + len(label_ids)]]
+            start += len(label_ids)
             yield SplitBatch(images, l19, names, {"labels_43": l43})

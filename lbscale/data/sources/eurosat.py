@@ -8,7 +8,8 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch, parallel_map, stack_batches
+from lbscale.data.sources.base import Source, SplitBatch, parallel_batches
+from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
 
 CLASSES = ["AnnualCrop", "Forest", "HerbaceousVegetation", "Highway", "Industrial", "Pasture", "PermanentCrop",
@@ -19,17 +20,12 @@ SIDE = 64
 BATCH = 512
 
 
-def read_tile(path: Path) -> np.ndarray:
-    """One EuroSAT tile -> (13, 64, 64) uint16."""
-    import tifffile
-
-    try:
-        arr = tifffile.imread(path)
-    except Exception as e:
-        raise LbscaleError(f"{path}: unreadable TIFF ({type(e).__name__}: {e})") from None
+def read_tile(path: Path) -> tuple[np.ndarray, None]:
+    """One EuroSAT tile -> (13, 64, 64) uint16 (and no extra result)."""
+    arr = read_tiff(path)
     if arr.shape != (SIDE, SIDE, len(BANDS)) or arr.dtype != np.uint16:
         raise LbscaleError(f"{path}: {arr.dtype} {arr.shape}, expected uint16 (64, 64, 13)")
-    return np.ascontiguousarray(arr.transpose(2, 0, 1))
+    return arr.transpose(2, 0, 1), None
 
 
 class EuroSatSource(Source):
@@ -66,9 +62,9 @@ class EuroSatSource(Source):
     def batches(self, split: str) -> Iterator[SplitBatch]:
         paths = [p for p, _ in self.files]
         labels = self.train_labels()
-        results = parallel_map(read_tile, paths, self.workers, len(paths), "eurosat")
         start = 0
-        for group in stack_batches(results, BATCH):
-            stop = start + len(group)
-            yield SplitBatch(np.stack(group), labels[start:stop], [p.stem for p in paths[start:stop]])
+        for images, extras in parallel_batches(read_tile, paths, self.workers, BATCH, (len(BANDS), SIDE, SIDE),
+                                               np.uint16, "eurosat"):
+            stop = start + len(extras)
+            yield SplitBatch(images, labels[start:stop], [p.stem for p in paths[start:stop]])
             start = stop
