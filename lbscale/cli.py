@@ -66,6 +66,35 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
     click.echo(f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
 
 
+def _trial_options(fn):
+    """One CLI option per TrialConfig field (None = not given, so YAML values stand)."""
+    from lbscale.config import FIELDS
+
+    for name in reversed(list(FIELDS)):
+        f = FIELDS[name]
+        flag = name.replace("_", "-")
+        if f.type == "bool":
+            fn = click.option(f"--{flag}/--no-{flag}", name, default=None, help=f.metadata["help"])(fn)
+        else:
+            kind = {"int": int, "float": float}.get(f.type, str)
+            fn = click.option(f"--{flag}", name, type=kind, default=None, help=f.metadata["help"])(fn)
+    return fn
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="YAML trial config; options override.")
+@_trial_options
+@quiet_option
+def train(config_path, **options):
+    """Train one trial (1 process, or one rank under torchrun / srun) and write its result files."""
+    from lbscale.config import load_config
+    from lbscale.train.trial import run_trial
+
+    code = run_trial(load_config(config_path, **options))
+    if code:
+        sys.exit(code)
+
+
 @cli.group()
 def data():
     """Inspect prepared files."""
@@ -122,6 +151,8 @@ def main(argv=None) -> int:
     except click.Abort:
         click.echo("lbscale: aborted", err=True)
         return 130
+    except SystemExit as e:  # a command's own exit code (e.g. 75: preempted, checkpointed)
+        return e.code if isinstance(e.code, int) else 1
     except KeyboardInterrupt:
         click.echo("lbscale: interrupted", err=True)
         return 130

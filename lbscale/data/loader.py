@@ -98,12 +98,13 @@ class ShardedLoader:
             sequence = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
         a, b = self._shard_bounds()
         shard = sequence[a:b]
-        used = len(self) * self.local_batch if self.drop_last else len(shard)
-        shard = shard[:used]
         local = np.random.default_rng([self.seed, epoch, self.rank, 1])
         out = shard.copy()
         for s in range(0, len(shard), self.buffer):
             out[s:s + self.buffer] = local.permutation(shard[s:s + self.buffer])
+        # Cut to whole batches only after shuffling: the same global order whatever the local batch,
+        # so that k micro-batches of B see exactly the samples of one batch of k x B.
+        out = out[:len(self) * self.local_batch if self.drop_last else len(out)]
         bs = self.local_batch
         full = len(out) // bs * bs
         out[:full] = np.sort(out[:full].reshape(-1, bs), axis=1).ravel()

@@ -103,3 +103,11 @@ def test_memory_mapped_and_filtered_storage_give_the_same_batches(synthetic_h5, 
     assert plain.views is not None and gz.views is None
     for x, y in zip(plain, gz):
         assert torch.equal(x.images, y.images) and torch.equal(x.labels, y.labels)
+
+
+def test_order_independent_of_local_batch_for_accumulation(synthetic_h5):
+    # 4 micro-batches of 16 hold the same samples as one batch of 64
+    small = ShardedLoader(synthetic_h5, "train", 0, 1, local_batch=16, seed=1).indices(0)
+    big = ShardedLoader(synthetic_h5, "train", 0, 1, local_batch=64, seed=1).indices(0)
+    for k in range(len(big) // 64):
+        assert set(small[64 * k:64 * (k + 1)].tolist()) == set(big[64 * k:64 * (k + 1)].tolist())

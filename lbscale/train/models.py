@@ -1,0 +1,18 @@
+"""Model factory: any timm model, with the band count and class count of the prepared file."""
+
+from __future__ import annotations
+
+import timm
+import torch
+
+from lbscale.errors import LbscaleError
+
+
+def build_model(name: str, in_chans: int, num_classes: int, channels_last: bool = True) -> torch.nn.Module:
+    """A randomly initialised timm model (no download) for `in_chans` bands and `num_classes` outputs."""
+    if not timm.is_model(name):
+        raise LbscaleError(f"--model: {name!r} is not a timm model (e.g. resnet18, resnet50)")
+    model = timm.create_model(name, pretrained=False, in_chans=in_chans, num_classes=num_classes)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model

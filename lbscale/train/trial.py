@@ -1,0 +1,408 @@
+"""One trial: a data-parallel training run of one configuration, with honest timing and exact resume.
+
+The story of `Trial.run`: resolve the plan (batches, steps, LR), build model, optimizer and loaders,
+maybe resume, then epoch by epoch: train (micro-batches with accumulation, an LR per optimizer step, a
+cross-rank check every few steps for divergence and signals), evaluate, record, checkpoint. Result files
+(config.json, metrics.jsonl, summary.json) are written by rank 0, atomically, summary last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import platform
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import lbscale
+from lbscale.config import TrialConfig, to_dict
+from lbscale.data.formats import open_prepared
+from lbscale.data.loader import ShardedLoader
+from lbscale.data.transforms import Normalize, random_flip_rot90
+from lbscale.errors import LbscaleError
+from lbscale.results import CONFIG, METRICS, SUMMARY, read_json, write_json, write_jsonl
+from lbscale.train import checkpoint
+from lbscale.train import distributed as dist
+from lbscale.train.metrics import HIGHER_IS_BETTER, TaskMetrics
+from lbscale.train.models import build_model
+from lbscale.train.optim import OptimizerOptions, build_optimizer
+from lbscale.train.policy import LRPolicy, auto_warmup_epochs, peak_lr
+
+REQUEUE_EXIT = 75  # EX_TEMPFAIL: checkpointed on SIGTERM / SIGUSR1; run again with --resume
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class Plan:
+    """The numbers a trial runs with, resolved from its config, the world size and the train split."""
+
+    world_size: int
+    global_batch: int
+    local_batch: int
+    accum_steps: int
+    train_samples: int
+    steps_per_epoch: int
+    total_steps: int
+    peak_lr: float
+    warmup_epochs: float
+    warmup_steps: int
+
+    def policy(self, cfg: TrialConfig) -> LRPolicy:
+        return LRPolicy(self.peak_lr, self.steps_per_epoch, cfg.epochs, self.warmup_epochs, cfg.schedule,
+                        cfg.warmup_start_lr, cfg.poly_power, cfg.end_lr, tuple(cfg.milestones),
+                        tuple(cfg.milestone_factors))
+
+
+def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int) -> Plan:
+    """Local batch and accumulation from the global batch; an error before any work if they do not divide."""
+    g = cfg.global_batch
+    if cfg.local_batch and cfg.accum_steps:
+        local, accum = cfg.local_batch, cfg.accum_steps
+        if local * world_size * accum != g:
+            raise LbscaleError(f"global batch {g} != local batch {local} x {world_size} processes x {accum} accum")
+    elif cfg.local_batch:
+        local = cfg.local_batch
+        if g % (local * world_size):
+            raise LbscaleError(f"global batch {g} is not a multiple of local batch {local} x {world_size} processes")
+        accum = g // (local * world_size)
+    else:
+        accum = cfg.accum_steps or 1
+        if g % (world_size * accum):
+            raise LbscaleError(f"global batch {g} does not divide into {world_size} processes x {accum} accum steps")
+        local = g // (world_size * accum)
+    steps = (train_samples // world_size) // local // accum
+    if steps < 1:
+        raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
+    warmup = (auto_warmup_epochs(g, cfg.warmup_ref_batch, cfg.warmup_ref_epochs) if cfg.warmup_auto
+              else float(cfg.warmup_epochs))
+    peak = peak_lr(cfg.base_lr, g, cfg.ref_batch, cfg.lr_scaling)
+    policy = LRPolicy(peak, steps, cfg.epochs, warmup, cfg.schedule)
+    return Plan(world_size, g, local, accum, train_samples, steps, policy.total_steps, peak, warmup,
+                policy.warmup_steps)
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(lbscale.__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _param_digest(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+class Trial:
+    def __init__(self, cfg: TrialConfig, env: dist.DistEnv, device: torch.device, backend: str | None):
+        self.cfg, self.env, self.device, self.backend = cfg, env, device, backend
+        self.out = Path(cfg.out)
+        self.data = open_prepared(cfg.data)
+        if cfg.label_set != "labels" and cfg.label_set not in self.data.extras("train"):
+            raise LbscaleError(f"{cfg.data}: no label set {cfg.label_set!r}")
+        self.num_classes = (self.data.num_classes if cfg.label_set == "labels"
+                            else len(self.data.extra_class_names[cfg.label_set]))
+        self.multilabel = self.data.task == "multilabel"
+        self.plan = resolve_plan(cfg, env.world_size, self.data.size("train"))
+        self.policy = self.plan.policy(cfg)
+        if not __import__("timm").is_model(cfg.model):
+            raise LbscaleError(f"--model: {cfg.model!r} is not a timm model (e.g. resnet18, resnet50)")
+        self.stop_signal = None
+        self.t_start = time.perf_counter()
+        self.records: list[dict] = []
+        self.step, self.epoch = 0, 0
+        self.target_hit: dict | None = None
+        self.elapsed_before = 0.0
+
+    # --- building -------------------------------------------------------------------------------
+    def build(self) -> None:
+        cfg, plan = self.cfg, self.plan
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        np.random.seed(cfg.seed)
+        self.model = build_model(cfg.model, len(self.data.band_names), self.num_classes, cfg.channels_last)
+        self.model.to(self.device)
+        options = OptimizerOptions(cfg.momentum, cfg.weight_decay, tuple(cfg.betas), cfg.eps, cfg.trust_coeff,
+                                   cfg.lars_nesterov, cfg.max_grad_norm)
+        self.optimizer = build_optimizer(cfg.optimizer, self.model, self.policy.lr(0), options)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
+        self.net = self.model
+        if self.env.world_size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        if cfg.compile:
+            self.net = torch.compile(self.net)
+        self.train_loader = ShardedLoader(self.data, "train", self.env.rank, plan.world_size, plan.local_batch,
+                                          cfg.seed, drop_last=True, even=True, in_memory=cfg.in_memory,
+                                          label_key=cfg.label_set)
+        self.has_val = self.data.size("val") > 0
+        if self.has_val:
+            self.val_loader = ShardedLoader(self.data, "val", self.env.rank, plan.world_size, plan.local_batch,
+                                            cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
+                                            label_key=cfg.label_set)
+        self.normalize = Normalize(self.data.mean, self.data.std, self.device)
+        self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + self.env.rank)
+        self.metrics = TaskMetrics(self.data.task, self.num_classes, self.device)
+        # progress within the epoch, saved in checkpoints with records, step, epoch and target_hit
+        self.batch = 0
+        self.initial_loss, self.above_steps = None, 0
+        self.epoch_loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.epoch_seen = 0
+
+    def loss_fn(self, logits, y):
+        if self.multilabel:
+            return F.binary_cross_entropy_with_logits(logits.float(), y)
+        return F.cross_entropy(logits.float(), y, label_smoothing=self.cfg.label_smoothing)
+
+    def inputs(self, batch, train: bool):
+        x = self.normalize(batch.images.to(self.device, non_blocking=True))
+        if train and self.cfg.augment:
+            x = random_flip_rot90(x, self.augment_rng)
+        if self.cfg.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        y = batch.labels.to(self.device, non_blocking=True)
+        return x, (y.float() if self.multilabel else y)
+
+    def autocast(self):
+        dtype = AUTOCAST[self.cfg.precision]
+        return torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+
+    # --- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self) -> None:
+        main = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(), "epoch": self.epoch, "batch": self.batch, "step": self.step,
+                "records": self.records, "initial_loss": self.initial_loss, "above_steps": self.above_steps,
+                "target_hit": self.target_hit, "world_size": self.env.world_size,
+                "elapsed": self.elapsed_before + time.perf_counter() - self.t_start}
+        rank = {"rng": checkpoint.rng_state(self.augment_rng), "epoch_loss": self.epoch_loss.cpu(),
+                "epoch_seen": self.epoch_seen}
+        checkpoint.save(self.out, self.env, main, rank)
+
+    def restore(self) -> None:
+        main, rank = checkpoint.load(self.out, self.env, self.device)
+        self.model.load_state_dict(main["model"])
+        self.optimizer.load_state_dict(main["optimizer"])
+        self.scaler.load_state_dict(main["scaler"])
+        for key in ("epoch", "batch", "step", "records", "initial_loss", "above_steps", "target_hit"):
+            setattr(self, key, main[key])
+        self.elapsed_before = main["elapsed"]
+        checkpoint.set_rng_state(rank["rng"], self.augment_rng)
+        self.epoch_loss = rank["epoch_loss"].to(self.device)
+        self.epoch_seen = rank["epoch_seen"]
+
+    # --- the loop -------------------------------------------------------------------------------
+    def check(self, window: torch.Tensor) -> str | None:
+        """Cross-rank agreement every few steps: 'diverged', 'stop' (signal or preemption) or None."""
+        stop = 1.0 if (self.stop_signal or self.step == self.cfg.preempt_after_steps) else 0.0
+        t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=self.device)])
+        loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
+        window.zero_()
+        mean = loss_sum / max(count, 1)
+        if not math.isfinite(mean):
+            return "diverged"
+        if self.initial_loss is None:
+            self.initial_loss = mean
+        elif mean > self.cfg.divergence_factor * self.initial_loss:
+            self.above_steps += self.cfg.check_every
+            if self.above_steps >= self.cfg.divergence_window:
+                return "diverged"
+        else:
+            self.above_steps = 0
+        return "stop" if stop else None
+
+    def train_epoch(self) -> tuple[str | None, dict]:
+        cfg, plan = self.cfg, self.plan
+        self.net.train()
+        self.train_loader.set_epoch(self.epoch)
+        n_micro = plan.steps_per_epoch * plan.accum_steps
+        batches = self.train_loader.iterate(self.batch)
+        window = torch.zeros(2, dtype=torch.float64, device=self.device)
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        t0 = time.perf_counter()
+        data_seconds, images, mark, steps_here = 0.0, 0, None, 0
+        verdict = None
+        while self.batch < n_micro:
+            td = time.perf_counter()
+            x, y = self.inputs(next(batches), train=True)
+            data_seconds += time.perf_counter() - td
+            last_micro = (self.batch + 1) % plan.accum_steps == 0
+            no_sync = self.net.no_sync() if (not last_micro and self.env.world_size > 1) else contextlib.nullcontext()
+            with no_sync:
+                with self.autocast():
+                    loss = self.loss_fn(self.net(x), y)
+                self.scaler.scale(loss / plan.accum_steps).backward()
+            detached = loss.detach().double()
+            window[0] += detached
+            window[1] += 1
+            self.epoch_loss += detached
+            self.epoch_seen += 1
+            images += len(x)
+            self.batch += 1
+            if not last_micro:
+                continue
+            lr = self.policy.lr(self.step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step += 1
+            steps_here += 1
+            if steps_here == cfg.timing_warmup_steps:
+                sync()
+                mark = (time.perf_counter(), images)
+            end_of_epoch = self.batch == n_micro
+            if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
+                verdict = self.check(window)
+                if verdict:
+                    break
+        sync()
+        t1 = time.perf_counter()
+        train_seconds = t1 - t0
+        if mark and t1 > mark[0] and images > mark[1]:
+            ips = (images - mark[1]) * plan.world_size / (t1 - mark[0])
+        else:
+            ips = images * plan.world_size / max(train_seconds, 1e-9)
+        timing = {"train_seconds": train_seconds, "images_per_second": ips, "data_seconds": data_seconds,
+                  "compute_seconds": train_seconds - data_seconds, "lr": self.policy.lr(max(self.step - 1, 0))}
+        return verdict, timing
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        if not self.has_val:
+            return {}
+        self.net.eval()
+        for batch in self.val_loader:
+            x, y = self.inputs(batch, train=False)
+            with self.autocast():
+                logits = self.net(x)
+            self.metrics.update(logits, y, self.loss_fn(logits, y))
+        return self.metrics.compute()
+
+    def end_epoch(self, timing: dict) -> None:
+        loss = dist.all_reduce_sum(torch.stack([self.epoch_loss, torch.tensor(float(self.epoch_seen),
+                                                                             dtype=torch.float64,
+                                                                             device=self.device)]))
+        te = time.perf_counter()
+        val = self.evaluate()
+        eval_seconds = time.perf_counter() - te
+        record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": float(loss[0] / max(loss[1], 1)),
+                  **val, **timing, "eval_seconds": eval_seconds}
+        record["elapsed_seconds"] = sum(r["train_seconds"] + r["eval_seconds"] for r in self.records) \
+            + timing["train_seconds"] + eval_seconds
+        self.records.append(record)
+        self.epoch += 1
+        self.batch = 0
+        self.epoch_loss.zero_()
+        self.epoch_seen = 0
+        metric, target = self.cfg.target_metric, self.cfg.target
+        if metric and self.target_hit is None and metric in record:
+            hit = record[metric] >= target if metric in HIGHER_IS_BETTER else record[metric] <= target
+            if hit:
+                self.target_hit = {"steps_to_target": self.step, "epochs_to_target": self.epoch,
+                                   "seconds_to_target": record["elapsed_seconds"]}
+        if self.env.is_main:
+            write_jsonl(self.out / METRICS, self.records)
+
+    def run(self) -> int:
+        cfg = self.cfg
+        self.build()
+        if cfg.resume and checkpoint.exists(self.out):
+            self.restore()
+        described = self.describe()  # collective: every rank contributes its host name
+        if self.env.is_main:
+            write_json(self.out / CONFIG, described)
+        for signum in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(signum, self._on_signal)
+        while self.epoch < cfg.epochs:
+            verdict, timing = self.train_epoch()
+            if verdict == "diverged":
+                return self.finish("diverged")
+            if verdict == "stop":
+                self.save_checkpoint()
+                return REQUEUE_EXIT
+            self.end_epoch(timing)
+            self.save_checkpoint()
+        return self.finish("completed")
+
+    def _on_signal(self, signum, frame):
+        self.stop_signal = signum
+
+    # --- results --------------------------------------------------------------------------------
+    def describe(self) -> dict:
+        hosts = dist.all_gather_object(socket.gethostname())
+        return {"config": to_dict(self.cfg), "plan": asdict(self.plan), "world_size": self.env.world_size,
+                "launcher": self.env.launcher, "backend": self.backend, "device": str(self.device),
+                "gpu": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None,
+                "hosts": hosts, "dataset": self.data.dataset, "task": self.data.task,
+                "num_classes": self.num_classes, "train_samples": self.plan.train_samples,
+                "versions": {"lbscale": lbscale.__version__, "torch": torch.__version__,
+                             "timm": __import__("timm").__version__, "python": platform.python_version()},
+                "git_commit": _git_commit()}
+
+    def finish(self, status: str, error: str | None = None) -> int:
+        digests = dist.all_gather_object(_param_digest(self.model)) if status != "failed" else []
+        if self.env.is_main:
+            write_json(self.out / SUMMARY, self.summary(status, error, digests))
+        return 0
+
+    def summary(self, status: str, error: str | None, digests: list) -> dict:
+        recs = self.records
+        metrics = sorted({k for r in recs for k in r if k.startswith("val_")})
+        best = {}
+        for k in metrics:
+            values = [r[k] for r in recs if k in r]
+            best[k] = max(values) if k in HIGHER_IS_BETTER else min(values)
+        steady = recs[1:] if len(recs) > 1 else recs  # the first epoch carries start-up costs
+        return {
+            "status": status, "error": error, "epochs_completed": len(recs), "steps": self.step,
+            "diverged_at": {"epoch": self.epoch + 1, "step": self.step} if status == "diverged" else None,
+            "final": recs[-1] if recs else None, "best": best,
+            "mean_epoch_seconds": float(np.mean([r["train_seconds"] for r in recs])) if recs else None,
+            "images_per_second": float(np.mean([r["images_per_second"] for r in steady])) if steady else None,
+            "total_train_seconds": float(sum(r["train_seconds"] for r in recs)),
+            "wall_seconds": self.elapsed_before + time.perf_counter() - self.t_start,
+            "target_metric": self.cfg.target_metric, "target": self.cfg.target,
+            **(self.target_hit or {"steps_to_target": None, "epochs_to_target": None, "seconds_to_target": None}),
+            "world_size": self.env.world_size, "global_batch": self.plan.global_batch,
+            "peak_lr": self.plan.peak_lr, "param_digests": digests,
+        }
+
+
+def run_trial(cfg: TrialConfig) -> int:
+    """Entry point of `lbscale train` in every process; returns the exit code."""
+    env = dist.detect_env()
+    out = Path(cfg.out)
+    if (out / SUMMARY).exists() and not cfg.resume:
+        raise LbscaleError(f"{out}: holds a finished trial ({read_json(out / SUMMARY)['status']}); "
+                           "use another --out")
+    if (out / SUMMARY).exists() and cfg.resume:
+        return 0  # nothing left to do
+    device = dist.pick_device(cfg.device, env)
+    trial = Trial(cfg, env, device, None)  # validates data and plan before any process group or output
+    if env.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    trial.backend = dist.init(env, cfg.backend, device)
+    clean = False
+    try:
+        code = trial.run()
+        clean = True
+        return code
+    except Exception as e:
+        if env.is_main and out.is_dir():
+            write_json(out / SUMMARY, trial.summary("failed", f"{type(e).__name__}: {e}", []))
+        raise
+    finally:
+        dist.teardown(clean)

@@ -1,0 +1,73 @@
+"""One LARS and one LAMB step against the published update formulas, on tiny tensors."""
+
+import math
+
+import pytest
+import torch
+
+from lbscale.train.optim import OPTIMIZERS, OptimizerOptions, build_optimizer
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+        self.bn = torch.nn.BatchNorm1d(2)
+
+    def forward(self, x):
+        return self.bn(self.fc(x))
+
+
+def _tiny_with_grads(seed=0):
+    torch.manual_seed(seed)
+    m = Tiny()
+    m.train()
+    x = torch.randn(8, 3)
+    (m(x) ** 2).sum().backward()
+    return m
+
+
+def test_param_groups_exclude_bn_and_bias_from_decay():
+    opt = build_optimizer("sgd", Tiny(), 0.1, OptimizerOptions(weight_decay=0.01))
+    decay = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+    m = opt.param_groups[0]["params"] + opt.param_groups[1]["params"]
+    assert len(m) == 4 and len(decay) == 1  # only fc.weight decays
+
+
+def test_lars_step_matches_you_2017():
+    # You, Gitman, Ginsburg 2017: local_lr = eta * ||w|| / (||g|| + beta * ||w||);
+    # v = m * v + lr * local_lr * (g + beta * w); w = w - v   (first step: v = 0)
+    m = _tiny_with_grads()
+    lr, eta, beta = 0.5, 0.001, 0.01
+    w, g = m.fc.weight.detach().clone(), m.fc.weight.grad.clone()
+    bias, bias_g = m.fc.bias.detach().clone(), m.fc.bias.grad.clone()
+    opt = build_optimizer("lars", m, lr, OptimizerOptions(momentum=0.9, weight_decay=beta, trust_coeff=eta))
+    opt.step()
+    local = eta * w.norm() / (g.norm() + beta * w.norm())
+    torch.testing.assert_close(m.fc.weight.detach(), w - lr * local * (g + beta * w))
+    # bias: no decay and no trust ratio, plain momentum SGD
+    torch.testing.assert_close(m.fc.bias.detach(), bias - lr * bias_g)
+
+
+def test_lamb_step_matches_you_2019():
+    # You et al. 2019, Algorithm 2 (LAMB), first step t = 1 with bias correction:
+    # m = (1-b1) g; v = (1-b2) g^2; r = m_hat / (sqrt(v_hat) + eps); u = r + lambda * x
+    # x = x - lr * ||x|| / ||u|| * u
+    m = _tiny_with_grads(1)
+    lr, b1, b2, eps, lam = 0.01, 0.9, 0.999, 1e-6, 0.01
+    x, g = m.fc.weight.detach().clone(), m.fc.weight.grad.clone()
+    opt = build_optimizer("lamb", m, lr, OptimizerOptions(betas=(b1, b2), eps=eps, weight_decay=lam))
+    opt.step()
+    m_hat = (1 - b1) * g / (1 - b1)
+    v_hat = (1 - b2) * g * g / (1 - b2)
+    u = m_hat / (v_hat.sqrt() + eps) + lam * x
+    torch.testing.assert_close(m.fc.weight.detach(), x - lr * x.norm() / u.norm() * u)
+
+
+def test_registry_builds_every_optimizer():
+    for name in OPTIMIZERS:
+        opt = build_optimizer(name, _tiny_with_grads(), 0.1, OptimizerOptions())
+        opt.step()
+        assert all(math.isfinite(p.sum().item()) for g in opt.param_groups for p in g["params"])
+    with pytest.raises(ValueError):
+        build_optimizer("adagrad", Tiny(), 0.1, OptimizerOptions())
