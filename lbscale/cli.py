@@ -95,6 +95,55 @@ def train(config_path, **options):
         sys.exit(code)
 
 
+@cli.command()
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True)
+@click.option("--batch", help="Global batches: a range like 8k..65k (doubling), or a list like 512,8000.")
+@click.option("--gpus", help="GPU (process) counts per trial, e.g. 4,8.")
+@click.option("--nproc-per-node", "nproc", type=int, help="local: processes per trial (torchrun); same as --gpus N.")
+@click.option("--local-batch", help="Per-GPU batch; GPUs = global / local where --gpus is not given.")
+@click.option("--seeds", help="A count (3) or a list (0,5).")
+@click.option("--epochs", type=int, help="Override the spec's epochs.")
+@click.option("--results", type=click.Path(path_type=Path), help="Results directory (default results/<name>).")
+@click.option("--system", help="Cluster profile (jureca-dc, juwels-booster, jureca-k80, deep-esb, generic).")
+@click.option("--systems", "systems_file", type=click.Path(path_type=Path), help="Your own profiles (YAML).")
+@click.option("--account", help="SLURM account (overrides the profile).")
+@click.option("--partition", help="SLURM partition (overrides the profile).")
+@click.option("--time", "time_limit", help="SLURM time limit (overrides the profile).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (batches, GPUs, accum, peak LR, warm-up, steps) only.")
+@click.option("--no-submit", is_flag=True, help="slurm: write the sbatch scripts, do not submit.")
+@click.option("--wait", is_flag=True, help="slurm: wait until the submitted arrays have finished.")
+@click.option("--max-concurrent", type=int, help="slurm: array tasks running at once (--array=...%M).")
+@click.option("--retry-failed", is_flag=True, help="Run failed trials again (resuming their checkpoints).")
+@click.option("--requeue", is_flag=True, help="slurm: checkpoint on SIGUSR1 before the time limit and requeue.")
+@click.option("--array-task", type=int, help="Run trial K of the plan (inside a SLURM array task).")
+@click.option("--trial", help="Run the trial with this id (inside a SLURM array task).")
+@quiet_option
+def sweep(spec, launcher, batch, gpus, nproc, local_batch, seeds, epochs, results, system, systems_file, account,
+          partition, time_limit, dry_run, no_submit, wait, max_concurrent, retry_failed, requeue, array_task, trial):
+    """Train the grid of SPEC: batch x GPUs x variant x warm-up x seed, locally or as SLURM job arrays."""
+    from lbscale.sweep.command import run_sweep
+
+    if nproc is not None:
+        if gpus is not None:
+            raise LbscaleError("give --gpus or --nproc-per-node, not both")
+        gpus = str(nproc)
+    code = run_sweep(spec, launcher, system, systems_file, results, batch, gpus, local_batch, seeds, epochs, account,
+                     partition, time_limit, dry_run, not no_submit, wait, max_concurrent, retry_failed, requeue,
+                     array_task, trial)
+    if code:
+        sys.exit(code)
+
+
+@cli.command()
+@click.argument("results", type=click.Path(path_type=Path))
+def status(results):
+    """A table of the trials under RESULTS: state, epoch reached, last metric, SLURM job, elapsed."""
+    from lbscale.sweep.command import status_table
+
+    click.echo(status_table(results))
+
+
 @cli.group()
 def data():
     """Inspect prepared files."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import os
 import platform
 import signal
 import socket
@@ -62,8 +63,10 @@ class Plan:
                         tuple(cfg.milestone_factors))
 
 
-def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int) -> Plan:
-    """Local batch and accumulation from the global batch; an error before any work if they do not divide."""
+def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int | None) -> Plan:
+    """Local batch and accumulation from the global batch; an error before any work if they do not divide.
+
+    Without `train_samples` (data not prepared yet) the step counts are left as None."""
     g = cfg.global_batch
     if cfg.local_batch and cfg.accum_steps:
         local, accum = cfg.local_batch, cfg.accum_steps
@@ -79,12 +82,14 @@ def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int) -> Plan:
         if g % (world_size * accum):
             raise LbscaleError(f"global batch {g} does not divide into {world_size} processes x {accum} accum steps")
         local = g // (world_size * accum)
-    steps = (train_samples // world_size) // local // accum
-    if steps < 1:
-        raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
     warmup = (auto_warmup_epochs(g, cfg.warmup_ref_batch, cfg.warmup_ref_epochs) if cfg.warmup_auto
               else float(cfg.warmup_epochs))
     peak = peak_lr(cfg.base_lr, g, cfg.ref_batch, cfg.lr_scaling)
+    if train_samples is None:
+        return Plan(world_size, g, local, accum, None, None, None, peak, warmup, None)
+    steps = (train_samples // world_size) // local // accum
+    if steps < 1:
+        raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
     policy = LRPolicy(peak, steps, cfg.epochs, warmup, cfg.schedule)
     return Plan(world_size, g, local, accum, train_samples, steps, policy.total_steps, peak, warmup,
                 policy.warmup_steps)
@@ -384,6 +389,10 @@ class Trial:
 def run_trial(cfg: TrialConfig) -> int:
     """Entry point of `lbscale train` in every process; returns the exit code."""
     env = dist.detect_env()
+    if env.launcher == "slurm" and "OMP_NUM_THREADS" not in os.environ:
+        # torchrun sets one thread per process; srun does not: use the allocation's CPUs per task,
+        # else every rank spins one thread per core of the node.
+        torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
     out = Path(cfg.out)
     if (out / SUMMARY).exists() and not cfg.resume:
         raise LbscaleError(f"{out}: holds a finished trial ({read_json(out / SUMMARY)['status']}); "

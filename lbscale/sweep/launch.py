@@ -1,0 +1,251 @@
+"""Launchers behind one interface: `local` (trials one after another) and `slurm` (one job array per shape).
+
+Both start from the same plan and the same per-trial files: `<results>/<trial>/trial.yaml` (the resolved
+trial config) and the trial's own result files. Nothing is shared and mutable between trials, so any number
+of array tasks can write into one results directory at once. A rerun skips finished trials, resumes those
+with a checkpoint and re-runs failed ones only with --retry-failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from lbscale.errors import LbscaleError
+from lbscale.results import (FINISHED, RUN, SUBMITTED, SUMMARY, TRIAL_YAML, read_json, running_here, trial_state,
+                             write_atomic, write_json)
+from lbscale.sweep.plan import TrialPlan, trial_yaml
+from lbscale.train.trial import REQUEUE_EXIT
+
+
+@dataclass
+class SweepRun:
+    """What a launch needs besides the plan."""
+
+    spec_path: str
+    results: Path
+    plan_args: list = field(default_factory=list)  # the CLI overrides, so array tasks plan the same grid
+    system: dict = field(default_factory=dict)
+    systems_file: str | None = None
+    retry_failed: bool = False
+    requeue: bool = False
+    max_concurrent: int | None = None
+    submit: bool = True
+    wait: bool = False
+    signal_seconds: int = 300
+
+
+def write_trial_files(plans: list[TrialPlan]) -> None:
+    """trial.yaml per trial; a changed config of a trial that already has results is an error."""
+    for p in plans:
+        p.out.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(trial_yaml(p), sort_keys=True)
+        path = p.out / TRIAL_YAML
+        if path.exists() and path.read_text() != text:
+            if trial_state(p.out)["state"] != "pending":
+                raise LbscaleError(f"{path}: the spec changed for a trial that has results; use another --results")
+        if not path.exists() or path.read_text() != text:
+            write_atomic(path, text)
+
+
+def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
+    """Trials that still need work: not finished, and failed ones only with retry_failed."""
+    todo = []
+    for p in plans:
+        summary = read_json(p.out / SUMMARY)
+        if summary and summary.get("status") in FINISHED:
+            continue
+        if summary:  # failed
+            if not retry_failed:
+                continue
+            (p.out / SUMMARY).unlink()  # its checkpoint, if any, is resumed
+        todo.append(p)
+    return todo
+
+
+def train_argv(p: TrialPlan) -> list[str]:
+    return [sys.executable, "-m", "lbscale.cli", "train", "--config", str(p.out / TRIAL_YAML), "--resume", "--quiet"]
+
+
+def _die_with_parent() -> None:
+    """Linux: the trial gets SIGTERM (checkpoint, exit 75) if the sweep process is killed, even by -9."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
+    """A process from an interrupted sweep may still be checkpointing this trial: let it finish first."""
+    deadline = time.time() + timeout
+    while running_here(p.out):
+        if time.time() > deadline:
+            raise LbscaleError(f"{p.out}: another process is still running this trial ({read_json(p.out / RUN)})")
+        time.sleep(1)
+
+
+def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
+    """Run one trial's command, with run.json marking who works on it."""
+    write_json(p.out / RUN, {"host": socket.gethostname(), "pid": os.getpid(), "job": job,
+                             "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(p.out / "train.log", "a") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+        code = proc.wait()
+    if code != REQUEUE_EXIT:
+        (p.out / RUN).unlink(missing_ok=True)
+    return code
+
+
+def _outcome(p: TrialPlan, code: int) -> str:
+    s = trial_state(p.out)
+    shown = f" {s['metric']} {s['value']:.4f}" if s["metric"] and s["value"] is not None else ""
+    return f"{s['state']}{shown}" if code in (0, REQUEUE_EXIT) else f"failed (exit {code}, see {p.out / 'train.log'})"
+
+
+class LocalLauncher:
+    """Trials one after another on this machine: one process, or torchrun with one process per 'GPU'."""
+
+    name = "local"
+
+    def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
+        write_trial_files(plans)
+        todo = select(plans, run.retry_failed)
+        print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
+        failures = 0
+        for i, p in enumerate(todo, 1):
+            wait_for_previous_run(p)
+            argv = train_argv(p)
+            if p.gpus > 1:
+                argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        f"--nproc_per_node={p.gpus}", *argv[1:]]
+            code = run_process(p, argv)
+            failures += code not in (0, REQUEUE_EXIT)
+            print(f"[{i}/{len(todo)}] {p.trial_id}: {_outcome(p, code)}", flush=True)
+        return 1 if failures else 0
+
+
+def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[str]:
+    s, gpn = run.system, run.system["gpus_per_node"]
+    per_node = min(p.gpus, gpn)
+    array = f"0-{count - 1}" + (f"%{run.max_concurrent}" if run.max_concurrent else "")
+    lines = [f"--job-name=lbscale-{name}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
+             f"--array={array}", f"--output={run.results / 'slurm' / '%x-%A_%a.out'}"]
+    for key, opt in (("account", "account"), ("partition", "partition"), ("time", "time"),
+                     ("cpus_per_task", "cpus-per-task")):
+        if s.get(key) is not None:
+            lines.append(f"--{opt}={s[key]}")
+    if s.get("gres"):
+        lines.append(f"--gres={str(s['gres']).format(gpus=per_node)}")
+    if run.requeue:
+        lines += ["--requeue", f"--signal=USR1@{run.signal_seconds}"]
+    return lines
+
+
+def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str:
+    """One sbatch script: one array task per trial of `group` (all of one shape: GPUs and nodes)."""
+    q = shlex.quote
+    p = group[0]
+    out = ["#!/bin/bash"]
+    for line in _sbatch_lines(run, p, len(group), name):
+        if "\n" in line or " " in line:
+            raise LbscaleError(f"unsafe #SBATCH value: {line!r}")
+        out.append(f"#SBATCH {line}")
+    out += ["# Generated by `lbscale sweep --launcher slurm`: one array task per trial.", "set -eu"]
+    if run.system.get("modules"):
+        out.append("module load " + " ".join(q(str(m)) for m in run.system["modules"]))
+    for k, v in (run.system.get("environment") or {}).items():
+        out.append(f"export {k}={q(str(v))}")
+    out.append("TRIALS=(" + " ".join(q(t.trial_id) for t in group) + ")")
+    cmd = [sys.executable, "-m", "lbscale.cli", "sweep", run.spec_path, *run.plan_args, "--results",
+           str(run.results), "--launcher", "slurm", "--system", run.system["name"]]
+    if run.systems_file:
+        cmd += ["--systems", run.systems_file]
+    if run.requeue:
+        cmd.append("--requeue")
+    out.append("exec " + " ".join(q(c) for c in cmd) + ' --trial "${TRIALS[$SLURM_ARRAY_TASK_ID]}"')
+    return "\n".join(out) + "\n"
+
+
+class SlurmLauncher:
+    """Renders and submits one job array per trial shape; each array task runs one trial with srun."""
+
+    name = "slurm"
+
+    def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
+        write_trial_files(plans)
+        todo = [p for p in select(plans, run.retry_failed) if not running_here(p.out)]
+        print(f"{len(plans) - len(todo)} of {len(plans)} trials finished or running; submitting {len(todo)}",
+              flush=True)
+        groups: dict[tuple, list[TrialPlan]] = {}
+        for p in todo:
+            groups.setdefault((p.gpus, p.nodes), []).append(p)
+        (run.results / "slurm").mkdir(parents=True, exist_ok=True)
+        jobs = []
+        for (gpus, _), group in groups.items():
+            name = f"{Path(run.spec_path).stem}-g{gpus}"
+            script = run.results / "slurm" / f"{name}.sh"
+            write_atomic(script, render_array_script(run, group, name))
+            if not run.submit:
+                print(f"wrote {script} ({len(group)} array tasks)")
+                continue
+            out = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True)
+            if out.returncode != 0:
+                why = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+                raise LbscaleError(f"sbatch {script}: {why}")
+            job = out.stdout.strip().split(";")[0]
+            jobs.append(job)
+            for k, p in enumerate(group):
+                write_json(p.out / SUBMITTED, {"job": f"{job}_{k}", "script": str(script)})
+            print(f"submitted job array {job} ({len(group)} trials, {gpus} GPUs each): {script}", flush=True)
+        if run.wait and jobs:
+            wait_for_jobs(jobs)
+            states = [trial_state(p.out)["state"] for p in plans]
+            return 0 if all(s in FINISHED for s in states) else 1
+        return 0
+
+
+def wait_for_jobs(jobs: list[str], poll: float = 2.0) -> None:
+    """Poll squeue until the jobs have left the queue (sbatch --wait is unreliable on small setups)."""
+    while True:
+        out = subprocess.run(["squeue", "-h", "-j", ",".join(jobs), "-o", "%i"], capture_output=True, text=True)
+        if out.returncode == 0 and not out.stdout.strip():
+            return
+        time.sleep(poll)
+
+
+def run_array_task(p: TrialPlan, run: SweepRun) -> int:
+    """Inside a SLURM job: run one trial with one srun task per GPU; requeue on preemption if asked."""
+    if trial_state(p.out)["state"] in FINISHED:
+        print(f"{p.trial_id}: already finished")
+        return 0
+    write_trial_files([p])
+    job = os.environ.get("SLURM_JOB_ID")
+    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")
+    job_name = f"{array_job}_{task}" if array_job and task else job
+    argv = train_argv(p)
+    if job:
+        per_node = min(p.gpus, run.system["gpus_per_node"])
+        argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
+                "--kill-on-bad-exit=1", *map(str, run.system.get("srun_args") or []), *argv]
+    code = run_process(p, argv, job=job_name)
+    print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
+    if code == REQUEUE_EXIT and run.requeue and job_name:
+        subprocess.run(["scontrol", "requeue", job_name], check=False)
+        return 0
+    return code
+
+
+LAUNCHERS = {"local": LocalLauncher, "slurm": SlurmLauncher}

@@ -1,0 +1,192 @@
+"""Sweep spec + CLI overrides -> the list of trials, each with a stable, readable id and resolved numbers."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lbscale.config import FIELDS, SweepSpec, TrialConfig, load_config, to_dict
+from lbscale.errors import LbscaleError
+
+K = 1024
+SIZE = re.compile(r"^\s*(\d+)\s*([kK]?)\s*$")
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def parse_size(text) -> int:
+    """512 -> 512, '8k' / '8K' -> 8192 (k = 1024)."""
+    if isinstance(text, bool):
+        raise LbscaleError(f"malformed batch size {text!r}")
+    if isinstance(text, int):
+        return text
+    m = SIZE.match(str(text))
+    if not m:
+        raise LbscaleError(f"malformed batch size {text!r} (e.g. 512, 8000, 8k)")
+    return int(m.group(1)) * (K if m.group(2) else 1)
+
+
+def parse_batches(value) -> list[int]:
+    """'8k..65k' (doubling powers of two from 8192 up to 65 x 1024), '512,8000', [512, '8k'] or one size."""
+    if isinstance(value, str) and ".." in value:
+        lo_text, _, hi_text = value.partition("..")
+        lo, hi = parse_size(lo_text), parse_size(hi_text)
+        if lo < 1 or lo & (lo - 1) or hi < lo:
+            raise LbscaleError(f"malformed range {value!r}: expected LO..HI with LO a power of two <= HI, e.g. 8k..65k")
+        out = [lo]
+        while out[-1] * 2 <= hi:
+            out.append(out[-1] * 2)
+        return out
+    items = value.split(",") if isinstance(value, str) else (value if isinstance(value, list) else [value])
+    sizes = [parse_size(v) for v in items]
+    if not sizes or min(sizes) < 1:
+        raise LbscaleError(f"malformed batch list {value!r}")
+    return sizes
+
+
+def parse_ints(value, what: str) -> list[int]:
+    items = value.split(",") if isinstance(value, str) else (value if isinstance(value, list) else [value])
+    try:
+        out = [int(v) for v in items]
+    except (TypeError, ValueError):
+        raise LbscaleError(f"malformed {what} {value!r}: expected integers") from None
+    if not out or min(out) < 1:
+        raise LbscaleError(f"malformed {what} {value!r}: expected integers >= 1")
+    return out
+
+
+def parse_seeds(value) -> list[int]:
+    """3 -> [0, 1, 2]; [0, 5] or '0,5' -> [0, 5]."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return list(range(value))
+    if isinstance(value, str) and "," not in value:
+        try:
+            return list(range(int(value)))
+        except ValueError:
+            raise LbscaleError(f"malformed seeds {value!r}") from None
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        return [int(v) for v in items]
+    except (TypeError, ValueError):
+        raise LbscaleError(f"malformed seeds {value!r}") from None
+
+
+@dataclass
+class TrialPlan:
+    """One trial of a sweep: its id, resources and the resolved numbers a user checks against a paper."""
+
+    trial_id: str
+    gpus: int
+    nodes: int
+    config: TrialConfig
+    plan: object  # lbscale.train.trial.Plan
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.out)
+
+
+def _variant_name(options: dict) -> str:
+    defaults = {k: FIELDS[k].default for k in ("optimizer", "lr_scaling")}
+    merged = {**defaults, **options}
+    return f"{merged['optimizer']}-{merged['lr_scaling']}"
+
+
+def _warmup_tag(w) -> str:
+    return "wauto" if str(w) == "auto" else f"w{float(w):g}"
+
+
+def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, gpus=None, local_batch=None,
+               seeds=None, epochs=None) -> list[TrialPlan]:
+    """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs."""
+    from lbscale.train.trial import resolve_plan
+
+    batches = parse_batches(batch if batch is not None else spec.batch)
+    gpu_list = parse_ints(gpus, "gpus") if gpus is not None else (
+        parse_ints(spec.gpus, "gpus") if spec.gpus is not None else None)
+    local = local_batch if local_batch is not None else spec.local_batch
+    if local is not None:
+        local = parse_size(local)
+    seed_list = parse_seeds(seeds if seeds is not None else spec.seeds)
+    variants = spec.variants or {_variant_name(spec.trial): {}}
+    warmups = spec.warmup if spec.warmup is not None else [None]
+    for name in variants:
+        if not SAFE_ID.match(name):
+            raise LbscaleError(f"{spec.path}: variant name {name!r} may use letters, digits, '.', '_' and '-' only")
+    train_samples = _train_samples(spec.trial.get("data"))
+
+    plans = []
+    for b in batches:
+        for g in (gpu_list or [None]):
+            if g is None:
+                if local is None:
+                    g = 1
+                elif b % local:
+                    raise LbscaleError(f"batch {b} is not a multiple of local batch {local}")
+                else:
+                    g = b // local
+            accum = None
+            if local is not None:
+                if b % (g * local):
+                    raise LbscaleError(f"batch {b} is not divisible by {g} GPUs x local batch {local}")
+                accum = b // (g * local)
+            elif b % g:
+                raise LbscaleError(f"batch {b} is not divisible by {g} GPUs")
+            nodes = math.ceil(g / gpus_per_node)
+            if nodes > 1 and g % gpus_per_node:
+                raise LbscaleError(f"{g} GPUs span {nodes} nodes but are not a multiple of "
+                                   f"{gpus_per_node} GPUs per node")
+            for vname, voptions in variants.items():
+                for w in warmups:
+                    for seed in seed_list:
+                        parts = [f"b{b}", f"g{g}", vname] + ([_warmup_tag(w)] if w is not None else []) + [f"s{seed}"]
+                        trial_id = "-".join(parts)
+                        options = {**spec.trial, **voptions, "global_batch": b, "seed": seed,
+                                   "out": str(results / trial_id)}
+                        if epochs is not None:
+                            options["epochs"] = epochs
+                        if w is not None:
+                            options["warmup_epochs"] = str(w)
+                        if local is not None:
+                            options.update(local_batch=local, accum_steps=accum)
+                        try:
+                            cfg = load_config(None, **options)
+                            resolved = resolve_plan(cfg, g, train_samples)
+                        except LbscaleError as e:
+                            raise LbscaleError(f"trial {trial_id}: {e}") from None
+                        plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved))
+    return plans
+
+
+def _train_samples(data) -> int | None:
+    if not data or not Path(data).exists():
+        return None
+    from lbscale.data.formats import open_prepared
+
+    with open_prepared(data) as f:
+        return f.size("train")
+
+
+def plan_table(plans: list[TrialPlan]) -> str:
+    """The dry-run table: what each trial will run with."""
+    head = ["trial", "global", "local", "gpus", "nodes", "accum", "peak_lr", "warmup", "warmup_steps", "steps"]
+    def show(v):
+        return "?" if v is None else str(v)
+
+    rows = []
+    for p in plans:
+        r = p.plan
+        rows.append([p.trial_id, str(r.global_batch), str(r.local_batch), str(p.gpus), str(p.nodes),
+                     str(r.accum_steps), f"{r.peak_lr:.6g}", f"{r.warmup_epochs:g} ep", show(r.warmup_steps),
+                     show(r.total_steps)])
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*head)] + [fmt.format(*r) for r in rows]
+    if plans and plans[0].plan.total_steps is None:
+        lines.append("(steps need the prepared data file; it does not exist yet)")
+    return "\n".join(lines)
+
+
+def trial_yaml(p: TrialPlan) -> dict:
+    return {k: v for k, v in to_dict(p.config).items() if v is not None and k != "resume"}
