@@ -17,11 +17,16 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The main job on the embedded default: prepare the synthetic set, show the sweep plan, run the sweep
+# (2 batch sizes x LAMB/LARS, 2 processes per trial, gloo on CPU; a few minutes), show its status.
 demo: venv
 	mkdir -p data
 	$(LBSCALE) prepare synthetic --out $(DEMO_DATA) --count 6000 --label-noise 0.05 --force
 	$(LBSCALE) data info $(DEMO_DATA)
 	$(LBSCALE) data check $(DEMO_DATA)
+	$(LBSCALE) sweep experiments/demo-sweep.yaml --dry-run
+	$(LBSCALE) sweep experiments/demo-sweep.yaml --quiet
+	$(LBSCALE) status results/demo-sweep
 
 test: venv
 	$(PY) -m pytest -q
@@ -33,4 +38,4 @@ lint: venv
 	$(PY) -m ruff check lbscale tests benchmarks
 
 clean:
-	rm -rf $(VENV) data results/runs .pytest_cache
+	rm -rf $(VENV) data results/demo-sweep results/runs .pytest_cache

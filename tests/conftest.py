@@ -1,3 +1,6 @@
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,3 +45,20 @@ def tiny_h5(tmp_path_factory):
     path = tmp_path_factory.mktemp("tiny") / "tiny.h5"
     prepare("synthetic", None, path, count=800, bands=3, size=16, classes=4, seed=3, command="test")
     return path
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A reachable SLURM controller; skipped where there is none, a failure where CI requires one."""
+    ok = shutil.which("sbatch") is not None
+    if ok:
+        try:
+            ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=20).returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+    if not ok:
+        why = "no SLURM controller reachable (start one with tests/slurm/start-slurm.sh, which needs root)"
+        if os.environ.get("LBSCALE_REQUIRE_SLURM") == "1":
+            pytest.fail(why + "; LBSCALE_REQUIRE_SLURM=1 forbids skipping")
+        pytest.skip(why)
+    return True

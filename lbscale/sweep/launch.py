@@ -96,12 +96,13 @@ def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
 
 
 def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
-    """Run one trial's command, with run.json marking who works on it."""
-    write_json(p.out / RUN, {"host": socket.gethostname(), "pid": os.getpid(), "job": job,
-                             "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    """Run one trial's command, with run.json marking who works on it: the trial process itself, which
+    outlives a killed sweep by the few seconds it needs to checkpoint."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(p.out / "train.log", "a") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+        write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
+                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         code = proc.wait()
     if code != REQUEUE_EXIT:
         (p.out / RUN).unlink(missing_ok=True)

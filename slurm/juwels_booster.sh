@@ -1,0 +1,22 @@
+#!/bin/bash
+# One array task of an lbscale sweep on the JUWELS Booster (4 x A100 per node): trial $SLURM_ARRAY_TASK_ID.
+# Edit account, the array range (`lbscale sweep "$SPEC" --dry-run` lists the trials, numbered from 0) and
+# nodes to one trial's GPUs (here 16 GPUs = 4 nodes), then: sbatch slurm/juwels_booster.sh
+#SBATCH --job-name=lbscale
+#SBATCH --account=your-project
+#SBATCH --partition=booster
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=4
+#SBATCH --gres=gpu:4
+#SBATCH --cpus-per-task=12
+#SBATCH --time=06:00:00
+#SBATCH --array=0-3
+#SBATCH --requeue
+#SBATCH --signal=USR1@300
+#SBATCH --output=slurm-%x-%A_%a.out
+set -euo pipefail
+module load Stages/2024 GCC OpenMPI CUDA NCCL PyTorch
+[ -f "${VENV:-.venv}/bin/activate" ] && source "${VENV:-.venv}/bin/activate"
+SPEC=${SPEC:-experiments/sat4-lamb.yaml}
+read -r -a EXTRA <<< "${LBSCALE_ARGS:-}"
+lbscale sweep "$SPEC" --system juwels-booster --requeue --array-task "$SLURM_ARRAY_TASK_ID" "${EXTRA[@]}"

@@ -1,0 +1,177 @@
+"""Sweep planning: ranges, ids, resources, the dry-run table, bad specs, quoting of rendered scripts."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lbscale.config import load_sweep_spec
+from lbscale.sweep.launch import SweepRun, render_array_script
+from lbscale.sweep.plan import build_plan, parse_batches, parse_seeds
+from lbscale.sweep.systems import get_system
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ranges_and_lists():
+    assert parse_batches("8k..65k") == [8192, 16384, 32768, 65536]
+    assert parse_batches("512..32k") == [512, 1024, 2048, 4096, 8192, 16384, 32768]
+    assert parse_batches([512, 8000]) == [512, 8000]
+    assert parse_batches("512,8K") == [512, 8192]
+    assert parse_seeds(3) == [0, 1, 2] and parse_seeds("0,5") == [0, 5] and parse_seeds([7]) == [7]
+
+
+def _spec(tmp_path, text):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return load_sweep_spec(path)
+
+
+SPEC = """
+name: t
+data: none.h5
+model: resnet50
+epochs: 3
+trial: {optimizer: lamb, base_lr: 0.01, ref_batch: 8192, lr_scaling: sqrt, warmup_epochs: auto}
+grid:
+  batch: 8k..65k
+  local_batch: 2048
+  seeds: 2
+"""
+
+
+def test_sat_lamb_plan_ids_gpus_nodes(tmp_path):
+    plans = build_plan(_spec(tmp_path, SPEC), tmp_path / "r", gpus_per_node=4)
+    assert [p.trial_id for p in plans[:2]] == ["b8192-g4-lamb-sqrt-s0", "b8192-g4-lamb-sqrt-s1"]
+    by_id = {p.trial_id: p for p in plans}
+    p = by_id["b65536-g32-lamb-sqrt-s1"]
+    assert (p.gpus, p.nodes, p.plan.local_batch, p.plan.accum_steps) == (32, 8, 2048, 1)
+    assert p.plan.peak_lr == pytest.approx(0.01 * 8 ** 0.5)
+    assert p.plan.warmup_epochs == 40  # auto: 5 epochs at 8k, x 8
+    assert p.config.out == str(tmp_path / "r" / "b65536-g32-lamb-sqrt-s1")
+    # ids do not depend on the order or subset asked for
+    again = build_plan(_spec(tmp_path, SPEC), tmp_path / "r", 4, batch="65536", seeds=[1])
+    assert [q.trial_id for q in again] == ["b65536-g32-lamb-sqrt-s1"]
+
+
+def test_gpus_list_with_accumulation_and_overrides(tmp_path):
+    plans = build_plan(_spec(tmp_path, SPEC), tmp_path, 4, batch="16k", gpus="4,8", seeds=1, epochs=1)
+    assert [(p.trial_id, p.plan.accum_steps, p.config.epochs) for p in plans] == [
+        ("b16384-g4-lamb-sqrt-s0", 2, 1), ("b16384-g8-lamb-sqrt-s0", 1, 1)]
+
+
+def test_variants_and_warmup_in_ids(tmp_path):
+    spec = _spec(tmp_path, SPEC.replace("  seeds: 2", """  seeds: 1
+  warmup: [0, 5, auto]
+  variants:
+    lars-lin: {optimizer: lars, lr_scaling: linear, base_lr: 0.1, ref_batch: 256}
+    lamb-sqrt: {}"""))
+    ids = [p.trial_id for p in build_plan(spec, tmp_path, 4, batch="8k")]
+    assert ids == ["b8192-g4-lars-lin-w0-s0", "b8192-g4-lars-lin-w5-s0", "b8192-g4-lars-lin-wauto-s0",
+                   "b8192-g4-lamb-sqrt-w0-s0", "b8192-g4-lamb-sqrt-w5-s0", "b8192-g4-lamb-sqrt-wauto-s0"]
+    lars = build_plan(spec, tmp_path, 4, batch="8k")[0]
+    assert lars.plan.peak_lr == pytest.approx(3.2)  # 0.1 x 8192 / 256
+
+
+def test_dry_run_prints_the_lr_column(tmp_path, run_cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.replace("lamb, base_lr: 0.01, ref_batch: 8192, lr_scaling: sqrt",
+                                 "lars, base_lr: 0.1, ref_batch: 256, lr_scaling: linear"))
+    rc, out, err = run_cli("sweep", path, "--dry-run", "--batch", "8k..32k", "--seeds", "1")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:7] == ["trial", "global", "local", "gpus", "nodes", "accum", "peak_lr"]
+    assert [line.split()[6] for line in lines[1:4]] == ["3.2", "6.4", "12.8"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_dry_run_counts_steps_when_the_data_exists(tiny_h5, tmp_path, run_cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.replace("none.h5", str(tiny_h5)).replace("8k..65k", "[32, 64]").replace(
+        "local_batch: 2048", "gpus: [2]"))
+    rc, out, err = run_cli("sweep", path, "--dry-run", "--seeds", "1")
+    assert rc == 0, err
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert rows[0][-1] == str(3 * (560 // 32)) and rows[1][-1] == str(3 * (560 // 64))
+
+
+@pytest.mark.parametrize("change, needle", [
+    (("epochs: 3", "epochs: 3\nlearning_rate: 1"), "unknown key 'learning_rate'"),
+    (("seeds: 2", "seeds: 2\n  gpu: [4]"), "unknown grid key 'gpu'"),
+    (("optimizer: lamb", "optimiser: lamb"), "unknown trial option 'optimiser'"),
+    (("local_batch: 2048", "local_batch: 3000"), "not a multiple of local batch 3000"),
+    (("batch: 8k..65k", "batch: 8k...65k"), "malformed"),
+    (("batch: 8k..65k", "batch: 6k..65k"), "malformed range"),
+    (("local_batch: 2048", "gpus: [6]"), "not divisible by 6 GPUs"),
+])
+def test_bad_specs_fail_before_anything(tmp_path, run_cli, change, needle):
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.replace(*change))
+    rc, _, err = run_cli("sweep", path, "--launcher", "slurm", "--no-submit", "--results", tmp_path / "r")
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_gpus_spanning_nodes_must_fill_them(tmp_path, run_cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.replace("local_batch: 2048", "gpus: [6]").replace("8k..65k", "[6144]"))
+    rc, _, err = run_cli("sweep", path, "--launcher", "slurm", "--no-submit", "--results", tmp_path / "r")
+    assert rc == 2 and "not a multiple of 4 GPUs per node" in err
+    rc, _, err = run_cli("sweep", path, "--launcher", "slurm", "--system", "nowhere", "--results", tmp_path / "r")
+    assert rc == 2 and "unknown system 'nowhere'" in err
+
+
+def test_user_systems_file_extends_profiles(tmp_path):
+    f = tmp_path / "systems.yaml"
+    f.write_text("mine:\n  extends: jureca-dc\n  account: proj42\n  gpus_per_node: 2\n")
+    prof = get_system("mine", f)
+    assert (prof["partition"], prof["account"], prof["gpus_per_node"]) == ("dc-gpu", "proj42", 2)
+    assert get_system("deep-esb")["gpus_per_node"] == 1 and get_system("jureca-k80")["gpus_per_node"] == 4
+
+
+HOSTILE = "$(touch {marker}); `touch {marker}`; ' ; touch {marker} #"
+
+
+def test_hostile_values_are_quoted_never_run(tmp_path):
+    marker = tmp_path / "PWNED"
+    evil = HOSTILE.format(marker=marker)
+    import yaml
+
+    f = tmp_path / "systems.yaml"
+    f.write_text(yaml.safe_dump({"evil": {"extends": "generic", "modules": [evil], "environment": {"X": evil},
+                                          "srun_args": [evil]}}))
+    prof = get_system("evil", f)
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(SPEC)
+    plans = build_plan(load_sweep_spec(spec_path), tmp_path / "r", 4, batch="8k", seeds=1)
+    run = SweepRun(str(spec_path), tmp_path / "r", ["--epochs", evil], prof, str(f))
+    script = render_array_script(run, plans, "t")
+    body = [line for line in script.splitlines() if not line.startswith("#")]
+    assert str(marker) in script  # the hostile text is there, quoted
+    # run everything but the final exec, with `module` stubbed: nothing may touch the marker
+    runnable = "\n".join(["module() { :; }", *[line for line in body if not line.startswith("exec ")]])
+    subprocess.run(["bash", "-c", runnable], check=True)
+    exec_line = next(line for line in body if line.startswith("exec "))
+    subprocess.run(["bash", "-c", "SLURM_ARRAY_TASK_ID=0; " + exec_line.replace("exec ", "printf '%s\\n' ", 1)],
+                   check=True, capture_output=True)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("key, value", [("account", "x;rm -rf /"), ("partition", "a b"), ("time", "1\n#SBATCH -x")])
+def test_unsafe_sbatch_values_refused(tmp_path, key, value):
+    import yaml
+
+    from lbscale.errors import LbscaleError
+
+    f = tmp_path / "systems.yaml"
+    f.write_text(yaml.safe_dump({"bad": {"extends": "generic", key: value}}))
+    with pytest.raises(LbscaleError, match=f"unsafe {key}"):
+        get_system("bad", f)
+
+
+def test_shipped_specs_plan(run_cli):
+    for spec in sorted((ROOT / "experiments").glob("*.yaml")):
+        if spec.name == "demo-trial.yaml":
+            continue
+        rc, out, err = run_cli("sweep", spec, "--dry-run", "--launcher", "slurm")
+        assert rc == 0, (spec, err)
