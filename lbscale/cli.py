@@ -27,7 +27,7 @@ quiet_option = click.option("--quiet", is_flag=True, expose_value=False, callbac
 @quiet_option
 @click.version_option(package_name="lbscale")
 def cli():
-    """Batch-size scaling studies: prepare datasets, train trials, sweep grids, report."""
+    """Batch-size scaling studies: prepare datasets, train trials, sweep grids, follow their status."""
 
 
 @cli.command()

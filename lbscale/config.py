@@ -110,19 +110,27 @@ def _coerce(name: str, value):
         raise LbscaleError(f"--{name.replace('_', '-')}: {value!r} is not a valid {kind}") from None
 
 
+def read_yaml_mapping(path: Path, what: str) -> dict:
+    """A YAML file that must hold a mapping; every problem is one LbscaleError line naming the file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise LbscaleError(f"{path}: no such file") from None
+    except yaml.YAMLError as e:
+        raise LbscaleError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise LbscaleError(f"{path}: expected {what}")
+    return raw
+
+
 def load_config(path: str | Path | None = None, **overrides) -> TrialConfig:
     """Defaults <- YAML file <- overrides (None means not given); validated."""
     values = {}
     if path is not None:
         path = Path(path)
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except FileNotFoundError:
-            raise LbscaleError(f"{path}: no such file") from None
-        except yaml.YAMLError as e:
-            raise LbscaleError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
-        if not isinstance(raw, dict):
-            raise LbscaleError(f"{path}: expected a mapping of trial options")
+        raw = read_yaml_mapping(path, "a mapping of trial options")
         for key, value in raw.items():
             name = str(key).replace("-", "_")
             if name not in FIELDS:
@@ -206,14 +214,7 @@ def _check_trial_keys(options: dict, where: str) -> dict:
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read and check a sweep YAML (keys: name, data, model, epochs, trial, grid, system, results)."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise LbscaleError(f"{path}: no such file") from None
-    except yaml.YAMLError as e:
-        raise LbscaleError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(raw, dict):
-        raise LbscaleError(f"{path}: expected a mapping")
+    raw = read_yaml_mapping(path, "a sweep spec mapping")
     unknown = sorted(set(raw) - SWEEP_KEYS)
     if unknown:
         raise LbscaleError(f"{path}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(SWEEP_KEYS))})")

@@ -8,10 +8,14 @@ import torch
 from lbscale.errors import LbscaleError
 
 
-def build_model(name: str, in_chans: int, num_classes: int, channels_last: bool = True) -> torch.nn.Module:
-    """A randomly initialised timm model (no download) for `in_chans` bands and `num_classes` outputs."""
+def check_model(name: str) -> None:
     if not timm.is_model(name):
         raise LbscaleError(f"--model: {name!r} is not a timm model (e.g. resnet18, resnet50)")
+
+
+def build_model(name: str, in_chans: int, num_classes: int, channels_last: bool = True) -> torch.nn.Module:
+    """A randomly initialised timm model (no download) for `in_chans` bands and `num_classes` outputs."""
+    check_model(name)
     model = timm.create_model(name, pretrained=False, in_chans=in_chans, num_classes=num_classes)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)

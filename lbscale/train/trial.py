@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import timm
 import torch
 import torch.nn.functional as F
 
@@ -34,7 +35,7 @@ from lbscale.results import CONFIG, METRICS, SUMMARY, read_json, write_json, wri
 from lbscale.train import checkpoint
 from lbscale.train import distributed as dist
 from lbscale.train.metrics import HIGHER_IS_BETTER, TaskMetrics
-from lbscale.train.models import build_model
+from lbscale.train.models import build_model, check_model
 from lbscale.train.optim import OptimizerOptions, build_optimizer
 from lbscale.train.policy import LRPolicy, auto_warmup_epochs, peak_lr
 
@@ -123,8 +124,7 @@ class Trial:
         self.multilabel = self.data.task == "multilabel"
         self.plan = resolve_plan(cfg, env.world_size, self.data.size("train"))
         self.policy = self.plan.policy(cfg)
-        if not __import__("timm").is_model(cfg.model):
-            raise LbscaleError(f"--model: {cfg.model!r} is not a timm model (e.g. resnet18, resnet50)")
+        check_model(cfg.model)  # before any output exists
         self.stop_signal = None
         self.t_start = time.perf_counter()
         self.records: list[dict] = []
@@ -354,7 +354,7 @@ class Trial:
                 "hosts": hosts, "dataset": self.data.dataset, "task": self.data.task,
                 "num_classes": self.num_classes, "train_samples": self.plan.train_samples,
                 "versions": {"lbscale": lbscale.__version__, "torch": torch.__version__,
-                             "timm": __import__("timm").__version__, "python": platform.python_version()},
+                             "timm": timm.__version__, "python": platform.python_version()},
                 "git_commit": _git_commit()}
 
     def finish(self, status: str, error: str | None = None) -> int:

@@ -153,3 +153,27 @@ def test_local_sweep_kill_9_then_rerun(tiny_h5, tmp_path):
     _assert_all_completed_once(results, 4)
     assert {d: (d / "summary.json").stat().st_mtime for d in finished} == finished
     assert json.loads((victim / "config.json").read_text())["plan"]["global_batch"] in (32, 64)
+
+
+@pytest.mark.slow
+def test_slurm_requeue_on_usr1_resumes_from_checkpoint(slurm, tiny_h5, tmp_path):
+    results = tmp_path / "res"
+    spec = _spec(tmp_path, tiny_h5, epochs=12)
+    lbscale("sweep", spec, "--launcher", "slurm", "--requeue", "--batch", "32", "--seeds", "1", "--results", results)
+    trial = _trials(results)[0]
+    job = read_json(trial / "submitted.json")["job"]
+    deadline = time.time() + 300
+    while len(read_jsonl(trial / "metrics.jsonl")) < 2 and time.time() < deadline:
+        time.sleep(0.3)
+    # SLURM's warning before the time limit: SIGUSR1 to the job's steps (what --signal=USR1@300 sends)
+    subprocess.run(["scancel", "--signal=USR1", job], check=True)
+    while not (trial / "summary.json").exists() and time.time() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T %r"], capture_output=True, text=True).stdout
+        if "PENDING" in state and "BeginTime" in state:
+            # SLURM holds a requeued job for about two minutes; release it so the test need not wait
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=False)
+        time.sleep(1)
+    info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert "Restarts=1" in info, info
+    _assert_all_completed_once(results, 12)
+    assert "--requeue" in (results / "slurm" / "small-g2.sh").read_text()
