@@ -31,6 +31,7 @@ from lbscale.data.formats import open_prepared
 from lbscale.data.loader import ShardedLoader
 from lbscale.data.transforms import Normalize, random_flip_rot90
 from lbscale.errors import LbscaleError
+from lbscale.progress import bar
 from lbscale.results import CONFIG, METRICS, SUMMARY, read_json, write_json, write_jsonl
 from lbscale.train import checkpoint
 from lbscale.train import distributed as dist
@@ -235,6 +236,9 @@ class Trial:
         batches = self.train_loader.iterate(self.batch)
         window = torch.zeros(2, dtype=torch.float64, device=self.device)
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        progress = bar(total=n_micro, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", unit="batch")
+        progress.disable = progress.disable or not self.env.is_main
+        progress.update(self.batch)
         t0 = time.perf_counter()
         data_seconds, images, mark, steps_here = 0.0, 0, None, 0
         verdict = None
@@ -255,6 +259,7 @@ class Trial:
             self.epoch_seen += 1
             images += len(x)
             self.batch += 1
+            progress.update(1)
             if not last_micro:
                 continue
             lr = self.policy.lr(self.step)
@@ -275,6 +280,7 @@ class Trial:
                     break
         sync()
         t1 = time.perf_counter()
+        progress.close()
         train_seconds = t1 - t0
         if mark and t1 > mark[0] and images > mark[1]:
             ips = (images - mark[1]) * plan.world_size / (t1 - mark[0])
