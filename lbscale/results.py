@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 CONFIG, METRICS, SUMMARY, CHECKPOINT = "config.json", "metrics.jsonl", "summary.json", "checkpoint"
+REQUEUE_EXIT = 75  # a trial's exit code after SIGTERM / SIGUSR1: checkpointed, run again with --resume
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -21,10 +21,9 @@ from pathlib import Path
 import yaml
 
 from lbscale.errors import LbscaleError
-from lbscale.results import (FINISHED, RUN, SUBMITTED, SUMMARY, TRIAL_YAML, read_json, running_here, trial_state,
-                             write_atomic, write_json)
+from lbscale.results import (FINISHED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY, TRIAL_YAML, read_json, running_here,
+                             trial_state, write_atomic, write_json)
 from lbscale.sweep.plan import TrialPlan, trial_yaml
-from lbscale.train.trial import REQUEUE_EXIT
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lbscale.config import FIELDS, SweepSpec, TrialConfig, load_config, to_dict
 from lbscale.errors import LbscaleError
+from lbscale.train.plan import Plan, resolve_plan
 
 K = 1024
 SIZE = re.compile(r"^\s*(\d+)\s*([kK]?)\s*$")
@@ -80,7 +81,7 @@ class TrialPlan:
     gpus: int
     nodes: int
     config: TrialConfig
-    plan: object  # lbscale.train.trial.Plan
+    plan: Plan
 
     @property
     def out(self) -> Path:
@@ -100,8 +101,6 @@ def _warmup_tag(w) -> str:
 def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, gpus=None, local_batch=None,
                seeds=None, epochs=None) -> list[TrialPlan]:
     """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs."""
-    from lbscale.train.trial import resolve_plan
-
     batches = parse_batches(batch if batch is not None else spec.batch)
     gpu_list = parse_ints(gpus, "gpus") if gpus is not None else (
         parse_ints(spec.gpus, "gpus") if spec.gpus is not None else None)

@@ -17,7 +17,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -32,69 +32,15 @@ from lbscale.data.loader import ShardedLoader
 from lbscale.data.transforms import Normalize, random_flip_rot90
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar
-from lbscale.results import CONFIG, METRICS, SUMMARY, read_json, write_json, write_jsonl
+from lbscale.results import CONFIG, METRICS, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
 from lbscale.train import checkpoint
 from lbscale.train import distributed as dist
 from lbscale.train.metrics import HIGHER_IS_BETTER, TaskMetrics
 from lbscale.train.models import build_model, check_model
 from lbscale.train.optim import OptimizerOptions, build_optimizer
-from lbscale.train.policy import LRPolicy, auto_warmup_epochs, peak_lr
+from lbscale.train.plan import resolve_plan
 
-REQUEUE_EXIT = 75  # EX_TEMPFAIL: checkpointed on SIGTERM / SIGUSR1; run again with --resume
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-@dataclass
-class Plan:
-    """The numbers a trial runs with, resolved from its config, the world size and the train split."""
-
-    world_size: int
-    global_batch: int
-    local_batch: int
-    accum_steps: int
-    train_samples: int
-    steps_per_epoch: int
-    total_steps: int
-    peak_lr: float
-    warmup_epochs: float
-    warmup_steps: int
-
-    def policy(self, cfg: TrialConfig) -> LRPolicy:
-        return LRPolicy(self.peak_lr, self.steps_per_epoch, cfg.epochs, self.warmup_epochs, cfg.schedule,
-                        cfg.warmup_start_lr, cfg.poly_power, cfg.end_lr, tuple(cfg.milestones),
-                        tuple(cfg.milestone_factors))
-
-
-def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int | None) -> Plan:
-    """Local batch and accumulation from the global batch; an error before any work if they do not divide.
-
-    Without `train_samples` (data not prepared yet) the step counts are left as None."""
-    g = cfg.global_batch
-    if cfg.local_batch and cfg.accum_steps:
-        local, accum = cfg.local_batch, cfg.accum_steps
-        if local * world_size * accum != g:
-            raise LbscaleError(f"global batch {g} != local batch {local} x {world_size} processes x {accum} accum")
-    elif cfg.local_batch:
-        local = cfg.local_batch
-        if g % (local * world_size):
-            raise LbscaleError(f"global batch {g} is not a multiple of local batch {local} x {world_size} processes")
-        accum = g // (local * world_size)
-    else:
-        accum = cfg.accum_steps or 1
-        if g % (world_size * accum):
-            raise LbscaleError(f"global batch {g} does not divide into {world_size} processes x {accum} accum steps")
-        local = g // (world_size * accum)
-    warmup = (auto_warmup_epochs(g, cfg.warmup_ref_batch, cfg.warmup_ref_epochs) if cfg.warmup_auto
-              else float(cfg.warmup_epochs))
-    peak = peak_lr(cfg.base_lr, g, cfg.ref_batch, cfg.lr_scaling)
-    if train_samples is None:
-        return Plan(world_size, g, local, accum, None, None, None, peak, warmup, None)
-    steps = (train_samples // world_size) // local // accum
-    if steps < 1:
-        raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
-    policy = LRPolicy(peak, steps, cfg.epochs, warmup, cfg.schedule)
-    return Plan(world_size, g, local, accum, train_samples, steps, policy.total_steps, peak, warmup,
-                policy.warmup_steps)
 
 
 def _git_commit() -> str | None:

@@ -1,0 +1,64 @@
+"""A trial's numbers from its config, world size and train split: local batch, accumulation, steps, LR plan.
+
+Pure arithmetic (no torch), shared by `lbscale train` and `lbscale sweep --dry-run`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lbscale.config import TrialConfig
+from lbscale.errors import LbscaleError
+from lbscale.train.policy import LRPolicy, auto_warmup_epochs, peak_lr
+
+
+@dataclass
+class Plan:
+    """The numbers a trial runs with, resolved from its config, the world size and the train split."""
+
+    world_size: int
+    global_batch: int
+    local_batch: int
+    accum_steps: int
+    train_samples: int
+    steps_per_epoch: int
+    total_steps: int
+    peak_lr: float
+    warmup_epochs: float
+    warmup_steps: int
+
+    def policy(self, cfg: TrialConfig) -> LRPolicy:
+        return LRPolicy(self.peak_lr, self.steps_per_epoch, cfg.epochs, self.warmup_epochs, cfg.schedule,
+                        cfg.warmup_start_lr, cfg.poly_power, cfg.end_lr, tuple(cfg.milestones),
+                        tuple(cfg.milestone_factors))
+
+
+def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int | None) -> Plan:
+    """Local batch and accumulation from the global batch; an error before any work if they do not divide.
+
+    Without `train_samples` (data not prepared yet) the step counts are left as None."""
+    g = cfg.global_batch
+    if cfg.local_batch and cfg.accum_steps:
+        local, accum = cfg.local_batch, cfg.accum_steps
+        if local * world_size * accum != g:
+            raise LbscaleError(f"global batch {g} != local batch {local} x {world_size} processes x {accum} accum")
+    elif cfg.local_batch:
+        local = cfg.local_batch
+        if g % (local * world_size):
+            raise LbscaleError(f"global batch {g} is not a multiple of local batch {local} x {world_size} processes")
+        accum = g // (local * world_size)
+    else:
+        accum = cfg.accum_steps or 1
+        if g % (world_size * accum):
+            raise LbscaleError(f"global batch {g} does not divide into {world_size} processes x {accum} accum steps")
+        local = g // (world_size * accum)
+    warmup = (auto_warmup_epochs(g, cfg.warmup_ref_batch, cfg.warmup_ref_epochs) if cfg.warmup_auto
+              else float(cfg.warmup_epochs))
+    peak = peak_lr(cfg.base_lr, g, cfg.ref_batch, cfg.lr_scaling)
+    if train_samples is None:
+        return Plan(world_size, g, local, accum, None, None, None, peak, warmup, None)
+    steps = (train_samples // world_size) // local // accum
+    if steps < 1:
+        raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
+    policy = LRPolicy(peak, steps, cfg.epochs, warmup, cfg.schedule)
+    return Plan(world_size, g, local, accum, train_samples, steps, policy.total_steps, peak, warmup,
+                policy.warmup_steps)
