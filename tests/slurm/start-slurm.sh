@@ -10,20 +10,19 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurmctld slurmd slurm-client >/dev/null
 fi
 
-if [ -f /etc/slurm/slurm.conf ] && grep -q "lbscale-test" /etc/slurm/slurm.conf && \
-   sinfo -h -o %T 2>/dev/null | grep -qE "idle|mixed|alloc"; then
-  echo "slurm: already running"; exit 0
-fi
-
 mkdir -p "$STATE/ctld" "$STATE/spool" "$STATE/log" /etc/slurm
 for i in 0 1 2 3; do ln -sf /dev/null "$STATE/fakegpu$i"; done
 CTL=$(hostname -s)
+NEW=$(mktemp)
 
-cat > /etc/slurm/slurm.conf <<CONF
+# cred_expire: SLURM holds a requeued job until the old job credential has expired (default 120 s);
+# 10 s keeps the requeue test short without starting a job whose credential is still revoked.
+cat > "$NEW" <<CONF
 # lbscale-test: single-node SLURM for the lbscale test suite (tests/slurm/start-slurm.sh)
 ClusterName=lbscale-test
 SlurmctldHost=$CTL(127.0.0.1)
 AuthType=auth/none
+AuthInfo=cred_expire=10
 CredType=cred/none
 SlurmUser=root
 SlurmdUser=root
@@ -53,6 +52,12 @@ SchedulerParameters=sched_interval=2
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=16000 Gres=gpu:4 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
+
+if cmp -s "$NEW" /etc/slurm/slurm.conf && sinfo -h -o %T 2>/dev/null | grep -qE "idle|mixed|alloc"; then
+  rm -f "$NEW"
+  echo "slurm: already running"; exit 0
+fi
+mv "$NEW" /etc/slurm/slurm.conf
 cat > /etc/slurm/gres.conf <<CONF
 NodeName=localhost Name=gpu File=$STATE/fakegpu[0-3]
 CONF
