@@ -9,6 +9,8 @@ from pathlib import Path
 
 CONFIG, METRICS, SUMMARY, CHECKPOINT = "config.json", "metrics.jsonl", "summary.json", "checkpoint"
 REQUEUE_EXIT = 75  # a trial's exit code after SIGTERM / SIGUSR1: checkpointed, run again with --resume
+CHECKPOINT_INFO = "info.json"  # inside the checkpoint directory: reason, epoch, step, time written
+PREEMPTED = "preempted"  # the reason recorded in checkpoint/info.json by that checkpoint
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -79,9 +81,13 @@ def _slurm_job_active(job: str) -> bool | None:
 
 def running_here(trial_dir: Path) -> bool:
     """Is a process on this host (or a SLURM job) still working on the trial?"""
+    return _run_active(read_json(Path(trial_dir) / RUN) or {})
+
+
+def _run_active(run: dict) -> bool:
+    """The test behind `running_here`, on an already read run.json."""
     import socket
 
-    run = read_json(Path(trial_dir) / RUN)
     if not run:
         return False
     if run.get("job"):
@@ -101,7 +107,7 @@ def trial_state(trial_dir: Path) -> dict:
     submitted = read_json(trial_dir / SUBMITTED) or {}
     if summary:
         state = summary.get("status", "failed")
-    elif run and running_here(trial_dir):
+    elif _run_active(run):
         state = "running"
     elif (trial_dir / CHECKPOINT).exists() or run:
         state = "interrupted"

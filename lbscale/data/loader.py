@@ -62,9 +62,10 @@ class ShardedLoader:
             self.images = np.asarray(self.images[...])
         elif not isinstance(self.images, np.ndarray):
             self.views = self.file.chunk_views(split)
-        self.block = self.file.chunk_len(split) if not isinstance(self.images, np.ndarray) else 1
-        # I/O and shuffle window, a whole number of batches so that no batch straddles two windows.
-        self.buffer = -(-max(local_batch, buffer_blocks * self.file.chunk_len(split)) // local_batch) * local_batch
+        chunk = self.file.chunk_len(split)
+        self.block = chunk if not isinstance(self.images, np.ndarray) else 1
+        # Shuffle window, a whole number of batches so that no batch straddles two windows.
+        self.buffer = -(-max(local_batch, buffer_blocks * chunk) // local_batch) * local_batch
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:

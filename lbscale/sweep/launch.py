@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 from lbscale.errors import LbscaleError
-from lbscale.results import (FINISHED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY, TRIAL_YAML, read_json, running_here,
-                             trial_state, write_atomic, write_json)
+from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY,
+                             TRIAL_YAML, read_json, running_here, trial_state, write_atomic, write_json)
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 
 
@@ -49,11 +49,12 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
         p.out.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(trial_yaml(p), sort_keys=True)
         path = p.out / TRIAL_YAML
-        if path.exists() and path.read_text() != text:
-            if trial_state(p.out)["state"] != "pending":
-                raise LbscaleError(f"{path}: the spec changed for a trial that has results; use another --results")
-        if not path.exists() or path.read_text() != text:
-            write_atomic(path, text)
+        old = path.read_text() if path.exists() else None
+        if old == text:
+            continue
+        if old is not None and trial_state(p.out)["state"] != "pending":
+            raise LbscaleError(f"{path}: the spec changed for a trial that has results; use another --results")
+        write_atomic(path, text)
 
 
 def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
@@ -96,13 +97,22 @@ def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
 
 def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
-    outlives a killed sweep by the few seconds it needs to checkpoint."""
+    outlives a killed sweep by the few seconds it needs to checkpoint.
+
+    Returns REQUEUE_EXIT whenever the trial stopped on a signal with a checkpoint: with several ranks, srun
+    (--kill-on-bad-exit) and torchrun kill the others as soon as the first exits 75, so the step's own code
+    may be a signal's even though every rank had written the preemption checkpoint."""
+    started = time.time()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(p.out / "train.log", "a") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         code = proc.wait()
+    info = read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}
+    if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") == PREEMPTED \
+            and info.get("written", 0) >= started:
+        code = REQUEUE_EXIT
     if code != REQUEUE_EXIT:
         (p.out / RUN).unlink(missing_ok=True)
     return code
@@ -227,10 +237,11 @@ def wait_for_jobs(jobs: list[str], poll: float = 2.0) -> None:
 
 def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     """Inside a SLURM job: run one trial with one srun task per GPU; requeue on preemption if asked."""
-    if trial_state(p.out)["state"] in FINISHED:
-        print(f"{p.trial_id}: already finished")
-        return 0
     write_trial_files([p])
+    if not select([p], run.retry_failed):
+        print(f"{p.trial_id}: nothing to do ({trial_state(p.out)['state']}; failed trials run again with "
+              "--retry-failed)")
+        return 0
     job = os.environ.get("SLURM_JOB_ID")
     array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
     task = os.environ.get("SLURM_ARRAY_TASK_ID")

@@ -1,21 +1,23 @@
 """Epoch and preemption checkpoints: everything needed to continue a trial bit-for-bit on CPU.
 
-Layout: DIR/checkpoint/model.pt (model, optimizer, scaler, progress; rank 0) and rank-R.pt (each rank's RNG
-states). A new checkpoint is written into a temporary directory by all ranks, then swapped in by rank 0,
-so a crash at any point leaves the previous checkpoint or the new one, whole.
+Layout: DIR/checkpoint/model.pt (model, optimizer, scaler, progress; rank 0), rank-R.pt (each rank's RNG
+states) and info.json (why and when it was written; small, for launchers). A new checkpoint is written
+into a temporary directory by all ranks, then swapped in by rank 0, so a crash at any point leaves the
+previous checkpoint or the new one, whole.
 """
 
 from __future__ import annotations
 
 import random
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from lbscale.errors import LbscaleError
-from lbscale.results import CHECKPOINT
+from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, write_json
 from lbscale.train import distributed as dist
 
 
@@ -36,7 +38,7 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict) -> None:
+def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info: dict) -> None:
     """Collective: every rank calls it at the same step."""
     final, tmp = out / CHECKPOINT, out / f".{CHECKPOINT}.tmp"
     if env.is_main:
@@ -46,6 +48,7 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict) -> No
     torch.save(rank_state, tmp / f"rank-{env.rank}.pt")
     if env.is_main:
         torch.save(main_state, tmp / "model.pt")
+        write_json(tmp / CHECKPOINT_INFO, {**info, "written": time.time()})
     dist.barrier()
     if env.is_main:
         old = out / f".{CHECKPOINT}.old"

@@ -32,7 +32,7 @@ from lbscale.data.loader import ShardedLoader
 from lbscale.data.transforms import Normalize, random_flip_rot90
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar
-from lbscale.results import CONFIG, METRICS, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
+from lbscale.results import CONFIG, METRICS, PREEMPTED, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
 from lbscale.train import checkpoint
 from lbscale.train import distributed as dist
 from lbscale.train.metrics import HIGHER_IS_BETTER, TaskMetrics
@@ -132,7 +132,7 @@ class Trial:
         return torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
 
     # --- checkpoints ----------------------------------------------------------------------------
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, reason: str) -> None:
         main = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scaler": self.scaler.state_dict(), "epoch": self.epoch, "batch": self.batch, "step": self.step,
                 "records": self.records, "initial_loss": self.initial_loss, "above_steps": self.above_steps,
@@ -140,7 +140,7 @@ class Trial:
                 "elapsed": self.elapsed_before + time.perf_counter() - self.t_start}
         rank = {"rng": checkpoint.rng_state(self.augment_rng), "epoch_loss": self.epoch_loss.cpu(),
                 "epoch_seen": self.epoch_seen}
-        checkpoint.save(self.out, self.env, main, rank)
+        checkpoint.save(self.out, self.env, main, rank, {"reason": reason, "epoch": self.epoch, "step": self.step})
 
     def restore(self) -> None:
         main, rank = checkpoint.load(self.out, self.env, self.device)
@@ -190,8 +190,9 @@ class Trial:
         verdict = None
         while self.batch < n_micro:
             td = time.perf_counter()
-            x, y = self.inputs(next(batches), train=True)
+            batch = next(batches)  # the wait for data; normalising and augmenting count as compute
             data_seconds += time.perf_counter() - td
+            x, y = self.inputs(batch, train=True)
             last_micro = (self.batch + 1) % plan.accum_steps == 0
             no_sync = self.net.no_sync() if (not last_micro and self.env.world_size > 1) else contextlib.nullcontext()
             with no_sync:
@@ -257,8 +258,8 @@ class Trial:
         eval_seconds = time.perf_counter() - te
         record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": float(loss[0] / max(loss[1], 1)),
                   **val, **timing, "eval_seconds": eval_seconds}
-        record["elapsed_seconds"] = sum(r["train_seconds"] + r["eval_seconds"] for r in self.records) \
-            + timing["train_seconds"] + eval_seconds
+        before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
+        record["elapsed_seconds"] = before + timing["train_seconds"] + eval_seconds
         self.records.append(record)
         self.epoch += 1
         self.batch = 0
@@ -288,10 +289,10 @@ class Trial:
             if verdict == "diverged":
                 return self.finish("diverged")
             if verdict == "stop":
-                self.save_checkpoint()
+                self.save_checkpoint(PREEMPTED)
                 return REQUEUE_EXIT
             self.end_epoch(timing)
-            self.save_checkpoint()
+            self.save_checkpoint("epoch")
         return self.finish("completed")
 
     def _on_signal(self, signum, frame):

@@ -173,3 +173,36 @@ def test_slurm_requeue_on_usr1_resumes_from_checkpoint(slurm, tiny_h5, tmp_path)
     assert "Restarts=1" in info, info
     _assert_all_completed_once(results, 12)
     assert "--requeue" in (results / "slurm" / "small-g2.sh").read_text()
+
+
+def test_array_task_skips_failed_trial_unless_retry_failed(tiny_h5, tmp_path):
+    results = tmp_path / "res"
+    spec = _spec(tmp_path, tiny_h5, gpus=1)
+    trial = "b32-g1-lars-linear-s0"
+    args = ["sweep", spec, "--results", results, "--trial", trial, "--quiet"]
+    lbscale("sweep", spec, "--results", results, "--dry-run")
+    (results / trial).mkdir(parents=True)
+    (results / trial / "summary.json").write_text('{"status": "failed", "error": "boom"}')
+    out = lbscale(*args).stdout
+    assert "nothing to do (failed" in out
+    assert read_json(results / trial / "summary.json")["status"] == "failed"
+    lbscale(*args, "--retry-failed")
+    assert read_json(results / trial / "summary.json")["status"] == "completed"
+
+
+@pytest.mark.parametrize("reason, expected", [("preempted", 75), ("epoch", 143)])
+def test_killed_step_after_preemption_checkpoint_counts_as_preempted(tmp_path, reason, expected):
+    # With several ranks, srun --kill-on-bad-exit / torchrun kill the others once the first exits 75: the step
+    # ends by a signal (143) although all ranks wrote the preemption checkpoint.
+    from lbscale.sweep.launch import run_process
+    from lbscale.sweep.plan import TrialPlan
+
+    out = tmp_path / "trial"
+    (out / "checkpoint").mkdir(parents=True)
+    cfg = type("Cfg", (), {"out": str(out)})()
+    plan = TrialPlan("t", 2, 1, cfg, None)
+    script = ("import json, sys, time; "
+              f"json.dump({{'reason': '{reason}', 'written': time.time()}}, open('{out}/checkpoint/info.json', 'w')); "
+              "sys.exit(143)")
+    assert run_process(plan, [sys.executable, "-c", script]) == expected
+    assert (out / "run.json").exists() == (expected == 75)  # kept only for a run to resume

@@ -69,6 +69,8 @@ def test_resume_after_preemption_equals_uninterrupted(tiny_h5, tmp_path, run_cli
     rc, _, _ = run_cli("train", *base, "--out", tmp_path / "cut", "--preempt-after-steps", "7")
     assert rc == 75 and not (tmp_path / "cut" / "summary.json").exists()
     assert torch.load(tmp_path / "cut" / "checkpoint" / "model.pt", weights_only=False)["step"] == 7
+    info = json.loads((tmp_path / "cut" / "checkpoint" / "info.json").read_text())
+    assert (info["reason"], info["step"]) == ("preempted", 7)
     assert run_cli("train", *base, "--out", tmp_path / "cut", "--resume")[0] == 0
     whole, cut = summary(tmp_path / "whole"), summary(tmp_path / "cut")
     assert whole["param_digests"] == cut["param_digests"]

@@ -76,7 +76,9 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
 
     `workers` reader processes run beside the caller, as torch's DataLoader num_workers (0: read in-process).
     Forked workers write pixels straight into a shared anonymous mapping (two batch
-    buffers: the caller consumes batch k while workers fill k+1) and only the small extras are pickled."""
+    buffers: the caller consumes batch k while workers fill k+1) and only the small extras are pickled.
+    So a yielded pixel array is valid until the next one is requested: copy it to keep it."""
+    global _SHARED
     progress = bar(total=len(items), desc=desc, unit="file")
     groups = [items[a:a + batch] for a in range(0, len(items), batch)]
     try:
@@ -92,7 +94,6 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
                     progress.update(1)
                 yield pixels, extras
             return
-        global _SHARED
         per = int(np.prod(sample_shape)) * np.dtype(dtype).itemsize
         buffers = mmap.mmap(-1, 2 * batch * per)
         views = np.frombuffer(buffers, dtype=dtype).reshape(2, batch, *sample_shape)
@@ -109,8 +110,8 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
                 pending = submit(k + 1) if k + 1 < len(groups) else None
                 progress.update(len(extras))
                 yield views[k % 2, :len(extras)], extras
-        _SHARED = None  # the mapping is freed with the last view of it
     finally:
+        _SHARED = None  # the mapping is freed with the last view of it
         progress.close()
 
 
