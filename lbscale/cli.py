@@ -9,8 +9,11 @@ from pathlib import Path
 
 import click
 
+from lbscale.data.sources import SOURCES
 from lbscale.errors import LbscaleError
 from lbscale.progress import set_quiet
+from lbscale.sweep.launch import LAUNCHERS
+from lbscale.task import TASKS
 
 
 def _quiet(ctx, param, value):
@@ -31,7 +34,7 @@ def cli():
 
 
 @cli.command()
-@click.argument("dataset", type=click.Choice(["sat4", "sat6", "bigearthnet", "cifar10", "eurosat", "synthetic"]))
+@click.argument("dataset", type=click.Choice(list(SOURCES)))
 @click.option("--src", type=click.Path(path_type=Path), help="Raw dataset file or folder (not for synthetic).")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Prepared HDF5 file or TFRecord dir.")
 @click.option("--format", "fmt", type=click.Choice(["hdf5", "tfrecord"]), default="hdf5", show_default=True)
@@ -47,7 +50,7 @@ def cli():
 @click.option("--bands", type=int, default=4, show_default=True, help="synthetic: spectral bands.")
 @click.option("--size", type=int, default=32, show_default=True, help="synthetic: image side in pixels.")
 @click.option("--classes", type=int, default=6, show_default=True, help="synthetic: classes.")
-@click.option("--task", type=click.Choice(["multiclass", "multilabel"]), default="multiclass", show_default=True,
+@click.option("--task", type=click.Choice(list(TASKS)), default="multiclass", show_default=True,
               help="synthetic: one class per image or a mosaic of 1-3.")
 @click.option("--label-noise", type=float, default=0.0, show_default=True,
               help="synthetic: fraction of train labels flipped (recorded in /train/noisy).")
@@ -59,11 +62,17 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
 
     if workers < 0:
         raise LbscaleError("--workers must be >= 0")
-    synthetic = dict(count=count, bands=bands, size=size, classes=classes, task=task, label_noise=label_noise)
+    # Source-specific options only where given: prepare refuses one the dataset does not read.
+    ctx = click.get_current_context()
+    specific = {name: value for name, value in dict(count=count, bands=bands, size=size, classes=classes, task=task,
+                                                      label_noise=label_noise).items()
+                if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
-                         command=shlex.join(["lbscale", *sys.argv[1:]]),
-                         **(synthetic if dataset == "synthetic" else {}))
+                         command=shlex.join(["lbscale", *sys.argv[1:]]), **specific)
     click.echo(f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
+
+
+prepare.help += "\n\n\b\nDatasets:\n" + "\n".join(f"  {n:<12} {c.help}" for n, c in SOURCES.items())
 
 
 def _trial_options(fn):
@@ -75,6 +84,9 @@ def _trial_options(fn):
         flag = name.replace("_", "-")
         if f.type == "bool":
             fn = click.option(f"--{flag}/--no-{flag}", name, default=None, help=f.metadata["help"])(fn)
+        elif "choices" in f.metadata:
+            fn = click.option(f"--{flag}", name, type=click.Choice(list(f.metadata["choices"])), default=None,
+                              help=f.metadata["help"])(fn)
         else:
             kind = {"int": int, "float": float}.get(f.type, str)
             fn = click.option(f"--{flag}", name, type=kind, default=None, help=f.metadata["help"])(fn)
@@ -97,7 +109,8 @@ def train(config_path, **options):
 
 @cli.command()
 @click.argument("spec", type=click.Path(path_type=Path))
-@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True)
+@click.option("--launcher", type=click.Choice(list(LAUNCHERS)), default="local", show_default=True,
+              help="; ".join(f"{name}: {cls.help}" for name, cls in LAUNCHERS.items()))
 @click.option("--batch", help="Global batches: a range like 8k..65k (doubling), or a list like 512,8000.")
 @click.option("--gpus", help="GPU (process) counts per trial, e.g. 4,8.")
 @click.option("--nproc-per-node", "nproc", type=int, help="local: processes per trial (torchrun); same as --gpus N.")
@@ -116,21 +129,20 @@ def train(config_path, **options):
 @click.option("--max-concurrent", type=int, help="slurm: array tasks running at once (--array=...%M).")
 @click.option("--retry-failed", is_flag=True, help="Run failed trials again (resuming their checkpoints).")
 @click.option("--requeue", is_flag=True, help="slurm: checkpoint on SIGUSR1 before the time limit and requeue.")
+@click.option("--max-requeues", type=int, default=3, show_default=True,
+              help="slurm --requeue: a trial preempted more often than this is marked failed.")
 @click.option("--array-task", type=int, help="Run trial K of the plan (inside a SLURM array task).")
 @click.option("--trial", help="Run the trial with this id (inside a SLURM array task).")
 @quiet_option
-def sweep(spec, launcher, batch, gpus, nproc, local_batch, seeds, epochs, results, system, systems_file, account,
-          partition, time_limit, dry_run, no_submit, wait, max_concurrent, retry_failed, requeue, array_task, trial):
+def sweep(spec, nproc, no_submit, **options):
     """Train the grid of SPEC: batch x GPUs x variant x warm-up x seed, locally or as SLURM job arrays."""
-    from lbscale.sweep.command import run_sweep
+    from lbscale.sweep.command import SweepOptions, run_sweep
 
     if nproc is not None:
-        if gpus is not None:
+        if options["gpus"] is not None:
             raise LbscaleError("give --gpus or --nproc-per-node, not both")
-        gpus = str(nproc)
-    code = run_sweep(spec, launcher, system, systems_file, results, batch, gpus, local_batch, seeds, epochs, account,
-                     partition, time_limit, dry_run, not no_submit, wait, max_concurrent, retry_failed, requeue,
-                     array_task, trial)
+        options["gpus"] = str(nproc)
+    code = run_sweep(spec, SweepOptions(submit=not no_submit, **options))
     if code:
         sys.exit(code)
 

@@ -13,10 +13,22 @@ from pathlib import Path
 import yaml
 
 from lbscale.errors import LbscaleError
+from lbscale.task import TASKS
+from lbscale.train.optim import OPTIMIZERS
+from lbscale.train.policy import SCALING_RULES, SCHEDULES
+
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
+DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
+BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
 
 
 def _f(default, help: str, **kw):
     return field(default=default, metadata={"help": help, **kw})
+
+
+def _choice(default, help: str, registry: dict):
+    """A field whose values are a registry's names; the CLI shows them and validation checks them."""
+    return _f(default, f"{help} ({', '.join(registry)})", choices=registry)
 
 
 @dataclass
@@ -27,15 +39,15 @@ class TrialConfig:
     global_batch: int = _f(256, "Global batch = local batch x world size x accumulation steps.")
     local_batch: int = _f(None, "Per-process batch (default: global / world size / accum steps).")
     accum_steps: int = _f(None, "Gradient accumulation steps (default: from --local-batch, else 1).")
-    optimizer: str = _f("sgd", "sgd, nesterov, lars, lamb or adamw.")
+    optimizer: str = _choice("sgd", "Optimizer.", OPTIMIZERS)
     base_lr: float = _f(0.1, "LR at the reference batch.")
     ref_batch: int = _f(256, "Reference batch of the scaling rule.")
-    lr_scaling: str = _f("linear", "Scaling rule: linear, sqrt or none.")
+    lr_scaling: str = _choice("linear", "LR scaling rule.", SCALING_RULES)
     warmup_epochs: str = _f("0", "Linear warm-up epochs, or 'auto' (scaled with global batch / warmup-ref-batch).")
     warmup_ref_batch: int = _f(8192, "With --warmup-epochs auto: the batch that gets warmup-ref-epochs.")
     warmup_ref_epochs: float = _f(5.0, "With --warmup-epochs auto: warm-up epochs at warmup-ref-batch.")
     warmup_start_lr: float = _f(0.0, "LR the warm-up starts from.")
-    schedule: str = _f("poly", "After warm-up: poly, multistep, cosine or constant.")
+    schedule: str = _choice("poly", "LR schedule after warm-up.", SCHEDULES)
     poly_power: float = _f(2.0, "Power of the poly schedule.")
     end_lr: float = _f(0.0, "Final LR of poly and cosine.")
     milestones: list = _f((), "multistep: milestone epochs, e.g. 30,60,80.", kind="floats")
@@ -52,13 +64,13 @@ class TrialConfig:
     max_grad_norm: float = _f(None, "LAMB global gradient clipping (off as published).")
     label_smoothing: float = _f(0.0, "Label smoothing (multiclass).")
     label_set: str = _f("labels", "Label array to train on (e.g. labels_43 for BigEarthNet's 43 classes).")
-    precision: str = _f("fp32", "fp32, bf16 or fp16 (autocast; a grad scaler for fp16).")
+    precision: str = _choice("fp32", "Precision.", PRECISIONS)
     compile: bool = _f(False, "torch.compile the model.")
     channels_last: bool = _f(True, "channels_last memory format.")
     augment: bool = _f(True, "Random flips and 90-degree rotations on the training device.")
     in_memory: bool = _f(False, "Load the splits into memory instead of reading chunks.")
-    backend: str = _f(None, "nccl, gloo or mpi (default: nccl on GPU, gloo on CPU).")
-    device: str = _f("auto", "auto, cpu or cuda.")
+    backend: str = _choice(None, "Process-group backend (default: nccl on GPU, gloo on CPU).", BACKENDS)
+    device: str = _choice("auto", "Training device.", DEVICES)
     target_metric: str = _f(None, "Metric for time-to-target, e.g. val_top1 or val_f1_micro.")
     target: float = _f(None, "Target value of --target-metric.")
     divergence_factor: float = _f(10.0, "Diverged when the loss stays above this factor of its initial value...")
@@ -73,15 +85,8 @@ class TrialConfig:
         return str(self.warmup_epochs) == "auto"
 
 
-CHOICES = {
-    "optimizer": ("sgd", "nesterov", "lars", "lamb", "adamw"),
-    "lr_scaling": ("linear", "sqrt", "none"),
-    "schedule": ("poly", "multistep", "cosine", "constant"),
-    "precision": ("fp32", "bf16", "fp16"),
-    "device": ("auto", "cpu", "cuda"),
-    "backend": (None, "nccl", "gloo", "mpi"),
-}
 FIELDS = {f.name: f for f in dataclasses.fields(TrialConfig)}
+CHOICES = {name: f.metadata["choices"] for name, f in FIELDS.items() if "choices" in f.metadata}
 
 
 def _coerce(name: str, value):
@@ -149,9 +154,9 @@ def validate(cfg: TrialConfig) -> None:
     if not cfg.out:
         raise LbscaleError("--out is required")
     for name, allowed in CHOICES.items():
-        if getattr(cfg, name) not in allowed:
-            shown = ", ".join(a for a in allowed if a)
-            raise LbscaleError(f"--{name.replace('_', '-')}: {getattr(cfg, name)!r} is not one of {shown}")
+        value = getattr(cfg, name)
+        if value not in allowed and not (value is None and FIELDS[name].default is None):
+            raise LbscaleError(f"--{name.replace('_', '-')}: {value!r} is not one of {', '.join(allowed)}")
     positive = ["global_batch", "ref_batch", "epochs", "check_every", "warmup_ref_batch"]
     positive += [n for n in ("local_batch", "accum_steps") if getattr(cfg, n) is not None]
     for name in positive:
@@ -169,6 +174,11 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--milestone-factors needs one factor per milestone")
     if (cfg.target is None) != (cfg.target_metric is None):
         raise LbscaleError("--target and --target-metric go together")
+    if cfg.target_metric is not None:
+        known = sorted({m for t in TASKS.values() for m in t.metric_names()})
+        if cfg.target_metric not in known:  # the data's task narrows this further (Trial, sweep plan)
+            raise LbscaleError(f"--target-metric: {cfg.target_metric!r} is not a metric of any task "
+                               f"(choose one of {', '.join(known)})")
     if not 0 <= cfg.label_smoothing < 1:
         raise LbscaleError("--label-smoothing must be in [0, 1)")
     if len(cfg.betas) != 2:
@@ -177,66 +187,3 @@ def validate(cfg: TrialConfig) -> None:
 
 def to_dict(cfg: TrialConfig) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
-
-
-# --- sweep specs ---------------------------------------------------------------------------------------
-SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
-GRID_KEYS = {"batch", "gpus", "local_batch", "variants", "warmup", "seeds"}
-
-
-@dataclass
-class SweepSpec:
-    """A grid of trials: fixed trial options plus batch x GPUs x variant x warm-up x seed."""
-
-    name: str
-    trial: dict  # fixed TrialConfig options (data, model, epochs included)
-    batch: object  # a range string like "8k..65k", a list, or one value
-    gpus: object = None  # list of GPU (process) counts; or None with local_batch
-    local_batch: int | None = None
-    variants: dict = field(default_factory=dict)  # name -> TrialConfig options (optimizer, LR policy, ...)
-    warmup: list | None = None  # warm-up variants (epochs or 'auto'); None: the trial option stands
-    seeds: object = 1  # a count or a list
-    system: str = "generic"
-    results: str | None = None
-    path: str = ""
-
-
-def _check_trial_keys(options: dict, where: str) -> dict:
-    out = {}
-    for key, value in (options or {}).items():
-        name = str(key).replace("-", "_")
-        if name not in FIELDS or name in ("out", "resume", "preempt_after_steps"):
-            raise LbscaleError(f"{where}: unknown trial option {key!r}")
-        out[name] = value
-    return out
-
-
-def load_sweep_spec(path: str | Path) -> SweepSpec:
-    """Read and check a sweep YAML (keys: name, data, model, epochs, trial, grid, system, results)."""
-    path = Path(path)
-    raw = read_yaml_mapping(path, "a sweep spec mapping")
-    unknown = sorted(set(raw) - SWEEP_KEYS)
-    if unknown:
-        raise LbscaleError(f"{path}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(SWEEP_KEYS))})")
-    grid = raw.get("grid") or {}
-    if not isinstance(grid, dict):
-        raise LbscaleError(f"{path}: grid must be a mapping")
-    unknown = sorted(set(grid) - GRID_KEYS)
-    if unknown:
-        raise LbscaleError(f"{path}: unknown grid key {unknown[0]!r} (allowed: {', '.join(sorted(GRID_KEYS))})")
-    if "batch" not in grid:
-        raise LbscaleError(f"{path}: grid.batch is required")
-    trial = _check_trial_keys(raw.get("trial"), f"{path}: trial")
-    for key in ("data", "model", "epochs"):
-        if key in raw:
-            trial[key] = raw[key]
-    variants = grid.get("variants") or {}
-    if not isinstance(variants, dict):
-        raise LbscaleError(f"{path}: grid.variants must map names to trial options")
-    variants = {str(k): _check_trial_keys(v, f"{path}: variant {k}") for k, v in variants.items()}
-    warmup = grid.get("warmup")
-    return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid["batch"], gpus=grid.get("gpus"),
-                     local_batch=grid.get("local_batch"), variants=variants,
-                     warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
-                     seeds=grid.get("seeds", 1), system=str(raw.get("system", "generic")), results=raw.get("results"),
-                     path=str(path))

@@ -1,4 +1,8 @@
-"""The result store: per-trial files written atomically (temp file + rename), read back as records."""
+"""The result store: per-trial files written atomically (temp file + rename), read back as records.
+
+A trial directory holds trial.yaml (a sweep's resolved config), config.json, metrics.jsonl, summary.json
+(written last), checkpoint/, and attempts/ (the summaries of earlier failed attempts). Whether a process or a
+SLURM job still works on a trial is `lbscale.sweep.state`'s question, not the store's."""
 
 from __future__ import annotations
 
@@ -51,81 +55,25 @@ def read_jsonl(path: Path) -> list[dict]:
         return []
 
 
-# --- trial states (for sweeps and `lbscale status`) -------------------------------------------------------
 RUN, SUBMITTED, TRIAL_YAML = "run.json", "submitted.json", "trial.yaml"
+ATTEMPTS = "attempts"  # summaries of earlier attempts of a retried trial: attempts/summary-1.json, ...
 FINISHED = ("completed", "diverged")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def _slurm_job_active(job: str) -> bool | None:
-    """True/False from squeue; None where SLURM cannot be asked."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return False if "Invalid job id" in out.stderr else None
-    return bool(out.stdout.strip())
-
-
-def running_here(trial_dir: Path) -> bool:
-    """Is a process on this host (or a SLURM job) still working on the trial?"""
-    return _run_active(read_json(Path(trial_dir) / RUN) or {})
-
-
-def _run_active(run: dict) -> bool:
-    """The test behind `running_here`, on an already read run.json."""
-    import socket
-
-    if not run:
-        return False
-    if run.get("job"):
-        active = _slurm_job_active(run["job"])
-        if active is not None:
-            return active
-    return run.get("host") == socket.gethostname() and _pid_alive(int(run.get("pid", 0)))
-
-
-def trial_state(trial_dir: Path) -> dict:
-    """pending / submitted / running / interrupted / completed / diverged / failed, with progress."""
+def archive_summary(trial_dir: Path) -> Path | None:
+    """Move a previous attempt's summary.json into attempts/ (numbered), so a retry never loses its record."""
     trial_dir = Path(trial_dir)
-    summary = read_json(trial_dir / SUMMARY)
-    records = read_jsonl(trial_dir / METRICS)
-    config = read_json(trial_dir / CONFIG) or {}
-    run = read_json(trial_dir / RUN) or {}
-    submitted = read_json(trial_dir / SUBMITTED) or {}
-    if summary:
-        state = summary.get("status", "failed")
-    elif _run_active(run):
-        state = "running"
-    elif (trial_dir / CHECKPOINT).exists() or run:
-        state = "interrupted"
-    elif submitted and _slurm_job_active(submitted.get("job", "")):
-        state = "submitted"
-    else:
-        state = "pending"
-    last = records[-1] if records else {}
-    metric = next((k for k in ("val_top1", "val_f1_micro", "val_loss") if k in last), None)
-    elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
-    return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),
-            "epochs": (config.get("config") or {}).get("epochs"), "metric": metric,
-            "value": last.get(metric) if metric else None,
-            "job": run.get("job") or submitted.get("job"), "elapsed": elapsed,
-            "error": summary.get("error") if summary else None}
+    summary = trial_dir / SUMMARY
+    if not summary.exists():
+        return None
+    folder = trial_dir / ATTEMPTS
+    folder.mkdir(exist_ok=True)
+    n = 1 + sum(1 for _ in folder.glob("summary-*.json"))
+    target = folder / f"summary-{n}.json"
+    os.replace(summary, target)
+    return target
 
 
-def sweep_states(results: Path) -> list[dict]:
-    """States of every trial directory (those holding a trial.yaml) under `results`."""
-    results = Path(results)
-    return [trial_state(d) for d in sorted(results.iterdir()) if (d / TRIAL_YAML).exists()] if results.is_dir() else []
+def write_failed_summary(trial_dir: Path, error: str, **fields) -> None:
+    """The summary of a trial that ended without a result of its own (the launcher's verdict)."""
+    write_json(Path(trial_dir) / SUMMARY, {**fields, "status": "failed", "error": error})

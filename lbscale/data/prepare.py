@@ -29,10 +29,13 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
         raise LbscaleError("--val-fraction and --test-fraction must be in [0, 1)")
     if dataset != "synthetic" and src is None:
         raise LbscaleError(f"{dataset}: --src is required")
-    options = dict(workers=workers, seed=seed, **source_options)
-    if dataset == "synthetic":
-        options.update(val_fraction=val_fraction, test_fraction=test_fraction)
-    source = SOURCES[dataset](dataset, src, **options)  # validates the input before any output exists
+    cls = SOURCES[dataset]
+    foreign = sorted(set(source_options) - set(cls.options))
+    if foreign:
+        raise LbscaleError(f"--{foreign[0].replace('_', '-')} does not apply to {dataset}")
+    common = dict(workers=workers, seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
+    options = {**{k: v for k, v in common.items() if k in cls.options}, **source_options}
+    source = cls(dataset, src, **options)  # validates the input before any output exists
 
     # Splits the source lacks are carved from train, stratified and seeded.
     fractions = {}

@@ -2,48 +2,80 @@
 
 from __future__ import annotations
 
-import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from lbscale.config import load_sweep_spec
 from lbscale.errors import LbscaleError
-from lbscale.results import sweep_states
+from lbscale.slurm import SlurmEnv
 from lbscale.sweep.launch import LAUNCHERS, SweepRun, run_array_task
 from lbscale.sweep.plan import build_plan, plan_table
+from lbscale.sweep.spec import load_sweep_spec
+from lbscale.sweep.state import sweep_states
 from lbscale.sweep.systems import get_system
 
 
-def run_sweep(spec_path, launcher="local", system=None, systems_file=None, results=None, batch=None, gpus=None,
-              local_batch=None, seeds=None, epochs=None, account=None, partition=None, time_limit=None,
-              dry_run=False, submit=True, wait=False, max_concurrent=None, retry_failed=False, requeue=False,
-              array_task=None, trial=None) -> int:
+@dataclass
+class SweepOptions:
+    """Everything `lbscale sweep` takes besides the spec; None means "as the spec or profile says"."""
+
+    launcher: str = "local"
+    system: str | None = None
+    systems_file: str | None = None
+    results: str | None = None
+    batch: str | None = None  # grid overrides, passed on to array tasks so they plan the same grid
+    gpus: str | None = None
+    local_batch: str | None = None
+    seeds: str | None = None
+    epochs: int | None = None
+    account: str | None = None  # profile overrides
+    partition: str | None = None
+    time_limit: str | None = None
+    dry_run: bool = False
+    submit: bool = True
+    wait: bool = False
+    max_concurrent: int | None = None
+    retry_failed: bool = False
+    requeue: bool = False
+    max_requeues: int = 3
+    array_task: int | None = None
+    trial: str | None = None
+
+    def plan_args(self) -> list[str]:
+        """The overrides as CLI flags, for the array tasks' own `lbscale sweep` call."""
+        args = []
+        for flag, value in (("--batch", self.batch), ("--gpus", self.gpus), ("--local-batch", self.local_batch),
+                            ("--seeds", self.seeds), ("--epochs", self.epochs), ("--account", self.account),
+                            ("--partition", self.partition), ("--time", self.time_limit)):
+            if value is not None:
+                args += [flag, str(value)]
+        return args
+
+
+def run_sweep(spec_path, o: SweepOptions) -> int:
     spec = load_sweep_spec(spec_path)
-    if launcher not in LAUNCHERS:
-        raise LbscaleError(f"--launcher: {launcher!r} is not one of {', '.join(LAUNCHERS)}")
-    if max_concurrent is not None and max_concurrent < 1:
+    if o.launcher not in LAUNCHERS:
+        raise LbscaleError(f"--launcher: {o.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if o.max_concurrent is not None and o.max_concurrent < 1:
         raise LbscaleError("--max-concurrent must be >= 1")
-    prof = get_system(system or spec.system, systems_file, account=account, partition=partition, time=time_limit)
-    gpn = prof["gpus_per_node"] if launcher == "slurm" or array_task is not None or trial else 1 << 30
-    results = Path(results or spec.results or Path("results") / spec.name).resolve()
-    plans = build_plan(spec, results, gpn, batch=batch, gpus=gpus, local_batch=local_batch, seeds=seeds,
-                       epochs=epochs)
-    if dry_run:
+    if o.max_requeues < 0:
+        raise LbscaleError("--max-requeues must be >= 0")
+    prof = get_system(o.system or spec.system, o.systems_file, account=o.account, partition=o.partition,
+                      time=o.time_limit)
+    one_task = o.array_task is not None or o.trial is not None
+    gpn = prof["gpus_per_node"] if o.launcher == "slurm" or one_task else 1 << 30
+    results = Path(o.results or spec.results or Path("results") / spec.name).resolve()
+    plans = build_plan(spec, results, gpn, batch=o.batch, gpus=o.gpus, local_batch=o.local_batch, seeds=o.seeds,
+                       epochs=o.epochs)
+    if o.dry_run:
         print(plan_table(plans))
         return 0
-    plan_args = []
-    for flag, value in (("--batch", batch), ("--gpus", gpus), ("--local-batch", local_batch), ("--seeds", seeds),
-                        ("--epochs", epochs), ("--account", account), ("--partition", partition),
-                        ("--time", time_limit)):
-        if value is not None:
-            plan_args += [flag, str(value)]
     # absolute paths: array tasks may start in another directory
-    run = SweepRun(str(Path(spec_path).resolve()), results, plan_args, prof, systems_file, retry_failed, requeue,
-                   max_concurrent, submit, wait)
-    if array_task is not None or trial is not None:
-        chosen = _pick(plans, array_task, trial)
-        return run_array_task(chosen, run)
-    return LAUNCHERS[launcher]().launch(plans, run)
+    run = SweepRun(str(Path(spec_path).resolve()), results, o.plan_args(), prof, o.systems_file, o.retry_failed,
+                   o.requeue, o.max_requeues, o.max_concurrent, o.submit, o.wait)
+    if one_task:
+        return run_array_task(_pick(plans, o.array_task, o.trial), run)
+    return LAUNCHERS[o.launcher]().launch(plans, run)
 
 
 def _pick(plans, array_task, trial):
@@ -53,10 +85,9 @@ def _pick(plans, array_task, trial):
                 return p
         raise LbscaleError(f"no trial {trial!r} in this sweep")
     if array_task is None:
-        task = os.environ.get("SLURM_ARRAY_TASK_ID")
-        if task is None:
+        array_task = SlurmEnv.current().array_task_id
+        if array_task is None:
             raise LbscaleError("--array-task: no task id given and SLURM_ARRAY_TASK_ID is not set")
-        array_task = int(task)
     if not 0 <= array_task < len(plans):
         raise LbscaleError(f"--array-task {array_task}: the sweep has {len(plans)} trials (0..{len(plans) - 1})")
     return plans[array_task]

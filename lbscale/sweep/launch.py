@@ -20,10 +20,12 @@ from pathlib import Path
 
 import yaml
 
+from lbscale import slurm
 from lbscale.errors import LbscaleError
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY,
-                             TRIAL_YAML, read_json, running_here, trial_state, write_atomic, write_json)
+                             TRIAL_YAML, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
 from lbscale.sweep.plan import TrialPlan, trial_yaml
+from lbscale.sweep.state import running_here, trial_state
 
 
 @dataclass
@@ -37,6 +39,7 @@ class SweepRun:
     systems_file: str | None = None
     retry_failed: bool = False
     requeue: bool = False
+    max_requeues: int = 3  # after this many requeues a preempted trial is marked failed
     max_concurrent: int | None = None
     submit: bool = True
     wait: bool = False
@@ -58,16 +61,15 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
 
 
 def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
-    """Trials that still need work: not finished, and failed ones only with retry_failed."""
+    """Trials that still need work: not finished, and failed ones only with retry_failed.
+
+    A failed trial keeps its summary.json until its new attempt starts (`run_process` moves it to attempts/),
+    so a submission that fails loses nothing."""
     todo = []
     for p in plans:
         summary = read_json(p.out / SUMMARY)
-        if summary and summary.get("status") in FINISHED:
+        if summary and (summary.get("status") in FINISHED or not retry_failed):
             continue
-        if summary:  # failed
-            if not retry_failed:
-                continue
-            (p.out / SUMMARY).unlink()  # its checkpoint, if any, is resumed
         todo.append(p)
     return todo
 
@@ -103,6 +105,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
     (--kill-on-bad-exit) and torchrun kill the others as soon as the first exits 75, so the step's own code
     may be a signal's even though every rank had written the preemption checkpoint."""
     started = time.time()
+    archive_summary(p.out)  # a retried failed trial: its record moves to attempts/, its checkpoint is resumed
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(p.out / "train.log", "a") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
@@ -128,6 +131,7 @@ class LocalLauncher:
     """Trials one after another on this machine: one process, or torchrun with one process per 'GPU'."""
 
     name = "local"
+    help = "trials one after another on this machine (torchrun for several processes)"
 
     def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
         write_trial_files(plans)
@@ -183,7 +187,9 @@ def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str
     if run.systems_file:
         cmd += ["--systems", run.systems_file]
     if run.requeue:
-        cmd.append("--requeue")
+        cmd += ["--requeue", "--max-requeues", str(run.max_requeues)]
+    if run.retry_failed:  # the failed trial's summary is still there: the array task must retry it
+        cmd.append("--retry-failed")
     out.append("exec " + " ".join(q(c) for c in cmd) + ' --trial "${TRIALS[$SLURM_ARRAY_TASK_ID]}"')
     return "\n".join(out) + "\n"
 
@@ -192,6 +198,7 @@ class SlurmLauncher:
     """Renders and submits one job array per trial shape; each array task runs one trial with srun."""
 
     name = "slurm"
+    help = "one SLURM job array per trial shape, srun with one task per GPU"
 
     def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
         write_trial_files(plans)
@@ -210,29 +217,16 @@ class SlurmLauncher:
             if not run.submit:
                 print(f"wrote {script} ({len(group)} array tasks)")
                 continue
-            out = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True)
-            if out.returncode != 0:
-                why = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
-                raise LbscaleError(f"sbatch {script}: {why}")
-            job = out.stdout.strip().split(";")[0]
+            job = slurm.submit(script)
             jobs.append(job)
             for k, p in enumerate(group):
                 write_json(p.out / SUBMITTED, {"job": f"{job}_{k}", "script": str(script)})
             print(f"submitted job array {job} ({len(group)} trials, {gpus} GPUs each): {script}", flush=True)
         if run.wait and jobs:
-            wait_for_jobs(jobs)
+            slurm.wait_for_jobs(jobs)
             states = [trial_state(p.out)["state"] for p in plans]
             return 0 if all(s in FINISHED for s in states) else 1
         return 0
-
-
-def wait_for_jobs(jobs: list[str], poll: float = 2.0) -> None:
-    """Poll squeue until the jobs have left the queue (sbatch --wait is unreliable on small setups)."""
-    while True:
-        out = subprocess.run(["squeue", "-h", "-j", ",".join(jobs), "-o", "%i"], capture_output=True, text=True)
-        if out.returncode == 0 and not out.stdout.strip():
-            return
-        time.sleep(poll)
 
 
 def run_array_task(p: TrialPlan, run: SweepRun) -> int:
@@ -242,19 +236,23 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
         print(f"{p.trial_id}: nothing to do ({trial_state(p.out)['state']}; failed trials run again with "
               "--retry-failed)")
         return 0
-    job = os.environ.get("SLURM_JOB_ID")
-    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    task = os.environ.get("SLURM_ARRAY_TASK_ID")
-    job_name = f"{array_job}_{task}" if array_job and task else job
+    env = slurm.SlurmEnv.current()
     argv = train_argv(p)
-    if job:
+    if env.in_job:
         per_node = min(p.gpus, run.system["gpus_per_node"])
         argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
                 "--kill-on-bad-exit=1", *map(str, run.system.get("srun_args") or []), *argv]
-    code = run_process(p, argv, job=job_name)
+    code = run_process(p, argv, job=env.job_name)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
-    if code == REQUEUE_EXIT and run.requeue and job_name:
-        subprocess.run(["scontrol", "requeue", job_name], check=False)
+    if code == REQUEUE_EXIT and run.requeue and env.job_name:
+        if env.restart_count >= run.max_requeues:
+            why = (f"preempted {env.restart_count + 1} times; requeue limit {run.max_requeues} reached "
+                   "(--max-requeues); its checkpoint resumes with --retry-failed")
+            write_failed_summary(p.out, why, requeues=env.restart_count)
+            (p.out / RUN).unlink(missing_ok=True)
+            print(f"{p.trial_id}: failed: {why}", flush=True)
+            return 1
+        slurm.requeue(env.job_name)
         return 0
     return code
 

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lbscale.config import FIELDS, SweepSpec, TrialConfig, load_config, to_dict
+from lbscale.config import FIELDS, TrialConfig, load_config, to_dict
+from lbscale.sweep.spec import SweepSpec
 from lbscale.errors import LbscaleError
 from lbscale.train.plan import Plan, resolve_plan
 

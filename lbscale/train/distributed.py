@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from lbscale.errors import LbscaleError
+from lbscale.slurm import SlurmEnv
 
 
 @dataclass
@@ -27,43 +26,17 @@ class DistEnv:
         return self.rank == 0
 
 
-def expand_nodelist(nodelist: str) -> list[str]:
-    """SLURM's compact node list as host names: `scontrol show hostnames`, or a parser for the usual forms."""
-    try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.split()
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    hosts = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", nodelist):
-        if plain:
-            hosts.append(plain)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            for i in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{prefix}{str(i).zfill(len(lo))}")
-    return hosts
-
-
-def port_for_job(job_id: str | int) -> int:
-    """A port derived from the SLURM job id, so concurrent jobs on one node do not collide."""
-    return 20000 + int(job_id) % 40000
-
-
 def detect_env(environ=None) -> DistEnv:
     """torchrun (RANK, WORLD_SIZE, ...) first; then a multi-task `srun` step; else a single process."""
     env = os.environ if environ is None else environ
     if "RANK" in env and "WORLD_SIZE" in env:
         return DistEnv(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
                        env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", 29500)), "torchrun")
-    # Inside `srun`, SLURM_STEP_NUM_TASKS is the step's size; a batch script alone has no step tasks.
-    if "SLURM_PROCID" in env and int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1"))) > 1 \
-            and "SLURM_STEP_NUM_TASKS" in env:
-        hosts = expand_nodelist(env.get("SLURM_STEP_NODELIST", env.get("SLURM_JOB_NODELIST", "localhost")))
-        return DistEnv(int(env["SLURM_PROCID"]), int(env["SLURM_STEP_NUM_TASKS"]), int(env.get("SLURM_LOCALID", 0)),
-                       hosts[0] if hosts else "127.0.0.1", port_for_job(env.get("SLURM_JOB_ID", 0)), "slurm")
+    slurm = SlurmEnv.current(env)
+    if slurm.in_multitask_step:
+        hosts = slurm.hostnames()
+        return DistEnv(slurm.procid, slurm.step_tasks, slurm.localid, hosts[0] if hosts else "127.0.0.1",
+                       slurm.port, "slurm")
     return DistEnv()
 
 

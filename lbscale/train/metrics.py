@@ -1,4 +1,4 @@
-"""Evaluation metrics per task (torchmetrics; synced across ranks on compute)."""
+"""Evaluation metrics of a task (torchmetrics; synced across ranks on compute)."""
 
 from __future__ import annotations
 
@@ -7,40 +7,35 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import (MulticlassAccuracy, MultilabelF1Score, MultilabelPrecision,
                                          MultilabelRecall)
 
-# Metrics where larger is better (for "best" and time-to-target); val_loss is the exception.
-HIGHER_IS_BETTER = {"val_top1", "val_top5", "val_f1_micro", "val_f1_macro", "val_precision", "val_recall"}
+from lbscale.task import Task
+
+# One torchmetrics object per metric name a Task lists.
+BUILDERS = {
+    "top1": lambda n: MulticlassAccuracy(n, top_k=1, average="micro"),
+    "top5": lambda n: MulticlassAccuracy(n, top_k=5, average="micro"),
+    "f1_micro": lambda n: MultilabelF1Score(n, threshold=0.5, average="micro"),
+    "f1_macro": lambda n: MultilabelF1Score(n, threshold=0.5, average="macro"),
+    "precision": lambda n: MultilabelPrecision(n, threshold=0.5, average="micro"),
+    "recall": lambda n: MultilabelRecall(n, threshold=0.5, average="micro"),
+}
 
 
 class TaskMetrics:
-    """Accumulates loss and task metrics over an evaluation pass; `compute` returns val_* floats."""
+    """Accumulates loss and the task's metrics over an evaluation pass; `compute` returns `{split}_*` floats."""
 
-    def __init__(self, task: str, num_classes: int, device: torch.device):
-        if task == "multiclass":
-            metrics = {"top1": MulticlassAccuracy(num_classes, top_k=1, average="micro")}
-            if num_classes > 5:
-                metrics["top5"] = MulticlassAccuracy(num_classes, top_k=5, average="micro")
-        else:
-            metrics = {
-                "f1_micro": MultilabelF1Score(num_classes, threshold=0.5, average="micro"),
-                "f1_macro": MultilabelF1Score(num_classes, threshold=0.5, average="macro"),
-                "precision": MultilabelPrecision(num_classes, threshold=0.5, average="micro"),
-                "recall": MultilabelRecall(num_classes, threshold=0.5, average="micro"),
-            }
-        self.task = task
-        self.collection = MetricCollection(metrics).to(device)
+    def __init__(self, task: Task, num_classes: int, device: torch.device, split: str = "val"):
+        names = [m.removeprefix(f"{split}_") for m in task.metric_names(num_classes, split)[:-1]]
+        self.task, self.split = task, split
+        self.collection = MetricCollection({m: BUILDERS[m](num_classes) for m in names}).to(device)
         self.loss = MeanMetric().to(device)
 
     def update(self, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor) -> None:
-        logits = logits.float()
-        if self.task == "multiclass":
-            self.collection.update(logits, target)
-        else:
-            self.collection.update(torch.sigmoid(logits), target.int())
+        self.collection.update(self.task.scores(logits), target.long())
         self.loss.update(loss.detach().float(), weight=len(target))
 
     def compute(self) -> dict[str, float]:
-        out = {f"val_{k}": float(v) for k, v in self.collection.compute().items()}
-        out["val_loss"] = float(self.loss.compute())
+        out = {f"{self.split}_{k}": float(v) for k, v in self.collection.compute().items()}
+        out[f"{self.split}_loss"] = float(self.loss.compute())
         self.collection.reset()
         self.loss.reset()
         return out

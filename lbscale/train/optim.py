@@ -1,18 +1,17 @@
-"""Optimizer registry: one entry per optimizer; parameter groups keep BatchNorm and bias out of weight decay.
+"""Optimizer registry: one `OptimInfo` per optimizer (name, help, what it accepts, how to build it).
 
-LARS and LAMB are timm's implementations. In both, a group with weight_decay = 0 also skips the trust
-ratio (timm's `always_adapt=False`), so BatchNorm and bias parameters are excluded from the trust ratio and
-from weight decay, as the MLPerf ResNet-50 LARS reference does.
+The CLI's choices and help, config validation and the trust-ratio handling all read this registry.
+Parameter groups carry two explicit choices: `weight_decay` and `trust_ratio`. BatchNorm and bias parameters
+get neither, weights get both, as in the MLPerf ResNet-50 LARS reference. The trust ratio does not depend on
+the weight decay: LARS with `--weight-decay 0` still adapts every weight tensor.
+LARS and LAMB are timm's implementations; `trust_ratio` becomes their per-group `always_adapt`.
+Importing this module costs no torch (the sweep planner validates configs with it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
-
-import torch
-from timm.optim import Lamb, Lars
-from timm.optim._param_groups import param_groups_weight_decay
 
 
 @dataclass
@@ -26,38 +25,82 @@ class OptimizerOptions:
     max_grad_norm: float | None = None  # LAMB: global gradient clipping (NVIDIA's variant); None as published
 
 
+@dataclass(frozen=True)
+class OptimInfo:
+    """What the CLI, validation and the trial need to know about one optimizer."""
+
+    name: str
+    help: str
+    build: Callable  # (param_groups, lr, OptimizerOptions) -> torch.optim.Optimizer
+    has_momentum: bool = False  # reads --momentum
+    has_betas: bool = False  # reads --betas / --eps
+    trust_ratio: bool = False  # layer-wise adaptive: reads --trust-coeff (LARS) and the groups' trust_ratio
+
+
+def _timm_adaptive(groups: list[dict]) -> list[dict]:
+    """timm adapts a group when its weight decay is non-zero or `always_adapt` is set: map our choice onto it."""
+    for g in groups:
+        if g.get("weight_decay", 0) != 0 and not g["trust_ratio"]:
+            raise ValueError("timm's LARS/LAMB cannot decay a group without adapting it (trust_ratio=False)")
+        g["always_adapt"] = g["trust_ratio"]
+    return groups
+
+
 def _sgd(groups, lr, o: OptimizerOptions):
+    import torch
+
     return torch.optim.SGD(groups, lr=lr, momentum=o.momentum)
 
 
 def _nesterov(groups, lr, o: OptimizerOptions):
+    import torch
+
     return torch.optim.SGD(groups, lr=lr, momentum=o.momentum, nesterov=True)
 
 
 def _lars(groups, lr, o: OptimizerOptions):
-    return Lars(groups, lr=lr, momentum=o.momentum, nesterov=o.nesterov, trust_coeff=o.trust_coeff, eps=1e-8)
+    from timm.optim import Lars
+
+    return Lars(_timm_adaptive(groups), lr=lr, momentum=o.momentum, nesterov=o.nesterov, trust_coeff=o.trust_coeff,
+                eps=1e-8)
 
 
 def _lamb(groups, lr, o: OptimizerOptions):
-    return Lamb(groups, lr=lr, betas=tuple(o.betas), eps=o.eps, max_grad_norm=o.max_grad_norm)
+    from timm.optim import Lamb
+
+    return Lamb(_timm_adaptive(groups), lr=lr, betas=tuple(o.betas), eps=o.eps, max_grad_norm=o.max_grad_norm)
 
 
 def _adamw(groups, lr, o: OptimizerOptions):
+    import torch
+
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(o.betas), eps=o.eps)
 
 
-OPTIMIZERS: dict[str, Callable] = {
-    "sgd": _sgd,
-    "nesterov": _nesterov,
-    "lars": _lars,
-    "lamb": _lamb,
-    "adamw": _adamw,
-}
+OPTIMIZERS: dict[str, OptimInfo] = {o.name: o for o in (
+    OptimInfo("sgd", "SGD with momentum", _sgd, has_momentum=True),
+    OptimInfo("nesterov", "SGD with Nesterov momentum", _nesterov, has_momentum=True),
+    OptimInfo("lars", "LARS (You, Gitman & Ginsburg 2017): layer-wise trust ratio on SGD momentum", _lars,
+              has_momentum=True, trust_ratio=True),
+    OptimInfo("lamb", "LAMB (You et al. 2019): layer-wise trust ratio on Adam", _lamb, has_betas=True,
+              trust_ratio=True),
+    OptimInfo("adamw", "AdamW (decoupled weight decay)", _adamw, has_betas=True),
+)}
 
 
-def build_optimizer(name: str, model: torch.nn.Module, lr: float, options: OptimizerOptions):
-    """The optimizer `name` over `model`: weights decay, BatchNorm/bias parameters (ndim <= 1) do not."""
+def param_groups(model, weight_decay: float) -> list[dict]:
+    """Weights: decayed and adapted; BatchNorm and bias parameters (ndim <= 1): neither. Empty groups dropped."""
+    weights, others = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (others if p.ndim <= 1 or name.endswith(".bias") else weights).append(p)
+    groups = [{"params": others, "weight_decay": 0.0, "trust_ratio": False},
+              {"params": weights, "weight_decay": weight_decay, "trust_ratio": True}]
+    return [g for g in groups if g["params"]]
+
+
+def build_optimizer(name: str, model, lr: float, options: OptimizerOptions):
+    """The optimizer `name` over `model`, with the parameter groups of `param_groups`."""
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
-    groups = param_groups_weight_decay(model, weight_decay=options.weight_decay)
-    return OPTIMIZERS[name](groups, lr, options)
+    return OPTIMIZERS[name].build(param_groups(model, options.weight_decay), lr, options)

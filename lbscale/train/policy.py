@@ -5,8 +5,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SCALING_RULES = ("linear", "sqrt", "none")
-SCHEDULES = ("poly", "multistep", "cosine", "constant")
+# The registries the CLI's choices and help come from: name -> what it does.
+SCALING_RULES = {
+    "linear": "peak = base x global/ref (Goyal et al. 2017)",
+    "sqrt": "peak = base x sqrt(global/ref) (Krizhevsky 2014; You et al. 2019 for LAMB)",
+    "none": "peak = base at every batch",
+}
+SCHEDULES = {
+    "poly": "polynomial decay to end-lr (power --poly-power)",
+    "multistep": "step decay at --milestones by --milestone-factors",
+    "cosine": "cosine decay to end-lr",
+    "constant": "the peak LR after warm-up",
+}
 
 
 def peak_lr(base_lr: float, global_batch: int, ref_batch: int, rule: str) -> float:

@@ -9,23 +9,16 @@ cross-rank check every few steps for divergence and signals), evaluate, record, 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
-import platform
 import signal
-import socket
-import subprocess
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-import timm
 import torch
-import torch.nn.functional as F
 
-import lbscale
 from lbscale.config import TrialConfig, to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import ShardedLoader
@@ -33,30 +26,17 @@ from lbscale.data.transforms import Normalize, random_flip_rot90
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar
 from lbscale.results import CONFIG, METRICS, PREEMPTED, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
-from lbscale.train import checkpoint
+from lbscale.slurm import SlurmEnv
+from lbscale.task import get_task
+from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
-from lbscale.train.metrics import HIGHER_IS_BETTER, TaskMetrics
+from lbscale.train.metrics import TaskMetrics
 from lbscale.train.models import build_model, check_model
 from lbscale.train.optim import OptimizerOptions, build_optimizer
 from lbscale.train.plan import resolve_plan
+from lbscale.train.summary import NO_TARGET, summarize
 
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(lbscale.__file__).parent, capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _param_digest(model: torch.nn.Module) -> str:
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
 class Trial:
@@ -68,7 +48,9 @@ class Trial:
             raise LbscaleError(f"{cfg.data}: no label set {cfg.label_set!r}")
         self.num_classes = (self.data.num_classes if cfg.label_set == "labels"
                             else len(self.data.extra_class_names[cfg.label_set]))
-        self.multilabel = self.data.task == "multilabel"
+        self.task = get_task(self.data.task)
+        if cfg.target_metric:
+            self.task.check_target_metric(cfg.target_metric, self.num_classes)
         self.plan = resolve_plan(cfg, env.world_size, self.data.size("train"))
         self.policy = self.plan.policy(cfg)
         check_model(cfg.model)  # before any output exists
@@ -106,7 +88,7 @@ class Trial:
                                             label_key=cfg.label_set)
         self.normalize = Normalize(self.data.mean, self.data.std, self.device)
         self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + self.env.rank)
-        self.metrics = TaskMetrics(self.data.task, self.num_classes, self.device)
+        self.metrics = TaskMetrics(self.task, self.num_classes, self.device)
         # progress within the epoch, saved in checkpoints with records, step, epoch and target_hit
         self.batch = 0
         self.initial_loss, self.above_steps = None, 0
@@ -114,9 +96,7 @@ class Trial:
         self.epoch_seen = 0
 
     def loss_fn(self, logits, y):
-        if self.multilabel:
-            return F.binary_cross_entropy_with_logits(logits.float(), y)
-        return F.cross_entropy(logits.float(), y, label_smoothing=self.cfg.label_smoothing)
+        return self.task.loss(logits, y, self.cfg.label_smoothing)
 
     def inputs(self, batch, train: bool):
         x = self.normalize(batch.images.to(self.device, non_blocking=True))
@@ -124,8 +104,7 @@ class Trial:
             x = random_flip_rot90(x, self.augment_rng)
         if self.cfg.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        y = batch.labels.to(self.device, non_blocking=True)
-        return x, (y.float() if self.multilabel else y)
+        return x, self.task.targets(batch.labels.to(self.device, non_blocking=True))
 
     def autocast(self):
         dtype = AUTOCAST[self.cfg.precision]
@@ -267,8 +246,7 @@ class Trial:
         self.epoch_seen = 0
         metric, target = self.cfg.target_metric, self.cfg.target
         if metric and self.target_hit is None and metric in record:
-            hit = record[metric] >= target if metric in HIGHER_IS_BETTER else record[metric] <= target
-            if hit:
+            if self.task.reached(metric, record[metric], target):
                 self.target_hit = {"steps_to_target": self.step, "epochs_to_target": self.epoch,
                                    "seconds_to_target": record["elapsed_seconds"]}
         if self.env.is_main:
@@ -300,43 +278,25 @@ class Trial:
 
     # --- results --------------------------------------------------------------------------------
     def describe(self) -> dict:
-        hosts = dist.all_gather_object(socket.gethostname())
+        """config.json: everything resolved, and what ran it. Collective (host names)."""
         return {"config": to_dict(self.cfg), "plan": asdict(self.plan), "world_size": self.env.world_size,
-                "launcher": self.env.launcher, "backend": self.backend, "device": str(self.device),
-                "gpu": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None,
-                "hosts": hosts, "dataset": self.data.dataset, "task": self.data.task,
+                "dataset": self.data.dataset, "task": self.task.name, "primary_metric": self.task.primary_metric,
                 "num_classes": self.num_classes, "train_samples": self.plan.train_samples,
-                "versions": {"lbscale": lbscale.__version__, "torch": torch.__version__,
-                             "timm": timm.__version__, "python": platform.python_version()},
-                "git_commit": _git_commit()}
+                **provenance.environment(self.device, self.backend, self.env.launcher)}
 
     def finish(self, status: str, error: str | None = None) -> int:
-        digests = dist.all_gather_object(_param_digest(self.model)) if status != "failed" else []
+        digests = dist.all_gather_object(provenance.param_digest(self.model)) if status != "failed" else []
         if self.env.is_main:
             write_json(self.out / SUMMARY, self.summary(status, error, digests))
         return 0
 
     def summary(self, status: str, error: str | None, digests: list) -> dict:
-        recs = self.records
-        metrics = sorted({k for r in recs for k in r if k.startswith("val_")})
-        best = {}
-        for k in metrics:
-            values = [r[k] for r in recs if k in r]
-            best[k] = max(values) if k in HIGHER_IS_BETTER else min(values)
-        steady = recs[1:] if len(recs) > 1 else recs  # the first epoch carries start-up costs
-        return {
-            "status": status, "error": error, "epochs_completed": len(recs), "steps": self.step,
-            "diverged_at": {"epoch": self.epoch + 1, "step": self.step} if status == "diverged" else None,
-            "final": recs[-1] if recs else None, "best": best,
-            "mean_epoch_seconds": float(np.mean([r["train_seconds"] for r in recs])) if recs else None,
-            "images_per_second": float(np.mean([r["images_per_second"] for r in steady])) if steady else None,
-            "total_train_seconds": float(sum(r["train_seconds"] for r in recs)),
-            "wall_seconds": self.elapsed_before + time.perf_counter() - self.t_start,
-            "target_metric": self.cfg.target_metric, "target": self.cfg.target,
-            **(self.target_hit or {"steps_to_target": None, "epochs_to_target": None, "seconds_to_target": None}),
-            "world_size": self.env.world_size, "global_batch": self.plan.global_batch,
-            "peak_lr": self.plan.peak_lr, "param_digests": digests,
-        }
+        return summarize(self.records, self.task, status, error, steps=self.step,
+                         diverged_at={"epoch": self.epoch + 1, "step": self.step} if status == "diverged" else None,
+                         wall_seconds=self.elapsed_before + time.perf_counter() - self.t_start,
+                         target_metric=self.cfg.target_metric, target=self.cfg.target, **(self.target_hit or NO_TARGET),
+                         world_size=self.env.world_size, global_batch=self.plan.global_batch,
+                         peak_lr=self.plan.peak_lr, param_digests=digests)
 
 
 def run_trial(cfg: TrialConfig) -> int:
@@ -345,7 +305,7 @@ def run_trial(cfg: TrialConfig) -> int:
     if env.launcher == "slurm" and "OMP_NUM_THREADS" not in os.environ:
         # torchrun sets one thread per process; srun does not: use the allocation's CPUs per task,
         # else every rank spins one thread per core of the node.
-        torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
+        torch.set_num_threads(SlurmEnv.current().cpus_per_task or 1)
     out = Path(cfg.out)
     if (out / SUMMARY).exists() and not cfg.resume:
         raise LbscaleError(f"{out}: holds a finished trial ({read_json(out / SUMMARY)['status']}); "

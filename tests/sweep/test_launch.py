@@ -206,3 +206,59 @@ def test_killed_step_after_preemption_checkpoint_counts_as_preempted(tmp_path, r
               "sys.exit(143)")
     assert run_process(plan, [sys.executable, "-c", script]) == expected
     assert (out / "run.json").exists() == (expected == 75)  # kept only for a run to resume
+
+
+def _failed_trial(tmp_path, data, gpus=1):
+    results = tmp_path / "res"
+    spec = _spec(tmp_path, data, gpus=gpus)
+    lbscale("sweep", spec, "--results", results, "--dry-run", "--batch", "32", "--seeds", "1")
+    trial = results / f"b32-g{gpus}-lars-linear-s0"
+    trial.mkdir(parents=True)
+    (trial / "summary.json").write_text('{"status": "failed", "error": "boom"}')
+    return spec, results, trial
+
+
+def test_failed_submission_keeps_the_failed_record_then_a_retry_archives_it(tiny_h5, tmp_path):
+    spec, results, trial = _failed_trial(tmp_path, tiny_h5)
+    env = dict(_env(), PATH=str(tmp_path / "no-slurm-here"))
+    r = subprocess.run([LBSCALE, "sweep", str(spec), "--results", str(results), "--launcher", "slurm", "--batch", "32",
+                        "--seeds", "1", "--retry-failed"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "no sbatch on this machine" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert read_json(trial / "summary.json") == {"status": "failed", "error": "boom"}  # not lost
+    lbscale("sweep", spec, "--results", results, "--batch", "32", "--seeds", "1", "--retry-failed", "--quiet")
+    assert read_json(trial / "summary.json")["status"] == "completed"
+    assert read_json(trial / "attempts" / "summary-1.json") == {"status": "failed", "error": "boom"}
+
+
+@pytest.mark.slow
+def test_slurm_refused_submission_keeps_the_failed_record(slurm, tiny_h5, tmp_path):
+    spec, results, trial = _failed_trial(tmp_path, tiny_h5, gpus=2)
+    r = lbscale("sweep", spec, "--results", results, "--launcher", "slurm", "--batch", "32", "--seeds", "1",
+                "--retry-failed", "--partition", "no-such-partition", check=False)
+    assert r.returncode == 2 and r.stderr.startswith("lbscale: error: sbatch ") and len(r.stderr.splitlines()) == 1
+    assert read_json(trial / "summary.json") == {"status": "failed", "error": "boom"}
+
+
+@pytest.mark.slow
+def test_slurm_requeue_limit_marks_the_trial_failed(slurm, tiny_h5, tmp_path):
+    results = tmp_path / "res"
+    spec = _spec(tmp_path, tiny_h5, epochs=12)
+    lbscale("sweep", spec, "--launcher", "slurm", "--requeue", "--max-requeues", "0", "--batch", "32", "--seeds", "1",
+            "--results", results)
+    trial = _trials(results)[0]
+    job = read_json(trial / "submitted.json")["job"]
+    assert "--max-requeues 0" in (results / "slurm" / "small-g2.sh").read_text()
+    deadline = time.time() + 300
+    while len(read_jsonl(trial / "metrics.jsonl")) < 1 and time.time() < deadline:
+        time.sleep(0.3)
+    subprocess.run(["scancel", "--signal=USR1", job], check=True)
+    while not (trial / "summary.json").exists() and time.time() < deadline:
+        time.sleep(0.5)
+    s = read_json(trial / "summary.json")
+    assert s["status"] == "failed" and "requeue limit 0 reached" in s["error"], s
+    assert (trial / "checkpoint" / "model.pt").exists()  # --retry-failed resumes it
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip():
+        assert time.time() < deadline
+        time.sleep(1)
+    info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert "Restarts=0" in info, info

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lbscale.config import load_sweep_spec
+from lbscale.sweep.spec import load_sweep_spec
 from lbscale.sweep.launch import SweepRun, render_array_script
 from lbscale.sweep.plan import build_plan, parse_batches, parse_seeds
 from lbscale.sweep.systems import get_system

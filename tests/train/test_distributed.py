@@ -1,6 +1,7 @@
 """Rank, world and master address from torchrun's or SLURM's environment."""
 
-from lbscale.train.distributed import detect_env, expand_nodelist, port_for_job
+from lbscale.slurm import expand_nodelist, port_for_job
+from lbscale.train.distributed import detect_env
 
 
 def test_torchrun_env():

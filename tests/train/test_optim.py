@@ -71,3 +71,32 @@ def test_registry_builds_every_optimizer():
         assert all(math.isfinite(p.sum().item()) for g in opt.param_groups for p in g["params"])
     with pytest.raises(ValueError):
         build_optimizer("adagrad", Tiny(), 0.1, OptimizerOptions())
+
+
+def test_lars_without_weight_decay_still_adapts_every_weight():
+    # timm adapts only groups with weight decay; lbscale's groups choose the trust ratio explicitly.
+    m = _tiny_with_grads(2)
+    lr, eta = 0.5, 0.001
+    w, g = m.fc.weight.detach().clone(), m.fc.weight.grad.clone()
+    bias, bias_g = m.fc.bias.detach().clone(), m.fc.bias.grad.clone()
+    opt = build_optimizer("lars", m, lr, OptimizerOptions(momentum=0.9, weight_decay=0.0, trust_coeff=eta))
+    assert [g["trust_ratio"] for g in opt.param_groups] == [False, True]
+    opt.step()
+    local = eta * w.norm() / g.norm()
+    torch.testing.assert_close(m.fc.weight.detach(), w - lr * local * g)
+    torch.testing.assert_close(m.fc.bias.detach(), bias - lr * bias_g)
+
+
+def test_lamb_without_weight_decay_still_adapts_every_weight():
+    m = _tiny_with_grads(3)
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-6
+    x, g = m.fc.weight.detach().clone(), m.fc.weight.grad.clone()
+    build_optimizer("lamb", m, lr, OptimizerOptions(betas=(b1, b2), eps=eps, weight_decay=0.0)).step()
+    u = g / (g.abs() + eps)
+    torch.testing.assert_close(m.fc.weight.detach(), x - lr * x.norm() / u.norm() * u)
+
+
+def test_registry_metadata():
+    assert OPTIMIZERS["lars"].trust_ratio and OPTIMIZERS["lamb"].trust_ratio and not OPTIMIZERS["sgd"].trust_ratio
+    assert OPTIMIZERS["lamb"].has_betas and OPTIMIZERS["lars"].has_momentum
+    assert all(o.help for o in OPTIMIZERS.values())

@@ -36,6 +36,8 @@ class Source:
 
     meta: DatasetMeta
     splits: tuple[str, ...] = ("train", "test")
+    help: str = ""  # one line for `lbscale prepare --help`
+    options: tuple[str, ...] = ()  # the prepare options this source reads besides name and src
 
     def train_labels(self) -> np.ndarray:
         """Labels of the train split in stream order (used to carve stratified val/test splits)."""

@@ -4,7 +4,8 @@ Output bands are B01,B02,B03,B04,B05,B06,B07,B08,B8A,B09,B11,B12, all at 120x120
 are upsampled bilinearly with half-pixel centres and edge clamping (align_corners=False, the convention of
 torch.nn.functional.interpolate and OpenCV INTER_LINEAR), rounded to the nearest integer; 10 m bands are
 copied bit-exact. Labels: `labels` multi-hot in the 19-class nomenclature, `labels_43` in the 43-class one,
-both in the lexicographic class order of bigearthnet-common (the order torchgeo uses).
+both sorted by name, as bigearthnet-common lists them. torchgeo's BigEarthNet lists its classes in the
+nomenclature's order instead: compare with it by class name, not by index.
 Snowy and cloudy/shadowed patches are excluded and the official train/val/test split is applied, both from
 bigearthnet-common; patches in none of its splits (e.g. no 19-class target) are excluded too.
 """
@@ -92,8 +93,10 @@ class BigEarthNetSource(Source):
     """BigEarthNet-S2 v1.0 patch folders under `src` (also the bigearthnet-common example folder)."""
 
     splits = ("train", "val", "test")
+    help = "BigEarthNet-S2 v1.0 patch folders: 12 bands at 120 px, 19 and 43 labels, official splits"
+    options = ("workers", "seed")
 
-    def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0, **_):
+    def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0):
         base, c = _ben()
         self.src = Path(src)
         self.workers = workers

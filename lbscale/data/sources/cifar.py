@@ -63,8 +63,9 @@ class Cifar10Source(Source):
     """CIFAR-10 from the `cifar-10-batches-py` folder (or its parent)."""
 
     splits = ("train", "test")
+    help = "CIFAR-10, python version (cifar-10-batches-py)"
 
-    def __init__(self, name: str, src: Path, **_):
+    def __init__(self, name: str, src: Path):
         src = Path(src)
         if (src / "cifar-10-batches-py").is_dir():
             src = src / "cifar-10-batches-py"

@@ -32,8 +32,10 @@ class EuroSatSource(Source):
     """EuroSAT-MS from a folder holding the ten class folders; val and test are carved from it."""
 
     splits = ("train",)
+    help = "EuroSAT-MS class folders of 13-band GeoTIFFs"
+    options = ("workers", "seed")
 
-    def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0, **_):
+    def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0):
         src = Path(src)
         if not src.is_dir():
             raise LbscaleError(f"{src}: not a directory of EuroSAT class folders")

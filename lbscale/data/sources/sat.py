@@ -32,8 +32,9 @@ class SatSource(Source):
     """SAT-4 or SAT-6 from `sat-N-full.mat` (MATLAB v5) or `X_train_satN.csv` + `y_train_satN.csv` (+ test)."""
 
     splits = ("train", "test")
+    help = "DeepSat SAT-4 / SAT-6: the .mat release or the Kaggle CSVs"
 
-    def __init__(self, name: str, src: Path, **_):
+    def __init__(self, name: str, src: Path):
         self.name = name
         self.classes = CLASSES[name]
         self.src = Path(src)

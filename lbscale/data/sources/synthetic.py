@@ -23,10 +23,12 @@ SPLIT_SEED = {"train": 1, "val": 2, "test": 3}
 
 class SyntheticSource(Source):
     splits = ("train", "val", "test")
+    help = "generated multispectral land cover, deterministic per --seed (offline default)"
+    options = ("count", "bands", "size", "classes", "task", "seed", "label_noise", "val_fraction", "test_fraction")
 
     def __init__(self, name: str = "synthetic", src=None, count: int = 6000, bands: int = 4, size: int = 32,
                  classes: int = 6, task: str = "multiclass", seed: int = 0, label_noise: float = 0.0,
-                 val_fraction: float = 0.1, test_fraction: float = 0.1, **_):
+                 val_fraction: float = 0.1, test_fraction: float = 0.1):
         if count < 10 or bands < 1 or size < 8 or classes < 2:
             raise LbscaleError("synthetic: need count >= 10, bands >= 1, size >= 8, classes >= 2")
         if task not in ("multiclass", "multilabel"):

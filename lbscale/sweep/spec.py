@@ -1,0 +1,70 @@
+"""Sweep specs: fixed trial options plus a grid (batch x GPUs x variant x warm-up x seed), read from YAML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lbscale.config import FIELDS, read_yaml_mapping
+from lbscale.errors import LbscaleError
+
+SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
+GRID_KEYS = {"batch", "gpus", "local_batch", "variants", "warmup", "seeds"}
+
+
+@dataclass
+class SweepSpec:
+    """A grid of trials: fixed trial options plus batch x GPUs x variant x warm-up x seed."""
+
+    name: str
+    trial: dict  # fixed TrialConfig options (data, model, epochs included)
+    batch: object  # a range string like "8k..65k", a list, or one value
+    gpus: object = None  # list of GPU (process) counts; or None with local_batch
+    local_batch: int | None = None
+    variants: dict = field(default_factory=dict)  # name -> TrialConfig options (optimizer, LR policy, ...)
+    warmup: list | None = None  # warm-up variants (epochs or 'auto'); None: the trial option stands
+    seeds: object = 1  # a count or a list
+    system: str = "generic"
+    results: str | None = None
+    path: str = ""
+
+
+def _check_trial_keys(options: dict, where: str) -> dict:
+    out = {}
+    for key, value in (options or {}).items():
+        name = str(key).replace("-", "_")
+        if name not in FIELDS or name in ("out", "resume", "preempt_after_steps"):
+            raise LbscaleError(f"{where}: unknown trial option {key!r}")
+        out[name] = value
+    return out
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read and check a sweep YAML (keys: name, data, model, epochs, trial, grid, system, results)."""
+    path = Path(path)
+    raw = read_yaml_mapping(path, "a sweep spec mapping")
+    unknown = sorted(set(raw) - SWEEP_KEYS)
+    if unknown:
+        raise LbscaleError(f"{path}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(SWEEP_KEYS))})")
+    grid = raw.get("grid") or {}
+    if not isinstance(grid, dict):
+        raise LbscaleError(f"{path}: grid must be a mapping")
+    unknown = sorted(set(grid) - GRID_KEYS)
+    if unknown:
+        raise LbscaleError(f"{path}: unknown grid key {unknown[0]!r} (allowed: {', '.join(sorted(GRID_KEYS))})")
+    if "batch" not in grid:
+        raise LbscaleError(f"{path}: grid.batch is required")
+    trial = _check_trial_keys(raw.get("trial"), f"{path}: trial")
+    for key in ("data", "model", "epochs"):
+        if key in raw:
+            trial[key] = raw[key]
+    variants = grid.get("variants") or {}
+    if not isinstance(variants, dict):
+        raise LbscaleError(f"{path}: grid.variants must map names to trial options")
+    variants = {str(k): _check_trial_keys(v, f"{path}: variant {k}") for k, v in variants.items()}
+    warmup = grid.get("warmup")
+    return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid["batch"], gpus=grid.get("gpus"),
+                     local_batch=grid.get("local_batch"), variants=variants,
+                     warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
+                     seeds=grid.get("seeds", 1), system=str(raw.get("system", "generic")), results=raw.get("results"),
+                     path=str(path))

@@ -1,0 +1,85 @@
+"""Where each trial of a sweep stands: from its files, and from whether a process or SLURM job still works on it."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from lbscale import slurm
+from lbscale.results import CHECKPOINT, CONFIG, METRICS, RUN, SUBMITTED, SUMMARY, TRIAL_YAML, read_json, read_jsonl
+from lbscale.task import TASKS
+
+STATES = ("pending", "submitted", "running", "interrupted", "completed", "diverged", "failed")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def running_here(trial_dir: Path) -> bool:
+    """Is a process on this host (or a SLURM job) still working on the trial?"""
+    return run_active(read_json(Path(trial_dir) / RUN) or {})
+
+
+def run_active(run: dict) -> bool:
+    """The test behind `running_here`, on an already read run.json."""
+    if not run:
+        return False
+    if run.get("job"):
+        active = slurm.job_active(run["job"])
+        if active is not None:
+            return active
+    return run.get("host") == socket.gethostname() and _pid_alive(int(run.get("pid", 0)))
+
+
+def primary_metric(config: dict, last: dict) -> str | None:
+    """The task's headline metric (from config.json), else the first one the records carry."""
+    task = TASKS.get(config.get("task"))
+    candidates = [task.primary_metric] if task else [t.primary_metric for t in TASKS.values()]
+    return next((k for k in (*candidates, "val_loss") if k in last), None)
+
+
+def trial_state(trial_dir: Path) -> dict:
+    """pending / submitted / running / interrupted / completed / diverged / failed, with progress."""
+    trial_dir = Path(trial_dir)
+    summary = read_json(trial_dir / SUMMARY)
+    records = read_jsonl(trial_dir / METRICS)
+    config = read_json(trial_dir / CONFIG) or {}
+    run = read_json(trial_dir / RUN) or {}
+    submitted = read_json(trial_dir / SUBMITTED) or {}
+    if summary:
+        state = summary.get("status", "failed")
+    elif run_active(run):
+        state = "running"
+    elif (trial_dir / CHECKPOINT).exists() or run:
+        state = "interrupted"
+    elif submitted and slurm.job_active(submitted.get("job", "")):
+        state = "submitted"
+    else:
+        state = "pending"
+    last = records[-1] if records else {}
+    metric = primary_metric(config, last)
+    elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
+    return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),
+            "epochs": (config.get("config") or {}).get("epochs"), "metric": metric,
+            "value": last.get(metric) if metric else None,
+            "job": run.get("job") or submitted.get("job"), "elapsed": elapsed,
+            "error": summary.get("error") if summary else None}
+
+
+def trial_dirs(results: Path) -> list[Path]:
+    """The trial directories (those holding a trial.yaml) under `results`, sorted."""
+    results = Path(results)
+    return sorted(d for d in results.iterdir() if (d / TRIAL_YAML).exists()) if results.is_dir() else []
+
+
+def sweep_states(results: Path) -> list[dict]:
+    """States of every trial directory under `results`."""
+    return [trial_state(d) for d in trial_dirs(results)]

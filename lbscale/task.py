@@ -1,0 +1,85 @@
+"""The task of a prepared dataset: loss, target type, metrics and the primary metric, in one object per task.
+
+The trial, the metrics, the status table and the report ask the task instead of branching on `multilabel`.
+Importing this module costs no torch: the planner and the report use the metadata, the trial the methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lbscale.errors import LbscaleError
+
+LOSS = "loss"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One supervised task: what a batch's targets are, how the loss is taken and what an evaluation reports."""
+
+    name: str
+    help: str
+    target_dtype: str  # what the loader's labels become on the device: int64 class ids or float32 multi-hot rows
+    metrics: tuple[str, ...]  # evaluation metrics (higher is better), without the split prefix
+    primary: str  # the headline metric of tables, status and reports
+    min_classes: tuple[tuple[str, int], ...] = ()  # a metric that needs more classes than this (top5: > 5)
+
+    def metric_names(self, num_classes: int | None = None, split: str = "val") -> list[str]:
+        """Every metric an evaluation on `split` records, loss included (`val_top1`, ..., `val_loss`)."""
+        needs = dict(self.min_classes)
+        names = [m for m in self.metrics if num_classes is None or num_classes > needs.get(m, 0)]
+        return [f"{split}_{m}" for m in (*names, LOSS)]
+
+    @property
+    def primary_metric(self) -> str:
+        return f"val_{self.primary}"
+
+    @staticmethod
+    def higher_is_better(metric: str) -> bool:
+        """Every task metric grows with quality; a loss does not."""
+        return not metric.endswith(LOSS)
+
+    def reached(self, metric: str, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better(metric) else value <= target
+
+    def best(self, metric: str, values) -> float:
+        return max(values) if self.higher_is_better(metric) else min(values)
+
+    def check_target_metric(self, metric: str, num_classes: int | None = None) -> None:
+        """A time-to-target metric this task never produces would silently never fire: refuse it."""
+        known = self.metric_names(num_classes)
+        if metric not in known:
+            raise LbscaleError(f"--target-metric: {metric!r} is not a metric of a {self.name} task "
+                               f"(choose one of {', '.join(known)})")
+
+    # --- torch side (the trial) ---------------------------------------------------------------------
+    def targets(self, labels):
+        """The loader's labels as loss targets on their device."""
+        import torch
+
+        return labels.to(getattr(torch, self.target_dtype))
+
+    def loss(self, logits, targets, label_smoothing: float = 0.0):
+        import torch.nn.functional as F
+
+        if self.name == "multilabel":
+            return F.binary_cross_entropy_with_logits(logits.float(), targets)
+        return F.cross_entropy(logits.float(), targets, label_smoothing=label_smoothing)
+
+    def scores(self, logits):
+        """What the metrics compare with the targets: logits (multiclass) or probabilities (multilabel)."""
+        return logits.float().sigmoid() if self.name == "multilabel" else logits.float()
+
+
+TASKS: dict[str, Task] = {
+    "multiclass": Task("multiclass", "one class per image (softmax cross-entropy; top-1 / top-5 accuracy)",
+                       "int64", ("top1", "top5"), "top1", (("top5", 5),)),
+    "multilabel": Task("multilabel", "any number of classes per image (sigmoid BCE; F1 / precision / recall at 0.5)",
+                       "float32", ("f1_micro", "f1_macro", "precision", "recall"), "f1_micro"),
+}
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise LbscaleError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[name]

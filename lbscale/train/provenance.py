@@ -1,0 +1,45 @@
+"""Provenance of a trial: what ran it (versions, commit, hosts, device) and a digest of its final weights."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import timm
+import torch
+
+import lbscale
+from lbscale.train import distributed as dist
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(lbscale.__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def versions() -> dict:
+    return {"lbscale": lbscale.__version__, "torch": torch.__version__, "timm": timm.__version__,
+            "python": platform.python_version()}
+
+
+def param_digest(model: torch.nn.Module) -> str:
+    """A short hash of every parameter: equal digests across ranks show DDP kept them identical."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def environment(device: torch.device, backend: str | None, launcher: str) -> dict:
+    """Collective: every rank contributes its host name."""
+    return {"launcher": launcher, "backend": backend, "device": str(device),
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "hosts": dist.all_gather_object(socket.gethostname()), "versions": versions(),
+            "git_commit": git_commit()}
