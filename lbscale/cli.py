@@ -156,6 +156,45 @@ def status(results):
     click.echo(status_table(results))
 
 
+@cli.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Report directory (default reports/<name of RESULTS>).")
+@click.option("--format", "formats", default="md,latex,csv,html", show_default=True,
+              help="Comma-separated: md, latex, csv, html (figures are always written).")
+@click.option("--metric", default="auto", show_default=True,
+              help="Metric of the tables and figures: auto (the task's primary metric), val_top1, val_f1_micro, ...")
+@click.option("--compare", help="Published numbers beside your own: a NAME under results/published "
+                                "(sat4-lamb, sat6-lamb, bigearthnet-lars, mlperf-resnet50) or a CSV file.")
+@click.option("--target", type=float, help="Target value of --metric for steps / time to target and the critical "
+                                            "batch (default: the trials' own --target).")
+def report(results, out, formats, metric, compare, target):
+    """Tables and figures of the trials under RESULTS (one or more sweeps or trial directories)."""
+    from lbscale.report import ReportOptions, write_report
+
+    fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
+    _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target))
+    click.echo(line)
+
+
+@cli.command()
+@click.argument("trial", type=click.Path(path_type=Path))
+@click.option("--data", "data_path", help="Prepared file (default: the trial's own --data).")
+@click.option("--micro-batch", type=int, default=32, show_default=True, help="The small batch b.")
+@click.option("--k", type=int, default=8, show_default=True, help="Micro-batches per big batch (B = k x b).")
+@click.option("--groups", type=int, default=16, show_default=True, help="Measurements averaged.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@quiet_option
+def gns(trial, data_path, micro_batch, k, groups, seed):
+    """Gradient noise scale B_simple of TRIAL's checkpoint: the predicted critical batch."""
+    from lbscale.analysis.gns import GNS_FILE, measure_trial
+
+    r = measure_trial(trial, data_path, micro_batch, k, groups, seed)
+    b = r["b_simple"]
+    shown = f"{b:,.0f}" if b is not None else "undefined (|G|^2 estimate <= 0: measure more groups)"
+    click.echo(f"gradient noise scale B_simple = {shown} (predicted critical batch; |G|^2 {r['g2']:.4g}, "
+               f"tr(Sigma) {r['trace']:.4g}, {groups} groups of {k} x {micro_batch}); written to {trial / GNS_FILE}")
+
+
 @cli.group()
 def data():
     """Inspect prepared files."""

@@ -1,8 +1,9 @@
 """The result store: per-trial files written atomically (temp file + rename), read back as records.
 
-A trial directory holds trial.yaml (a sweep's resolved config), config.json, metrics.jsonl, summary.json
-(written last), checkpoint/, and attempts/ (the summaries of earlier failed attempts). Whether a process or a
-SLURM job still works on a trial is `lbscale.sweep.state`'s question, not the store's."""
+A trial directory holds trial.yaml (a sweep's resolved config), grid.json (its place in the grid),
+config.json, metrics.jsonl, summary.json (written last), checkpoint/, and attempts/ (the summaries of
+earlier failed attempts). Whether a process or a SLURM job still works on a trial is
+`lbscale.sweep.state`'s question, not the store's."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 RUN, SUBMITTED, TRIAL_YAML = "run.json", "submitted.json", "trial.yaml"
+GRID = "grid.json"  # a sweep trial's place in its grid: sweep, batch, GPUs, variant, warm-up, seed
 ATTEMPTS = "attempts"  # summaries of earlier attempts of a retried trial: attempts/summary-1.json, ...
 FINISHED = ("completed", "diverged")
 

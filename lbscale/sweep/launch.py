@@ -22,8 +22,9 @@ import yaml
 
 from lbscale import slurm
 from lbscale.errors import LbscaleError
-from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY,
-                             TRIAL_YAML, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
+from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED,
+                             SUMMARY, TRIAL_YAML, archive_summary, read_json, write_atomic, write_failed_summary,
+                             write_json)
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 from lbscale.sweep.state import running_here, trial_state
 
@@ -53,11 +54,12 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
         text = yaml.safe_dump(trial_yaml(p), sort_keys=True)
         path = p.out / TRIAL_YAML
         old = path.read_text() if path.exists() else None
-        if old == text:
-            continue
-        if old is not None and trial_state(p.out)["state"] != "pending":
-            raise LbscaleError(f"{path}: the spec changed for a trial that has results; use another --results")
-        write_atomic(path, text)
+        if old != text:
+            if old is not None and trial_state(p.out)["state"] != "pending":
+                raise LbscaleError(f"{path}: the spec changed for a trial that has results; use another --results")
+            write_atomic(path, text)
+        if read_json(p.out / GRID) != p.axes():
+            write_json(p.out / GRID, p.axes())
 
 
 def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:

@@ -83,6 +83,15 @@ class TrialPlan:
     nodes: int
     config: TrialConfig
     plan: Plan
+    variant: str = ""  # the grid's axes besides batch and GPUs, for the report
+    warmup: str | None = None
+    sweep: str = ""
+
+    def axes(self) -> dict:
+        """grid.json: where in its sweep's grid this trial sits."""
+        return {"sweep": self.sweep, "trial": self.trial_id, "global_batch": self.plan.global_batch,
+                "gpus": self.gpus, "nodes": self.nodes, "variant": self.variant, "warmup": self.warmup,
+                "seed": self.config.seed}
 
     @property
     def out(self) -> Path:
@@ -155,7 +164,8 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
                             resolved = resolve_plan(cfg, g, train_samples)
                         except LbscaleError as e:
                             raise LbscaleError(f"trial {trial_id}: {e}") from None
-                        plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved))
+                        plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
+                                               None if w is None else str(w), spec.name))
     return plans
 
 

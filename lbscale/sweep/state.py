@@ -64,7 +64,7 @@ def trial_state(trial_dir: Path) -> dict:
         state = "submitted"
     else:
         state = "pending"
-    last = records[-1] if records else {}
+    last = next((r for r in reversed(records) if not r.get("partial")), {})
     metric = primary_metric(config, last)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
     return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),

@@ -252,6 +252,21 @@ class Trial:
         if self.env.is_main:
             write_jsonl(self.out / METRICS, self.records)
 
+    def record_partial_epoch(self, timing: dict) -> None:
+        """The epoch a divergence cut short still has a time: steps done, seconds, img/s and the time a whole
+        epoch would have taken at that pace (the papers' time per epoch of a diverged run)."""
+        loss = dist.all_reduce_sum(torch.stack([self.epoch_loss, torch.tensor(float(self.epoch_seen),
+                                                                             dtype=torch.float64,
+                                                                             device=self.device)]))
+        fraction = self.batch / (self.plan.steps_per_epoch * self.plan.accum_steps)
+        before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
+        self.records.append({"epoch": self.epoch + 1, "step": self.step, "partial": True, "epoch_fraction": fraction,
+                             "train_loss": float(loss[0] / max(loss[1], 1)), **timing, "eval_seconds": 0.0,
+                             "elapsed_seconds": before + timing["train_seconds"],
+                             "epoch_seconds_estimate": timing["train_seconds"] / max(fraction, 1e-12)})
+        if self.env.is_main:
+            write_jsonl(self.out / METRICS, self.records)
+
     def run(self) -> int:
         cfg = self.cfg
         self.build()
@@ -265,6 +280,7 @@ class Trial:
         while self.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
+                self.record_partial_epoch(timing)
                 return self.finish("diverged")
             if verdict == "stop":
                 self.save_checkpoint(PREEMPTED)

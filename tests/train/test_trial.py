@@ -107,6 +107,22 @@ def test_absurd_lr_diverges_as_a_result(tiny_h5, tmp_path, run_cli):
     assert s["status"] == "diverged" and s["diverged_at"]["step"] >= 1 and s["epochs_completed"] < 3
 
 
+def test_divergence_in_the_first_epoch_still_has_a_time_per_epoch(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "div1"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--global-batch", "32", "--optimizer", "sgd",
+                         "--base-lr", "1e6", "--epochs", "3", *COMMON)
+    assert rc == 0, err
+    s = summary(out)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert s["status"] == "diverged" and s["epochs_completed"] == 0 and len(rows) == 1
+    part = rows[0]
+    assert part["partial"] and 0 < part["epoch_fraction"] < 1 and part["step"] == s["diverged_at"]["step"]
+    assert part["train_seconds"] > 0 and part["images_per_second"] > 0
+    assert part["epoch_seconds_estimate"] == pytest.approx(part["train_seconds"] / part["epoch_fraction"])
+    assert s["mean_epoch_seconds"] == part["epoch_seconds_estimate"] and s["epoch_seconds_estimated"]
+    assert s["partial_epoch"] == part and s["final"] is None
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--global-batch", "100", "--local-batch", "30"], "not a multiple of local batch"),
     (["--global-batch", "4096"], "larger than the train split"),

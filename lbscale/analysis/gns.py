@@ -1,0 +1,138 @@
+"""Gradient noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", appendix A).
+
+B_simple = tr(Sigma) / |G|^2 predicts the critical batch. From squared gradient norms measured at a small
+batch b and a big batch B (the mean of B/b small-batch gradients), the unbiased estimates are
+    |G|^2    ~ (B |G_B|^2 - b |G_b|^2) / (B - b)
+    tr(Sigma) ~ (|G_b|^2 - |G_B|^2) / (1/b - 1/B)
+Each is noisy on its own, so they are summed over many measurements and divided once (ratio of means).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+GNS_FILE = "gns.json"
+
+
+def estimate(g2_small: float, g2_big: float, b_small: float, b_big: float) -> tuple[float, float]:
+    """Unbiased (|G|^2, tr(Sigma)) from one pair of squared norms at batches b_small < b_big."""
+    if not 0 < b_small < b_big:
+        raise ValueError("need 0 < b_small < b_big")
+    g2 = (b_big * g2_big - b_small * g2_small) / (b_big - b_small)
+    trace = (g2_small - g2_big) / (1.0 / b_small - 1.0 / b_big)
+    return g2, trace
+
+
+@dataclass
+class NoiseScale:
+    """Sums of the per-measurement estimates; `b_simple` is their ratio."""
+
+    g2_sum: float = 0.0
+    trace_sum: float = 0.0
+    count: int = 0
+    b_small: float = 0.0
+    b_big: float = 0.0
+
+    def add(self, g2_small: float, g2_big: float, b_small: float, b_big: float) -> None:
+        g2, trace = estimate(g2_small, g2_big, b_small, b_big)
+        self.g2_sum += g2
+        self.trace_sum += trace
+        self.count += 1
+        self.b_small, self.b_big = b_small, b_big
+
+    @property
+    def b_simple(self) -> float | None:
+        return self.trace_sum / self.g2_sum if self.count and self.g2_sum > 0 else None
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "b_simple": self.b_simple,
+                "g2": self.g2_sum / self.count if self.count else None,
+                "trace": self.trace_sum / self.count if self.count else None}
+
+
+def measure(model, batches, loss_fn, k: int, groups: int, progress=None) -> NoiseScale:
+    """Measure on `groups` groups of `k` micro-batches: each micro-batch gradient is the small batch, their mean
+    the big one. `batches` yields (inputs, targets) of equal size; `loss_fn(outputs, targets)` is a mean loss."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = NoiseScale()
+    it = iter(batches)
+    for _ in range(groups):
+        total, small_sq, size = None, 0.0, None
+        for _ in range(k):
+            x, y = next(it)
+            size = len(x)
+            model.zero_grad(set_to_none=True)
+            loss_fn(model(x), y).backward()
+            flat = torch.cat([p.grad.detach().double().flatten() for p in params])
+            small_sq += float(flat @ flat)
+            total = flat if total is None else total + flat
+        mean = total / k
+        out.add(small_sq / k, float(mean @ mean), size, size * k)
+        if progress is not None:
+            progress.update(1)
+    return out
+
+
+def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = 32, k: int = 8, groups: int = 16,
+                  seed: int = 0) -> dict:
+    """The noise scale of a trial's checkpointed weights on the train split; written to the trial's gns.json."""
+    import torch
+
+    from lbscale.data.formats import open_prepared
+    from lbscale.data.loader import ShardedLoader
+    from lbscale.data.transforms import Normalize
+    from lbscale.errors import LbscaleError
+    from lbscale.progress import bar
+    from lbscale.results import CONFIG, write_json
+    from lbscale.task import get_task
+    from lbscale.train.models import build_model
+
+    trial_dir = Path(trial_dir)
+    config_path, ckpt = trial_dir / CONFIG, trial_dir / "checkpoint" / "model.pt"
+    if not config_path.exists() or not ckpt.exists():
+        raise LbscaleError(f"{trial_dir}: not a trial directory with a checkpoint (config.json, checkpoint/model.pt)")
+    if micro_batch < 1 or k < 2 or groups < 1:
+        raise LbscaleError("--micro-batch >= 1, --k >= 2 and --groups >= 1 are needed")
+    try:
+        config = json.loads(config_path.read_text())
+        cfg = config["config"]
+    except (ValueError, KeyError):
+        raise LbscaleError(f"{config_path}: not a trial's config.json") from None
+    f = open_prepared(data or cfg["data"])
+    task = get_task(f.task)
+    num_classes = config.get("num_classes", f.num_classes)
+    if micro_batch * k > f.size("train"):
+        raise LbscaleError(f"--micro-batch {micro_batch} x --k {k} is more than the train split ({f.size('train')})")
+    model = build_model(cfg["model"], len(f.band_names), num_classes, channels_last=False)
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+    try:
+        model.load_state_dict(saved["model"])
+    except RuntimeError as e:
+        raise LbscaleError(f"{ckpt}: does not fit {cfg['model']} with {len(f.band_names)} bands and "
+                           f"{num_classes} classes ({str(e).splitlines()[0]})") from None
+    model.train()  # the gradients of training: BatchNorm on batch statistics
+    normalize = Normalize(f.mean, f.std, torch.device("cpu"))
+    label_key = cfg.get("label_set", "labels")
+    torch.manual_seed(seed)
+
+    loader = ShardedLoader(f, "train", 0, 1, micro_batch, seed, drop_last=True, label_key=label_key)
+
+    def batches():
+        epoch = 0
+        while True:
+            loader.set_epoch(epoch)
+            for b in loader:
+                yield normalize(b.images), task.targets(b.labels)
+            epoch += 1
+
+    progress = bar(total=groups, desc="gradient noise scale", unit="group")
+    result = measure(model, batches(), lambda out, y: task.loss(out, y), k, groups, progress)
+    progress.close()
+    record = {"source": "checkpoint", "micro_batch": micro_batch, "k": k, "groups": groups,
+              "step": saved.get("step"), **result.as_dict()}
+    write_json(trial_dir / GNS_FILE, record)
+    return record

@@ -1,0 +1,184 @@
+"""`lbscale report`: the papers' tables and figures from one or more sweeps, with published numbers beside them.
+
+`load_results` (the Study as DataFrames) is the entry point for notebooks; `write_report` writes the tables
+(Markdown, LaTeX, CSV, one self-contained HTML page) and the figures (PNG and PDF) into a fresh directory.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lbscale.errors import LbscaleError
+from lbscale.report.load import FINISHED, Study, load_results
+from lbscale.report.render import FORMATS, html_page, integral, latex, markdown
+
+__all__ = ["load_results", "write_report", "published", "Study", "FORMATS"]
+
+PUBLISHED_DIRS = (Path("results/published"), Path(__file__).resolve().parents[2] / "results" / "published")
+
+
+def published(name_or_file: str) -> tuple[pd.DataFrame, str]:
+    """A published table: a CSV file, or a NAME under results/published/ (sat4-lamb, bigearthnet-lars, ...)."""
+    path = Path(name_or_file)
+    if not path.is_file():
+        candidates = [d / f"{name_or_file}.csv" for d in PUBLISHED_DIRS]
+        path = next((c for c in candidates if c.is_file()), None)
+        if path is None:
+            known = sorted({p.stem for d in PUBLISHED_DIRS if d.is_dir() for p in d.glob("*.csv")})
+            raise LbscaleError(f"--compare: no file or published table {name_or_file!r} (known: {', '.join(known)})")
+    text = path.read_text()
+    source = next((line[1:].strip().removeprefix("source:").strip() for line in text.splitlines()
+                   if line.startswith("# source:")), str(path))
+    try:
+        df = pd.read_csv(io.StringIO(text), comment="#")
+    except (ValueError, pd.errors.ParserError) as e:
+        raise LbscaleError(f"{path}: not a readable CSV ({e})") from None
+    if "global_batch" not in df:
+        raise LbscaleError(f"{path}: needs a global_batch column")
+    if "gpus" not in df:
+        df["gpus"] = float("nan")
+    return df, source
+
+
+@dataclass
+class ReportOptions:
+    out: Path | None = None
+    formats: tuple = FORMATS
+    metric: str = "auto"
+    compare: str | None = None
+    target: float | None = None
+
+
+def _metric(study: Study, metric: str) -> str:
+    task = study.task
+    if task is None:
+        tasks = sorted(study.trials["task"].dropna().unique())
+        if not tasks:
+            raise LbscaleError("no trial has started yet (no config.json): nothing to report")
+        raise LbscaleError(f"the results mix tasks ({', '.join(tasks)}): report them separately")
+    if metric == "auto":
+        return task.primary_metric
+    task.check_target_metric(metric)  # the same question: does this task produce the metric?
+    return metric
+
+
+def _target(study: Study, metric: str, target: float | None) -> float | None:
+    if target is not None:
+        return target
+    own = study.trials.dropna(subset=["target"])
+    own = own[own["target_metric"] == metric]["target"].unique()
+    return float(own[0]) if len(own) == 1 else None
+
+
+def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
+    """Per variant: the best mean metric, and the largest batch that stays within `tolerance` of it."""
+    from lbscale.report.tables import METRIC_LABELS, batch_label
+
+    t = study.trials[study.trials["state"] == "completed"]
+    col = f"final_{metric}"
+    if col not in t or t[col].dropna().empty:
+        return "no completed trial yet"
+    parts = []
+    for variant, g in t.groupby(t["variant"].fillna("-")):
+        means = g.groupby("global_batch")[col].mean().dropna()
+        best_b = means.idxmax()
+        ok = means[means >= means.max() - tolerance]
+        parts.append(f"{variant}: best {METRIC_LABELS.get(metric, metric).lower()} {means.max():.3f} at "
+                     f"{batch_label(best_b)}, holds within {tolerance:g} up to {batch_label(ok.index.max())}")
+    return "; ".join(parts)
+
+
+def _build(study: Study, o: ReportOptions):
+    from lbscale.report import plots, tables
+
+    metric = _metric(study, o.metric)
+    compare, source = published(o.compare) if o.compare else (None, None)
+    target = _target(study, metric, o.target)
+    ts = [tables.accuracy_table(study, metric, compare), tables.lr_table(study, metric, compare),
+          tables.time_table(study, compare)]
+    for axis in ("variant", "warmup"):
+        if study.trials[axis].fillna("-").nunique() > 1:
+            ts.append(tables.axis_table(study, axis, metric))
+    steps = None
+    if target is not None:
+        ts.append(tables.target_table(study, metric, target, study.task))
+        steps = tables.target_steps(study, metric, target, study.task)
+    ts.append(tables.scaling_table(study))
+    if steps is not None or study.trials["gns_b_simple"].notna().any():
+        ts.append(tables.critical_batch_table(study, steps if steps is not None else pd.DataFrame()))
+    ts.append(tables.trials_table(study))
+    figs = {"metric-vs-batch": plots.metric_vs_batch(study, metric, compare),
+            "time-vs-gpus": plots.time_vs_gpus(study, compare), "speedup": plots.speedup(study),
+            "training-curves": plots.training_curves(study, metric), "lr-schedules": plots.lr_schedules(study),
+            "time-split": plots.time_split(study)}
+    if steps is not None:
+        figs["steps-to-target"] = plots.steps_to_target(steps, metric, target,
+                                                        compare if o.compare and "epochs_to_target" in compare
+                                                        else None)
+    return metric, target, source, ts, figs
+
+
+def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
+    """Load, build and write the report atomically (a temp dir renamed into place); returns (dir, summary line)."""
+    import matplotlib.pyplot as plt
+
+    bad = [f for f in o.formats if f not in FORMATS]
+    if bad:
+        raise LbscaleError(f"--format: {bad[0]!r} is not one of {', '.join(FORMATS)}")
+    study = load_results(paths)
+    out = Path(o.out) if o.out else Path("reports") / Path(paths[0]).resolve().name
+    inside = [p for p in map(Path, paths) if out.resolve() == p.resolve() or p.resolve() in out.resolve().parents]
+    if inside and o.out is None:
+        raise LbscaleError(f"{out}: inside the results; give --out to write there")
+    metric, target, source, ts, figs = _build(study, o)
+    counts = study.trials["state"].value_counts().to_dict()
+    state_text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    head = headline(study, metric)
+    header = [f"Results: {', '.join(study.sources)}", f"{len(study.trials)} trials: {state_text}",
+              f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}",
+              f"Verdict: {head}"] + ([f"Published numbers: {source}"] if source else [])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / "figures").mkdir()
+        (tmp / "tables").mkdir()
+        pngs = {}
+        for name, fig in figs.items():
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            pngs[name] = buf.getvalue()
+            (tmp / "figures" / f"{name}.png").write_bytes(pngs[name])
+            fig.savefig(tmp / "figures" / f"{name}.pdf", bbox_inches="tight")
+            plt.close(fig)
+        for t in ts:
+            if "csv" in o.formats:
+                integral(t.tidy).to_csv(tmp / "tables" / f"{t.name}.csv", index=False)
+            if "latex" in o.formats:
+                (tmp / "tables" / f"{t.name}.tex").write_text(latex(t.display, t.title))
+        if "md" in o.formats:
+            md = [f"# Report: {', '.join(Path(p).name for p in study.sources)}", ""] + [f"- {h}" for h in header]
+            for t in ts:
+                md += ["", f"## {t.title}", "", markdown(t.display).rstrip()] + [f"\n_{n}_" for n in t.notes]
+            md += ["", "## Figures", ""] + [f"![{n}](figures/{n}.png)" for n in figs]
+            (tmp / "report.md").write_text("\n".join(md) + "\n")
+        if "html" in o.formats:
+            (tmp / "report.html").write_text(html_page("lbscale report", header, ts, pngs))
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finished = sum(counts.get(s, 0) for s in FINISHED)
+    return out, f"report of {len(study.trials)} trials ({finished} finished): {head}; written to {out}"

@@ -1,0 +1,165 @@
+"""A study as data: every trial under one or more results directories in two DataFrames.
+
+`trials` has one row per trial (its grid position, plan, state and summary figures); `epochs` one row per
+(trial, epoch) record, partial epochs of diverged runs included. Trials still running, interrupted, submitted
+or never started (pending) are rows too, with their state: nothing is silently dropped.
+
+    from lbscale.report import load_results
+    study = load_results(["results/sat4-lamb"])
+    study.trials.groupby(["global_batch", "gpus"]).final_val_top1.mean()
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lbscale.analysis.gns import GNS_FILE
+from lbscale.errors import LbscaleError
+from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML
+from lbscale.sweep.state import trial_state
+from lbscale.task import TASKS
+
+FINISHED = ("completed", "diverged")
+
+
+@dataclass
+class Study:
+    trials: pd.DataFrame
+    epochs: pd.DataFrame
+    sources: list[str]
+
+    @property
+    def task(self):
+        tasks = [t for t in self.trials["task"].dropna().unique()]
+        return TASKS[tasks[0]] if len(tasks) == 1 else None
+
+
+def _json(path: Path):
+    """A result file or None if absent; a corrupt one is a user-facing error naming the file."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise LbscaleError(f"{path}: not valid JSON ({e})") from None
+
+
+def _jsonl(path: Path) -> list[dict]:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as e:
+                raise LbscaleError(f"{path}:{n}: not valid JSON ({e})") from None
+    return out
+
+
+def is_trial_dir(path: Path) -> bool:
+    return any((path / name).exists() for name in (TRIAL_YAML, CONFIG, SUMMARY))
+
+
+def find_trials(paths) -> list[Path]:
+    """Trial directories: each path is one, or holds them one level down."""
+    found = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise LbscaleError(f"{p}: no such results directory")
+        if is_trial_dir(p):
+            found.append(p)
+        else:
+            found += sorted(d for d in p.iterdir() if d.is_dir() and is_trial_dir(d))
+    return found
+
+
+def _epoch_seconds(summary: dict, records: list[dict]) -> tuple[float | None, bool]:
+    """Time per epoch: the mean after the first epoch (start-up costs) where there are two or more, else the
+    one epoch, else the pace of a partial epoch extrapolated (diverged in its first epoch)."""
+    full = [r["train_seconds"] for r in records if not r.get("partial") and "train_seconds" in r]
+    if len(full) > 1:
+        return float(sum(full[1:]) / len(full[1:])), False
+    if full:
+        return float(full[0]), False
+    partial = [r for r in records if r.get("partial")]
+    if partial:
+        return float(partial[-1]["epoch_seconds_estimate"]), True
+    return summary.get("mean_epoch_seconds"), bool(summary.get("epoch_seconds_estimated"))
+
+
+def _trial_row(d: Path, records: list[dict]) -> dict:
+    summary = _json(d / SUMMARY) or {}
+    config = _json(d / CONFIG) or {}
+    grid = _json(d / GRID) or {}
+    cfg = config.get("config") or {}
+    plan = config.get("plan") or {}
+    state = summary.get("status", "failed") if summary else trial_state(d)["state"]  # liveness only if needed
+    task = config.get("task")
+    epoch_seconds, estimated = _epoch_seconds(summary, records)
+    full = [r for r in records if not r.get("partial")]
+    data_s = sum(r.get("data_seconds", 0.0) for r in records)
+    compute_s = sum(r.get("compute_seconds", 0.0) for r in records)
+    row = {
+        "results": str(d.parent), "trial": d.name, "sweep": grid.get("sweep") or d.parent.name, "state": state,
+        "task": task, "global_batch": grid.get("global_batch") or plan.get("global_batch") or cfg.get("global_batch"),
+        "gpus": grid.get("gpus") or config.get("world_size") or summary.get("world_size"),
+        "local_batch": plan.get("local_batch"), "accum_steps": plan.get("accum_steps"),
+        "variant": grid.get("variant") or (f"{cfg['optimizer']}-{cfg['lr_scaling']}" if cfg else None),
+        "warmup": grid.get("warmup"), "seed": grid.get("seed", cfg.get("seed")),
+        "optimizer": cfg.get("optimizer"), "lr_scaling": cfg.get("lr_scaling"), "base_lr": cfg.get("base_lr"),
+        "peak_lr": plan.get("peak_lr"), "warmup_epochs": plan.get("warmup_epochs"),
+        "warmup_steps": plan.get("warmup_steps"), "steps_per_epoch": plan.get("steps_per_epoch"),
+        "epochs": cfg.get("epochs"), "epochs_done": len(full), "steps": summary.get("steps"),
+        "epoch_seconds": epoch_seconds, "epoch_seconds_estimated": estimated,
+        "images_per_second": summary.get("images_per_second"),
+        "total_train_seconds": summary.get("total_train_seconds") or sum(r.get("train_seconds", 0) for r in records),
+        "wall_seconds": summary.get("wall_seconds"), "data_seconds": data_s, "compute_seconds": compute_s,
+        "diverged_step": (summary.get("diverged_at") or {}).get("step"),
+        "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
+        "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),
+        "steps_to_target": summary.get("steps_to_target"), "seconds_to_target": summary.get("seconds_to_target"),
+        "gns_b_simple": (_json(d / GNS_FILE) or summary.get("gns") or {}).get("b_simple"),
+        "error": summary.get("error"),
+    }
+    for k, v in (summary.get("final") or {}).items():
+        if k.startswith("val_") or k == "train_loss":
+            row[f"final_{k}"] = v
+    for k, v in (summary.get("best") or {}).items():
+        row[f"best_{k}"] = v
+    return row
+
+
+def load_results(paths) -> Study:
+    """Every trial under `paths` (results directories or trial directories) as one Study."""
+    dirs = find_trials(paths)
+    if not dirs:
+        raise LbscaleError(f"{', '.join(map(str, paths))}: no trials (directories with trial.yaml, config.json "
+                           "or summary.json)")
+    rows, epochs = [], []
+    for d in dirs:
+        records = _jsonl(d / METRICS)
+        row = _trial_row(d, records)
+        rows.append(row)
+        for r in records:
+            epochs.append({"results": row["results"], "trial": row["trial"], **r})
+    trials = pd.DataFrame(rows)
+    ep = pd.DataFrame(epochs)
+    if not ep.empty:
+        keys = ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed", "steps_per_epoch"]
+        ep = ep.merge(trials[keys], on=["results", "trial"], how="left")
+        ep["partial"] = ep["partial"].fillna(False).astype(bool) if "partial" in ep else False
+    return Study(trials, ep, [str(p) for p in paths])
+
+
+def is_number(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))

@@ -1,0 +1,206 @@
+"""The report's figures (matplotlib, Agg): each function draws one figure from a Study and returns it."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lbscale.report.load import FINISHED, Study  # noqa: E402
+from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
+from lbscale.report.tables import METRIC_LABELS, batch_label  # noqa: E402
+
+plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10})
+
+
+def _legend(ax, **kw):
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
+def _variants(t: pd.DataFrame):
+    return t.groupby(t["variant"].fillna("-"), sort=True)
+
+
+def _batch_axis(ax, batches):
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(int(b) for b in batches))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([batch_label(b) for b in ticks])
+    ax.minorticks_off()
+
+
+def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = None):
+    """Final metric vs global batch: mean ± std over seeds, one line per variant, diverged batches marked."""
+    label = METRIC_LABELS.get(metric, metric)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    t = study.trials[study.trials["state"].isin(FINISHED)]
+    col = f"final_{metric}"
+    for variant, g in _variants(t):
+        ok = g[g["state"] == "completed"]
+        stats = ok.groupby("global_batch")[col].agg(["mean", "std"]) if col in ok else pd.DataFrame()
+        line = ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0), marker="o", capsize=3,
+                           label=variant) if len(stats) else None
+        div = g[g["state"] == "diverged"]["global_batch"].unique()
+        if len(div):
+            color = line[0].get_color() if line else None
+            bottom = ax.get_ylim()[0] if len(stats) else 0
+            ax.scatter(div, [bottom] * len(div), marker="x", s=80, color=color, zorder=5,
+                       label=f"{variant}: diverged")
+    if compare is not None and "metric" in compare:
+        ok = compare[~compare.get("diverged", False).astype(bool)]
+        ax.plot(ok["global_batch"], ok["metric"], "s--", color="gray", label="paper")
+        div = compare[compare.get("diverged", False).astype(bool)]
+        if len(div):
+            ax.scatter(div["global_batch"], [ax.get_ylim()[0]] * len(div), marker="x", color="gray", s=80,
+                       label="paper: diverged")
+    _batch_axis(ax, list(t["global_batch"]) + (list(compare["global_batch"]) if compare is not None else []))
+    ax.set_xlabel("global batch [images]")
+    ax.set_ylabel(f"{label} (final, {metric})")
+    ax.set_title(f"{label} vs global batch")
+    _legend(ax, fontsize=8)
+    return fig
+
+
+def time_vs_gpus(study: Study, compare: pd.DataFrame | None = None):
+    """Time per epoch vs GPUs (log-log) per scaling series, with the ideal 1/K line from the fewest GPUs."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for variant, regime, per in scaling_series(study.trials[study.trials["state"].isin(FINISHED)]):
+        name = f"{variant}, {regime} (local {int(per['local_batch'].iloc[0])})" if regime == "weak" else \
+            f"{variant}, {regime} (batch {batch_label(per['global_batch'].iloc[0])})"
+        line = ax.plot(per["gpus"], per["epoch_seconds"], "o-", label=name)[0]
+        k0, t0 = per["gpus"].iloc[0], per["epoch_seconds"].iloc[0]
+        ax.plot(per["gpus"], t0 * k0 / per["gpus"], ":", color=line.get_color(), label="ideal 1/K")
+    if compare is not None and "epoch_seconds" in compare and compare["gpus"].notna().any():
+        c = compare.dropna(subset=["epoch_seconds", "gpus"])
+        ax.plot(c["gpus"], c["epoch_seconds"], "s--", color="gray", label="paper")
+    if not ax.lines:
+        ax.text(0.5, 0.5, "no series with two or more GPU counts", ha="center", transform=ax.transAxes)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("GPUs (processes)")
+    ax.set_ylabel("time per epoch [s]")
+    ax.set_title("Time per epoch vs GPUs")
+    _legend(ax, fontsize=8)
+    return fig
+
+
+def speedup(study: Study):
+    """Speedup and scaling efficiency vs GPUs per scaling series, the regime named (weak / strong)."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    ks = []
+    for variant, regime, per in scaling_series(study.trials[study.trials["state"].isin(FINISHED)]):
+        s, e = speedup_efficiency(per["gpus"], per["epoch_seconds"])
+        a1.plot(per["gpus"], s, "o-", label=f"{variant} ({regime} scaling)")
+        a2.plot(per["gpus"], 100 * e, "o-", label=f"{variant} ({regime} scaling)")
+        ks += list(per["gpus"])
+    if ks:
+        k = np.array(sorted(set(ks)), dtype=float)
+        a1.plot(k, k / k[0], "k:", label="ideal")
+    else:
+        a1.text(0.5, 0.5, "no series with two or more GPU counts", ha="center", transform=a1.transAxes)
+    a1.set_xlabel("GPUs (processes)")
+    a1.set_ylabel("speedup of the time per epoch [x]")
+    a1.set_title("Speedup vs fewest GPUs")
+    a2.set_xlabel("GPUs (processes)")
+    a2.set_ylabel("scaling efficiency [%]")
+    a2.set_ylim(0, 110)
+    a2.axhline(100, color="k", ls=":")
+    a2.set_title("Scaling efficiency")
+    for a in (a1, a2):
+        a.set_xscale("log", base=2)
+        _legend(a, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd.DataFrame | None = None):
+    """Steps to target vs global batch (log-log), the perfect-scaling line and the fitted S_min (1 + B_noise/B)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    reached = steps.dropna(subset=["steps"])
+    for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
+        per = g.groupby("global_batch")["steps"].mean()
+        line = ax.plot(per.index, per.values, "o", label=variant)[0]
+        b0, s0 = per.index[0], per.values[0]
+        ax.plot(per.index, s0 * b0 / per.index.values, ":", color=line.get_color(), label=f"{variant}: perfect scaling")
+        fit = fit_critical_batch(g["global_batch"], g["steps"])
+        if fit:
+            xs = np.geomspace(per.index.min(), per.index.max(), 50)
+            ax.plot(xs, fit.steps(xs), "-", color=line.get_color(),
+                    label=f"{variant}: fit, B_noise = {fit.b_noise:,.0f}")
+    if compare is not None and "epochs_to_target" in compare:
+        c = compare.dropna(subset=["epochs_to_target"])
+        if "train_samples" in c:
+            ax.plot(c["global_batch"], c["epochs_to_target"] * c["train_samples"] / c["global_batch"], "s--",
+                    color="gray", label="paper")
+    if len(reached):
+        _batch_axis(ax, reached["global_batch"])
+    ax.set_yscale("log")
+    ax.set_xlabel("global batch [images]")
+    ax.set_ylabel("optimizer steps to target")
+    ax.set_title(f"Steps to {METRIC_LABELS.get(metric, metric)} {target:g}")
+    _legend(ax, fontsize=8)
+    return fig
+
+
+def training_curves(study: Study, metric: str):
+    """The metric per epoch, one line per global batch (mean over seeds), one panel per variant."""
+    ep = study.epochs[~study.epochs["partial"]] if len(study.epochs) else study.epochs
+    variants = sorted(study.trials["variant"].fillna("-").unique())
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 3.8), squeeze=False)
+    for ax, variant in zip(axes[0], variants):
+        e = ep[ep["variant"].fillna("-") == variant] if len(ep) else ep
+        if len(e) and metric in e:
+            for b, g in e.groupby("global_batch"):
+                per = g.groupby("epoch")[metric].mean()
+                ax.plot(per.index, per.values, label=batch_label(b))
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+        ax.set_title(f"Training curves: {variant}")
+        _legend(ax, title="global batch", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def lr_schedules(study: Study):
+    """The LR schedule each variant runs at each global batch, per epoch (the trial's own plan, replayed)."""
+    import json
+    from pathlib import Path
+
+    from lbscale.config import load_config
+    from lbscale.train.plan import Plan
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    t = study.trials.dropna(subset=["steps_per_epoch", "peak_lr"]).drop_duplicates(["variant", "global_batch"])
+    for _, r in t.iterrows():
+        described = json.loads((Path(r["results"]) / r["trial"] / "config.json").read_text())
+        cfg = load_config(None, **{k: v for k, v in described["config"].items() if v is not None})
+        policy = Plan(**described["plan"]).policy(cfg)
+        spe = policy.steps_per_epoch
+        steps = np.unique(np.linspace(0, policy.total_steps - 1, min(400, policy.total_steps)).astype(int))
+        ax.plot(steps / spe, [policy.lr(int(s)) for s in steps],
+                label=f"{r['variant']} {batch_label(r['global_batch'])}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("learning rate")
+    ax.set_title("LR schedules")
+    _legend(ax, fontsize=7, ncol=2)
+    return fig
+
+
+def time_split(study: Study):
+    """Seconds waiting for data vs computing, per finished trial."""
+    t = study.trials[study.trials["state"].isin(FINISHED)].sort_values(["variant", "global_batch", "seed"])
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.35 * len(t) + 2), 4.2))
+    x = np.arange(len(t))
+    ax.bar(x, t["compute_seconds"], label="compute")
+    ax.bar(x, t["data_seconds"], bottom=t["compute_seconds"], label="waiting for data")
+    ax.set_xticks(x)
+    ax.set_xticklabels(t["trial"], rotation=70, ha="right", fontsize=7)
+    ax.set_ylabel("training time [s]")
+    ax.set_title("Data wait vs compute per trial")
+    _legend(ax, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,79 @@
+"""Tables as Markdown, LaTeX, CSV and HTML; one self-contained HTML page with the figures embedded."""
+
+from __future__ import annotations
+
+import base64
+import html
+
+import numpy as np
+import pandas as pd
+
+FORMATS = ("md", "latex", "csv", "html")
+
+
+def integral(df: pd.DataFrame) -> pd.DataFrame:
+    """Float columns holding whole numbers only (batches, GPUs, seeds) as integers, for CSV."""
+    out = df.copy()
+    for c in out.columns:
+        col = out[c]
+        vals = col.dropna()
+        if (pd.api.types.is_float_dtype(col) and len(vals) and np.isfinite(vals).all() and (vals.abs() < 2 ** 53).all()
+                and (vals % 1 == 0).all()):
+            out[c] = pd.array([None if pd.isna(v) else int(v) for v in col], dtype="Int64")
+    return out
+
+
+def markdown(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "(no rows)\n"
+    cols = [str(c) for c in df.columns]
+    rows = [[str(v) for v in r] for r in df.itertuples(index=False)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _tex(v) -> str:
+    s = str(v).replace("\\", "\\textbackslash{}")
+    for ch in "&%$#_{}":
+        s = s.replace(ch, "\\" + ch)
+    return s.replace("±", "$\\pm$").replace("~", "\\textasciitilde{}")
+
+
+def latex(df: pd.DataFrame, caption: str = "") -> str:
+    cols = list(df.columns)
+    out = ["\\begin{table}[ht]", "\\centering", f"\\caption{{{_tex(caption)}}}" if caption else "",
+           "\\begin{tabular}{" + "l" * max(len(cols), 1) + "}", "\\hline",
+           " & ".join(_tex(c) for c in cols) + " \\\\", "\\hline"]
+    out += [" & ".join(_tex(v) for v in r) + " \\\\" for r in df.itertuples(index=False)]
+    out += ["\\hline", "\\end{tabular}", "\\end{table}"]
+    return "\n".join(x for x in out if x) + "\n"
+
+
+def html_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "<p>(no rows)</p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>"
+                   for r in df.itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}"
+         "th{background:#eee}img{max-width:100%}.note{color:#555;font-size:90%}")
+
+
+def html_page(title: str, header: list[str], tables, figures: dict[str, bytes]) -> str:
+    """One file to send to a group: tables inline, figures as embedded PNGs."""
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts += [f"<p>{html.escape(line)}</p>" for line in header]
+    for t in tables:
+        parts.append(f"<h2>{html.escape(t.title)}</h2>{html_table(t.display)}")
+        parts += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
+    for name, png in figures.items():
+        data = base64.b64encode(png).decode()
+        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

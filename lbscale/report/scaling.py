@@ -1,0 +1,79 @@
+"""Pure scaling math: speedup and efficiency, steps to a target, and the critical batch.
+
+The critical batch follows McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training"): the steps
+to reach a target fall with the batch as S(B) = S_min (1 + B_noise / B); B_noise is where doubling the batch
+stops halving the steps. Their gradient noise scale B_simple = tr(Sigma) / |G|^2 predicts it from gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def scaling_series(trials):
+    """Groups of finished trials that scale over GPUs: per variant, a fixed local batch (weak scaling) or a
+    fixed global batch (strong scaling), each over two or more GPU counts. Yields (variant, regime, per-GPU
+    means of epoch_seconds, images_per_second, global_batch, local_batch)."""
+    t = trials.dropna(subset=["epoch_seconds"]).assign(variant=trials["variant"].fillna("-"))
+    for variant, g in t.groupby("variant", sort=True):
+        for regime, key in (("weak", "local_batch"), ("strong", "global_batch")):
+            for _, s in g.groupby(key, sort=True):
+                if s["gpus"].nunique() < 2:
+                    continue
+                per = s.groupby("gpus").agg(epoch_seconds=("epoch_seconds", "mean"),
+                                            images_per_second=("images_per_second", "mean"),
+                                            global_batch=("global_batch", "first"),
+                                            local_batch=("local_batch", "first")).reset_index()
+                yield variant, regime, per
+
+
+def speedup_efficiency(gpus, epoch_seconds) -> tuple[np.ndarray, np.ndarray]:
+    """Speedup T(K0) / T(K) of the time per epoch against the fewest GPUs K0, and efficiency = speedup / (K/K0).
+
+    For a fixed number of images per epoch both regimes ideally give T ~ 1/K: in weak scaling each step does
+    K times the work in the same time, in strong scaling each step's work is split K ways."""
+    k = np.asarray(gpus, dtype=float)
+    t = np.asarray(epoch_seconds, dtype=float)
+    i0 = int(np.argmin(k))
+    speedup = t[i0] / t
+    return speedup, speedup / (k / k[i0])
+
+
+def steps_to_target(steps, values, target: float, higher_is_better: bool = True) -> float | None:
+    """The first recorded step at which the metric reached the target (None if it never did)."""
+    for s, v in zip(steps, values):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if (v >= target) if higher_is_better else (v <= target):
+            return float(s)
+    return None
+
+
+@dataclass(frozen=True)
+class CriticalBatchFit:
+    s_min: float  # steps needed with an infinite batch
+    b_noise: float  # the critical batch
+    points: int
+
+    def steps(self, batch):
+        return self.s_min * (1 + self.b_noise / np.asarray(batch, dtype=float))
+
+
+def fit_critical_batch(batches, steps) -> CriticalBatchFit | None:
+    """Least squares of S = S_min + S_min B_noise / B in relative error (each point weighted by 1/S).
+
+    None with fewer than two distinct batches or a fit without physical meaning (S_min or B_noise <= 0)."""
+    b = np.asarray(batches, dtype=float)
+    s = np.asarray(steps, dtype=float)
+    ok = np.isfinite(b) & np.isfinite(s) & (b > 0) & (s > 0)
+    b, s = b[ok], s[ok]
+    if len(np.unique(b)) < 2:
+        return None
+    design = np.stack([np.ones_like(b), 1.0 / b], axis=1) / s[:, None]
+    (a, c), *_ = np.linalg.lstsq(design, np.ones_like(s), rcond=None)
+    if a <= 0 or c <= 0:
+        return None
+    return CriticalBatchFit(float(a), float(c / a), int(len(b)))

@@ -1,0 +1,291 @@
+"""The papers' tables from a Study: each a display frame (cells as the papers write them) and a tidy frame
+(exact numbers, one row per group) for CSV.
+
+Groups are (variant, warm-up, global batch, GPUs); statistics are over seeds. A group where seeds diverged
+shows `diverges` in its metric cells, while its time per epoch is still the measured one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from lbscale.report.load import FINISHED, Study
+from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency, steps_to_target
+from lbscale.task import Task
+
+METRIC_LABELS = {"val_top1": "Accuracy", "val_top5": "Top-5 accuracy", "val_f1_micro": "F1", "val_f1_macro": "F1 macro",
+                 "val_precision": "Precision", "val_recall": "Recall", "val_loss": "Loss"}
+GROUP = ["variant", "warmup", "global_batch", "gpus"]
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    display: pd.DataFrame
+    tidy: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def batch_label(b) -> str:
+    """As the papers write batches: multiples of 1024 in truncated thousands (8K = 8192, 65K = 65536),
+    multiples of 1000 as nK, anything else as the integer."""
+    b = int(b)
+    if b >= 1024 and b % 1024 == 0:
+        return f"{b // 1000}K"
+    if b >= 1000 and b % 1000 == 0:
+        return f"{b // 1000}K"
+    return str(b)
+
+
+def _num(v, digits=3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.{digits}f}"
+
+
+def _stat(values, digits=3) -> tuple[str, float | None, float | None, int]:
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not vals:
+        return "-", None, None, 0
+    mean = float(np.mean(vals))
+    std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+    text = _num(mean, digits) if std is None else f"{_num(mean, digits)} ± {_num(std, digits)} (n={len(vals)})"
+    return text, mean, std, len(vals)
+
+
+def _groups(study: Study, finished_only=True):
+    t = study.trials
+    if finished_only:
+        t = t[t["state"].isin(FINISHED)]
+    t = t.assign(warmup=t["warmup"].fillna("-"), variant=t["variant"].fillna("-"))
+    return t.groupby(GROUP, sort=True, dropna=False)
+
+
+def _multi(study: Study, col: str) -> bool:
+    return study.trials[col].fillna("-").nunique() > 1
+
+
+def _lead(keys: dict, study: Study) -> dict:
+    """The leading display columns of a group row: variant / warm-up only where the grid varies them."""
+    out = {}
+    if _multi(study, "variant"):
+        out["Variant"] = keys["variant"]
+    if _multi(study, "warmup"):
+        out["Warm-up"] = keys["warmup"]
+    out["Batch size"] = batch_label(keys["global_batch"])
+    out["N. GPUs"] = int(keys["gpus"])
+    return out
+
+
+def accuracy_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> Table:
+    """SAT-4/SAT-6 LAMB study: Batch size | N. GPUs | metric | Loss | Time [s] per epoch."""
+    label = METRIC_LABELS.get(metric, metric)
+    disp, tidy = [], []
+    for keys, g in _groups(study):
+        keys = dict(zip(GROUP, keys))
+        n, k = len(g), int((g["state"] == "diverged").sum())
+        ok = g[g["state"] == "completed"]
+        m_text, m_mean, m_std, _ = _stat(ok.get(f"final_{metric}", pd.Series(dtype=float)))
+        l_text, l_mean, l_std, _ = _stat(ok.get("final_val_loss", pd.Series(dtype=float)))
+        t_text, t_mean, t_std, _ = _stat(g["epoch_seconds"], 2)
+        if k == n:
+            m_text = l_text = "diverges" if n == 1 else f"diverges ({k} of {n})"
+        elif k:
+            m_text += f"; diverges {k} of {n}"
+            l_text += f"; diverges {k} of {n}"
+        if g["epoch_seconds_estimated"].any():
+            t_text += " (partial epoch)"
+        disp.append({**_lead(keys, study), label: m_text, "Loss": l_text, "Time [s] per epoch": t_text})
+        tidy.append({**keys, "seeds": n, "diverged": k, f"{metric}_mean": m_mean, f"{metric}_std": m_std,
+                     "loss_mean": l_mean, "loss_std": l_std, "epoch_seconds_mean": t_mean,
+                     "epoch_seconds_std": t_std})
+    display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
+    if compare is not None and not display.empty:
+        display, tidy = _side_by_side(display, tidy, compare, {"metric": f"Paper {label.lower()}",
+                                                               "loss": "Paper loss",
+                                                               "epoch_seconds": "Paper time [s]"})
+    return Table("accuracy", f"{label}, loss and time per epoch by global batch", display, tidy,
+                 [f"{label}: final {metric} after the last epoch, mean ± std over seeds (n)",
+                  "Time per epoch: training seconds of an epoch, mean after the first (start-up) epoch; "
+                  "a run that diverged in its first epoch shows its pace extrapolated to a whole epoch"])
+
+
+def _paper_cell(row, col) -> str:
+    v = row.get(col)
+    missing = v is None or (isinstance(v, float) and math.isnan(v))
+    if col == "metric" and bool(row.get("diverged")):
+        return "diverges" if missing else f"{_num(float(v), 2)} (diverged)"
+    return "-" if missing else _num(float(v), 2)
+
+
+def _side_by_side(display, tidy, paper: pd.DataFrame, columns: dict):
+    """Paper figures next to ours, matched on (global batch, GPUs); paper rows without a run of ours stay."""
+    rows = []
+    own_keys = list(zip(tidy["global_batch"], tidy["gpus"]))
+    for i, key in enumerate(own_keys):
+        match = paper[(paper["global_batch"] == key[0]) & (paper["gpus"].fillna(key[1]) == key[1])]
+        row = dict(display.iloc[i])
+        for col, title in columns.items():
+            row[title] = _paper_cell(match.iloc[0], col) if len(match) and col in paper else "-"
+        rows.append(row)
+    for _, p in paper.iterrows():
+        if not any(p["global_batch"] == b and (pd.isna(p.get("gpus")) or p["gpus"] == g) for b, g in own_keys):
+            row = {c: "-" for c in display.columns}
+            row["Batch size"] = batch_label(p["global_batch"])
+            row["N. GPUs"] = "-" if pd.isna(p.get("gpus")) else int(p["gpus"])
+            for col, title in columns.items():
+                row[title] = _paper_cell(p, col) if col in paper else "-"
+            rows.append(row)
+    merged = tidy.merge(paper.add_prefix("paper_"), how="outer", left_on=["global_batch", "gpus"],
+                        right_on=["paper_global_batch", "paper_gpus"])
+    return pd.DataFrame(rows), merged
+
+
+def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> Table:
+    """BigEarthNet LARS study: Batch size | N. GPUs | Warm-up | Initial LR | metric."""
+    label = METRIC_LABELS.get(metric, metric)
+    disp, tidy = [], []
+    for keys, g in _groups(study):
+        keys = dict(zip(GROUP, keys))
+        ok = g[g["state"] == "completed"]
+        m_text, m_mean, _, _ = _stat(ok.get(f"final_{metric}", pd.Series(dtype=float)))
+        k = int((g["state"] == "diverged").sum())
+        if k == len(g):
+            m_text = "diverges"
+        warm, lr = float(g["warmup_epochs"].iloc[0]), float(g["peak_lr"].iloc[0])
+        row = _lead(keys, study)
+        row.pop("Warm-up", None)
+        disp.append({**row, "Warm-up [epochs]": _num(warm, 2), "Initial LR": _num(lr, 4), label: m_text})
+        tidy.append({**keys, "warmup_epochs": warm, "initial_lr": lr, f"{metric}_mean": m_mean, "diverged": k})
+    display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
+    if compare is not None and not display.empty:
+        display, tidy = _side_by_side(display, tidy, compare, {"initial_lr": "Paper initial LR",
+                                                               "metric": f"Paper {label.lower()}"})
+    return Table("lr", "Warm-up and initial (peak) LR by global batch", display, tidy,
+                 ["Initial LR: the peak LR after warm-up, from the scaling rule"])
+
+
+def time_table(study: Study, compare: pd.DataFrame | None = None) -> Table:
+    """BigEarthNet LARS study: Batch size | N. GPUs | Total training time [s]."""
+    disp, tidy = [], []
+    for keys, g in _groups(study):
+        keys = dict(zip(GROUP, keys))
+        text, mean, _, _ = _stat(g["total_train_seconds"], 1)
+        ep, _, _, _ = _stat(g["epochs_done"], 0)
+        disp.append({**_lead(keys, study), "Epochs": ep, "Total training time [s]": text})
+        tidy.append({**keys, "epochs_mean": float(g["epochs_done"].mean()), "total_train_seconds_mean": mean})
+    display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
+    if compare is not None and not display.empty and "total_seconds" in compare:
+        display, tidy = _side_by_side(display, tidy, compare, {"total_seconds": "Paper total time [s]"})
+    return Table("time", "Total training time by global batch", display, tidy,
+                 ["Total training time: training seconds of all epochs (evaluation excluded)"])
+
+
+def axis_table(study: Study, axis: str, metric: str) -> Table:
+    """The metric by batch (rows) and by one more axis of the grid (columns: variant or warm-up)."""
+    label = METRIC_LABELS.get(metric, metric)
+    t = study.trials[study.trials["state"].isin(FINISHED)].copy()
+    t[axis] = t[axis].fillna("-")
+    tidy, cells = [], {}
+    for (b, a), g in t.groupby(["global_batch", axis], sort=True):
+        ok = g[g["state"] == "completed"]
+        text, mean, std, _ = _stat(ok.get(f"final_{metric}", pd.Series(dtype=float)))
+        if len(ok) == 0:
+            text = "diverges"
+        cells.setdefault(batch_label(b), {})[str(a)] = text
+        tidy.append({"global_batch": b, axis: a, f"{metric}_mean": mean, f"{metric}_std": std,
+                     "seeds": len(g), "diverged": int((g["state"] == "diverged").sum())})
+    display = pd.DataFrame([{"Batch size": b, **c} for b, c in cells.items()]).fillna("-")
+    return Table(f"by-{axis}", f"{label} by global batch and {axis}", display, pd.DataFrame(tidy))
+
+
+def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
+    """Steps / epochs / seconds to `target` per finished trial, from the epoch records (an analysis choice)."""
+    rows = []
+    ep = study.epochs
+    for _, tr in study.trials[study.trials["state"].isin(FINISHED)].iterrows():
+        e = ep[(ep["results"] == tr["results"]) & (ep["trial"] == tr["trial"]) & ~ep["partial"]] if len(ep) else ep
+        if len(e) == 0 or metric not in e:
+            continue
+        s = steps_to_target(e["step"], e[metric], target, task.higher_is_better(metric))
+        hit = e[e["step"] == s].iloc[0] if s is not None else None
+        rows.append({**{k: tr[k] for k in GROUP}, "seed": tr["seed"], "steps": s,
+                     "epochs": None if hit is None else float(hit["epoch"]),
+                     "seconds": None if hit is None else float(hit["elapsed_seconds"])})
+    return pd.DataFrame(rows)
+
+
+def target_table(study: Study, metric: str, target: float, task: Task) -> Table:
+    per_trial = target_steps(study, metric, target, task)
+    disp, tidy = [], []
+    if len(per_trial):
+        for keys, g in per_trial.assign(warmup=per_trial["warmup"].fillna("-")).groupby(GROUP, sort=True):
+            keys = dict(zip(GROUP, keys))
+            reached = g.dropna(subset=["steps"])
+            st, s_mean, _, _ = _stat(reached["steps"], 0)
+            et, _, _, _ = _stat(reached["epochs"], 1)
+            tt, t_mean, _, _ = _stat(reached["seconds"], 1)
+            disp.append({**_lead(keys, study), "Reached": f"{len(reached)} of {len(g)}", "Steps to target": st,
+                         "Epochs to target": et, "Time to target [s]": tt})
+            tidy.append({**keys, "reached": len(reached), "seeds": len(g), "steps_mean": s_mean,
+                         "seconds_mean": t_mean})
+    label = METRIC_LABELS.get(metric, metric)
+    return Table("target", f"Steps and time to {label} {target:g}", pd.DataFrame(disp), pd.DataFrame(tidy),
+                 ["First evaluated epoch at or past the target; mean over the seeds that reached it"])
+
+
+def scaling_table(study: Study) -> Table:
+    """Time per epoch, throughput, speedup and efficiency against the fewest GPUs, per scaling series."""
+    disp, tidy = [], []
+    for variant, regime, per in scaling_series(study.trials[study.trials["state"].isin(FINISHED)]):
+        speedup, eff = speedup_efficiency(per["gpus"], per["epoch_seconds"])
+        for i, r in per.iterrows():
+            row = {"Variant": variant} if _multi(study, "variant") else {}
+            disp.append({**row, "Regime": f"{regime} scaling", "N. GPUs": int(r["gpus"]),
+                         "Batch size": batch_label(r["global_batch"]), "Local batch": int(r["local_batch"]),
+                         "Time [s] per epoch": _num(r["epoch_seconds"]), "Images/s": _num(r["images_per_second"]),
+                         "Speedup": _num(speedup[i], 2), "Efficiency": f"{100 * eff[i]:.0f}%"})
+            tidy.append({"variant": variant, "regime": regime, **r.to_dict(), "speedup": speedup[i],
+                         "efficiency": eff[i]})
+    notes = ["weak scaling: fixed local batch, the global batch grows with the GPUs; strong scaling: fixed "
+             "global batch split over more GPUs; ideal time per epoch ~ 1/GPUs in both"]
+    if not disp:
+        notes.insert(0, "no series with two or more GPU counts at a fixed local or global batch")
+    return Table("scaling", "Scaling: time per epoch, speedup and efficiency against the fewest GPUs",
+                 pd.DataFrame(disp), pd.DataFrame(tidy), notes)
+
+
+def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
+    """The fitted critical batch per variant (from steps to target), beside the gradient noise scale."""
+    disp, tidy = [], []
+    for variant, g in study.trials.groupby(study.trials["variant"].fillna("-"), sort=True):
+        s = steps[steps["variant"].fillna("-") == variant].dropna(subset=["steps"]) if len(steps) else steps
+        fit = fit_critical_batch(s["global_batch"], s["steps"]) if len(s) else None
+        gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
+        disp.append({"Variant": variant, "Fitted B_noise": _num(fit.b_noise) if fit else "-",
+                     "S_min [steps]": _num(fit.s_min) if fit else "-", "Points": fit.points if fit else len(s),
+                     "Predicted B_simple (GNS)": _num(float(gns.median())) if len(gns) else "-"})
+        tidy.append({"variant": variant, "b_noise": fit.b_noise if fit else None,
+                     "s_min": fit.s_min if fit else None, "gns_b_simple": float(gns.median()) if len(gns) else None})
+    return Table("critical-batch", "Critical batch: fitted S = S_min (1 + B_noise / B) and the gradient noise scale",
+                 pd.DataFrame(disp), pd.DataFrame(tidy),
+                 ["B_noise: least-squares fit of steps to target vs global batch (McCandlish et al. 2018)",
+                  "B_simple: tr(Sigma) / |G|^2 measured from gradients (median over trials)"])
+
+
+def trials_table(study: Study) -> Table:
+    """Every trial that is not finished (running, interrupted, submitted, pending, failed): nothing dropped."""
+    t = study.trials[~study.trials["state"].isin(FINISHED)]
+    display = pd.DataFrame({"Trial": t["trial"], "State": t["state"], "Epochs": t["epochs_done"],
+                            "Error": t["error"].fillna("")}) if len(t) else pd.DataFrame()
+    return Table("unfinished", "Trials without a result yet (or failed)", display,
+                 t[["results", "trial", "state", "epochs_done", "error"]].reset_index(drop=True))

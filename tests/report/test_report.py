@@ -1,0 +1,163 @@
+"""`lbscale report` on result sets built by code, the scaling math, the GNS estimator and `lbscale gns`."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lbscale.analysis.gns import NoiseScale, estimate, measure
+from lbscale.report import load_results
+from lbscale.report.scaling import fit_critical_batch, speedup_efficiency, steps_to_target
+from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
+from tests.fixtures.make_results import make_study, make_trial
+
+
+def test_batch_labels_as_the_papers_write_them():
+    assert [batch_label(b) for b in (512, 8192, 16384, 32768, 65536, 7680, 30000)] == \
+        ["512", "8K", "16K", "32K", "65K", "7680", "30K"]
+
+
+def test_fit_recovers_a_known_critical_batch():
+    rng = np.random.default_rng(0)
+    b = np.array([256, 512, 1024, 2048, 4096, 8192, 16384, 32768], dtype=float)
+    s = 1000 * (1 + 4096 / b) * (1 + rng.normal(0, 0.02, len(b)))
+    fit = fit_critical_batch(b, s)
+    assert fit.b_noise == pytest.approx(4096, rel=0.1) and fit.s_min == pytest.approx(1000, rel=0.05)
+    assert fit_critical_batch([512, 512], [10, 11]) is None  # one batch only: nothing to fit
+
+
+def test_speedup_efficiency_and_steps_to_target():
+    s, e = speedup_efficiency([4, 8, 16], [40.0, 20.0, 12.5])
+    assert list(s) == [1.0, 2.0, 3.2] and list(e) == [1.0, 1.0, 0.8]
+    assert steps_to_target([10, 20, 30], [0.5, 0.8, 0.9], 0.8) == 20
+    assert steps_to_target([10, 20], [0.5, 0.6], 0.8) is None
+    assert steps_to_target([10, 20], [2.0, 0.9], 1.0, higher_is_better=False) == 20
+
+
+def test_gns_estimator_closed_form():
+    # Exact expectations: |G_b|^2 = |G|^2 + tr(S)/b gives back |G|^2 and tr(S) for any pair of batches.
+    g2, trace = estimate(2.0 + 300 / 8, 2.0 + 300 / 64, 8, 64)
+    assert g2 == pytest.approx(2.0) and trace == pytest.approx(300)
+    ns = NoiseScale()
+    ns.add(2.0 + 300 / 8, 2.0 + 300 / 64, 8, 64)
+    assert ns.b_simple == pytest.approx(150)
+
+
+def test_gns_measured_on_linear_regression_matches_theory():
+    # y = w* x + noise, x ~ N(0, I_D), loss 0.5 (w x - y)^2 at w = w* + d: G = d and
+    # tr(Sigma) = (D + 1) |d|^2 + D sigma^2, so B_simple = D + 1 + D sigma^2 / |d|^2.
+    torch.manual_seed(0)
+    dim, sigma = 8, 0.5
+    w_star = torch.randn(dim)
+    d = torch.full((dim,), 0.25)
+    model = torch.nn.Linear(dim, 1, bias=False).double()
+    with torch.no_grad():
+        model.weight.copy_((w_star + d)[None].double())
+
+    def batches():
+        while True:
+            x = torch.randn(16, dim, dtype=torch.float64)
+            yield x, (x @ w_star.double() + sigma * torch.randn(16, dtype=torch.float64))
+
+    ns = measure(model, batches(), lambda out, y: 0.5 * ((out[:, 0] - y) ** 2).mean(), k=8, groups=3000)
+    expected = dim + 1 + dim * sigma ** 2 / float(d @ d)
+    assert ns.b_simple == pytest.approx(expected, rel=0.1)
+
+
+def test_load_keeps_every_trial_and_its_state(tmp_path):
+    res = make_study(tmp_path / "sat4", seeds=2)
+    make_trial(res, 8192, 4, 2, state="running")  # a third seed still training
+    make_trial(res, 16384, 8, 2, state="pending")
+    make_trial(res, 32768, 16, 2, state="failed")
+    study = load_results([res])
+    counts = study.trials["state"].value_counts().to_dict()
+    assert counts == {"completed": 6, "diverged": 2, "running": 1, "pending": 1, "failed": 1}
+    assert study.epochs["partial"].sum() == 2 and len(study.epochs) > 6 * 5
+
+
+def test_accuracy_table_marks_divergence_and_keeps_its_time(tmp_path):
+    study = load_results([make_study(tmp_path / "sat4", seeds=3)])
+    t = accuracy_table(study, "val_top1")
+    rows = {r["Batch size"]: r for r in t.display.to_dict("records")}
+    assert list(rows) == ["8K", "16K", "32K", "65K"] and rows["65K"]["N. GPUs"] == 32
+    assert rows["65K"]["Accuracy"] == "diverges (3 of 3)" and rows["65K"]["Loss"] == "diverges (3 of 3)"
+    assert rows["65K"]["Time [s] per epoch"].startswith("5.00") and "partial epoch" in rows["65K"]["Time [s] per epoch"]
+    assert "(n=3)" in rows["8K"]["Accuracy"] and rows["8K"]["Accuracy"].startswith("0.96")
+    tidy = t.tidy.set_index("global_batch")
+    assert tidy.loc[65536, "diverged"] == 3 and tidy.loc[65536, "epoch_seconds_mean"] == pytest.approx(5.0)
+    assert tidy.loc[32768, "val_top1_mean"] < tidy.loc[8192, "val_top1_mean"] - 0.2  # where accuracy breaks
+
+
+def test_one_seed_one_gpu_count_and_multilabel(tmp_path):
+    res = tmp_path / "ben"
+    for b in (512, 1024, 2048):
+        make_trial(res, b, 8, 0, task="multilabel", variant="lars-linear", break_batch=1024)
+    study = load_results([res])
+    t = accuracy_table(study, "val_f1_micro")
+    assert list(t.display.columns) == ["Batch size", "N. GPUs", "F1", "Loss", "Time [s] per epoch"]
+    assert "±" not in t.display["F1"].iloc[0]  # one seed: no std
+    assert "Initial LR" in lr_table(study, "val_f1_micro").display
+    assert scaling_table(study).display.empty  # one GPU count: no scaling series, said in a note
+
+
+def test_report_cli_writes_every_format_and_compares(tmp_path, run_cli):
+    res = make_study(tmp_path / "sat4", seeds=2, target=0.9)
+    before = sorted(p.relative_to(res) for p in res.rglob("*"))
+    out = tmp_path / "rep"
+    rc, stdout, err = run_cli("report", res, "--out", out, "--compare", "sat4-lamb")
+    assert rc == 0, err
+    assert stdout.count("\n") == 1 and f"written to {out}" in stdout and "8 trials" in stdout
+    assert sorted(p.relative_to(res) for p in res.rglob("*")) == before  # nothing written under RESULTS
+    md = (out / "report.md").read_text()
+    assert "| Paper accuracy |" in md and "0.99" in md and "diverges (2 of 2)" in md
+    for name in ("accuracy", "lr", "time", "target", "scaling", "critical-batch"):
+        assert (out / "tables" / f"{name}.csv").exists() and (out / "tables" / f"{name}.tex").exists()
+    for name in ("metric-vs-batch", "time-vs-gpus", "speedup", "steps-to-target", "training-curves",
+                 "lr-schedules", "time-split"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 5000 and (out / "figures" / f"{name}.pdf").exists()
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html and "<table>" in html and "src='figures" not in html
+    csv = (out / "tables" / "accuracy.csv").read_text()
+    assert "65536" in csv and "65K" not in csv  # exact integers in CSV
+    assert "lamb-sqrt,weak,4,40" in (out / "tables" / "scaling.csv").read_text()
+    assert "| weak scaling | 32 | 65K | 2048 |" in md
+
+
+@pytest.mark.parametrize("setup, needle", [
+    ("empty", "no trials"),
+    ("corrupt", "summary.json: not valid JSON"),
+    ("missing", "no such results directory"),
+])
+def test_report_bad_input_is_one_line(tmp_path, run_cli, setup, needle):
+    res = tmp_path / "res"
+    res.mkdir()
+    if setup == "corrupt":
+        d = make_trial(res, 512, 1, 0)
+        (d / "summary.json").write_text('{"status": "compl')
+    target = res if setup != "missing" else tmp_path / "nope"
+    rc, _, err = run_cli("report", target, "--out", tmp_path / "rep")
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "rep").exists()
+
+
+def test_report_refuses_unknown_metric_and_compare(tmp_path, run_cli):
+    res = make_study(tmp_path / "sat4", seeds=1)
+    rc, _, err = run_cli("report", res, "--out", tmp_path / "r", "--metric", "val_f1_micro")
+    assert rc == 2 and "not a metric of a multiclass task" in err
+    rc, _, err = run_cli("report", res, "--out", tmp_path / "r", "--compare", "nonesuch")
+    assert rc == 2 and "sat4-lamb" in err
+
+
+def test_gns_command_on_a_trial_checkpoint(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "t"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--model", "test_resnet", "--global-batch", "32",
+                         "--epochs", "1", "--quiet")
+    assert rc == 0, err
+    rc, stdout, err = run_cli("gns", out, "--micro-batch", "8", "--k", "4", "--groups", "4", "--quiet")
+    assert rc == 0, err
+    assert "gradient noise scale B_simple" in stdout and "predicted critical batch" in stdout
+    record = json.loads((out / "gns.json").read_text())
+    assert record["count"] == 4 and record["b_small"] == 8 and record["b_big"] == 32
+    rc, _, err = run_cli("gns", tmp_path, "--quiet")
+    assert rc == 2 and "not a trial directory" in err
