@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # The main job on the embedded default: prepare the synthetic set, show the sweep plan, run the sweep
-# (2 batch sizes x LAMB/LARS, 2 processes per trial, gloo on CPU; a few minutes), show its status.
+# (2 batch sizes x LAMB/LARS, 2 processes per trial, gloo on CPU; a few minutes), show its status, report it.
 demo: venv
 	mkdir -p data
 	$(LBSCALE) prepare synthetic --out $(DEMO_DATA) --count 6000 --label-noise 0.05 --force
@@ -27,6 +27,7 @@ demo: venv
 	$(LBSCALE) sweep experiments/demo-sweep.yaml --dry-run
 	$(LBSCALE) sweep experiments/demo-sweep.yaml --quiet
 	$(LBSCALE) status results/demo-sweep
+	$(LBSCALE) report results/demo-sweep --out reports/demo-sweep
 
 test: venv
 	$(PY) -m pytest -q
@@ -38,4 +39,4 @@ lint: venv
 	$(PY) -m ruff check lbscale tests benchmarks
 
 clean:
-	rm -rf $(VENV) data results/demo-sweep results/runs .pytest_cache
+	rm -rf $(VENV) data results/demo-sweep results/runs reports .pytest_cache

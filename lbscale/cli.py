@@ -100,9 +100,14 @@ def _trial_options(fn):
 def train(config_path, **options):
     """Train one trial (1 process, or one rank under torchrun / srun) and write its result files."""
     from lbscale.config import load_config
-    from lbscale.train.trial import run_trial
+    from lbscale.train.distributed import detect_env
+    from lbscale.train.trial import outcome_line, run_trial
 
-    code = run_trial(load_config(config_path, **options))
+    cfg = load_config(config_path, **options)
+    code = run_trial(cfg)
+    line = outcome_line(cfg.out) if detect_env().is_main and code == 0 else None
+    if line:
+        click.echo(line)
     if code:
         sys.exit(code)
 

@@ -107,8 +107,8 @@ def _build(study: Study, o: ReportOptions):
             ts.append(tables.axis_table(study, axis, metric))
     steps = None
     if target is not None:
-        ts.append(tables.target_table(study, metric, target, study.task))
         steps = tables.target_steps(study, metric, target, study.task)
+        ts.append(tables.target_table(study, metric, target, steps))
     ts.append(tables.scaling_table(study))
     if steps is not None or study.trials["gns_b_simple"].notna().any():
         ts.append(tables.critical_batch_table(study, steps if steps is not None else pd.DataFrame()))

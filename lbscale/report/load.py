@@ -53,17 +53,21 @@ def _json(path: Path):
 
 def _jsonl(path: Path) -> list[dict]:
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
     except FileNotFoundError:
         return []
-    out = []
-    for n, line in enumerate(lines, 1):
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        return json.loads("[" + ",".join(lines) + "]")  # one parse: a report may read 200,000 records
+    except ValueError:
+        pass
+    for n, line in enumerate(text.splitlines(), 1):  # name the bad line
         if line.strip():
             try:
-                out.append(json.loads(line))
+                json.loads(line)
             except ValueError as e:
                 raise LbscaleError(f"{path}:{n}: not valid JSON ({e})") from None
-    return out
+    raise LbscaleError(f"{path}: not valid JSON lines")
 
 
 def is_trial_dir(path: Path) -> bool:
@@ -145,15 +149,17 @@ def load_results(paths) -> Study:
     if not dirs:
         raise LbscaleError(f"{', '.join(map(str, paths))}: no trials (directories with trial.yaml, config.json "
                            "or summary.json)")
-    rows, epochs = [], []
-    for d in dirs:
+    rows, epochs, owners = [], [], []
+    for i, d in enumerate(dirs):
         records = _jsonl(d / METRICS)
-        row = _trial_row(d, records)
-        rows.append(row)
-        for r in records:
-            epochs.append({"results": row["results"], "trial": row["trial"], **r})
+        rows.append(_trial_row(d, records))
+        epochs += records
+        owners += [i] * len(records)
     trials = pd.DataFrame(rows)
-    ep = pd.DataFrame(epochs)
+    ep = pd.DataFrame.from_records(epochs)
+    if not ep.empty:
+        owner = trials.iloc[owners][["results", "trial"]].reset_index(drop=True)
+        ep = pd.concat([owner, ep], axis=1)
     if not ep.empty:
         keys = ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed", "steps_per_epoch"]
         ep = ep.merge(trials[keys], on=["results", "trial"], how="left")

@@ -191,16 +191,17 @@ def lr_schedules(study: Study):
 
 
 def time_split(study: Study):
-    """Seconds waiting for data vs computing, per finished trial."""
-    t = study.trials[study.trials["state"].isin(FINISHED)].sort_values(["variant", "global_batch", "seed"])
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.35 * len(t) + 2), 4.2))
-    x = np.arange(len(t))
-    ax.bar(x, t["compute_seconds"], label="compute")
-    ax.bar(x, t["data_seconds"], bottom=t["compute_seconds"], label="waiting for data")
+    """Training seconds waiting for data vs computing, per (variant, global batch), mean over seeds."""
+    t = study.trials[study.trials["state"].isin(FINISHED)]
+    per = t.groupby([t["variant"].fillna("-"), "global_batch"])[["compute_seconds", "data_seconds"]].mean()
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.2))
+    x = np.arange(len(per))
+    ax.bar(x, per["compute_seconds"], label="compute")
+    ax.bar(x, per["data_seconds"], bottom=per["compute_seconds"], label="waiting for data")
     ax.set_xticks(x)
-    ax.set_xticklabels(t["trial"], rotation=70, ha="right", fontsize=7)
-    ax.set_ylabel("training time [s]")
-    ax.set_title("Data wait vs compute per trial")
+    ax.set_xticklabels([f"{v} {batch_label(b)}" for v, b in per.index], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("training time per trial [s]")
+    ax.set_title("Data wait vs compute (mean over seeds)")
     _legend(ax, fontsize=8)
     fig.tight_layout()
     return fig

@@ -7,7 +7,6 @@ stops halving the steps. Their gradient noise scale B_simple = tr(Sigma) / |G|^2
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,16 +39,6 @@ def speedup_efficiency(gpus, epoch_seconds) -> tuple[np.ndarray, np.ndarray]:
     i0 = int(np.argmin(k))
     speedup = t[i0] / t
     return speedup, speedup / (k / k[i0])
-
-
-def steps_to_target(steps, values, target: float, higher_is_better: bool = True) -> float | None:
-    """The first recorded step at which the metric reached the target (None if it never did)."""
-    for s, v in zip(steps, values):
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        if (v >= target) if higher_is_better else (v <= target):
-            return float(s)
-    return None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.report.load import FINISHED, Study
-from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency, steps_to_target
+from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency
 from lbscale.task import Task
 
 METRIC_LABELS = {"val_top1": "Accuracy", "val_top5": "Top-5 accuracy", "val_f1_micro": "F1", "val_f1_macro": "F1 macro",
@@ -209,26 +209,26 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
 
 
 def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
-    """Steps / epochs / seconds to `target` per finished trial, from the epoch records (an analysis choice)."""
-    rows = []
+    """Steps / epochs / seconds to `target` per finished trial, from the epoch records (an analysis choice
+    made after the runs); trials that never reached it have None."""
+    t = study.trials[study.trials["state"].isin(FINISHED)]
+    keys = ["results", "trial"]
+    out = t[keys + GROUP + ["seed"]].copy()
     ep = study.epochs
-    for _, tr in study.trials[study.trials["state"].isin(FINISHED)].iterrows():
-        e = ep[(ep["results"] == tr["results"]) & (ep["trial"] == tr["trial"]) & ~ep["partial"]] if len(ep) else ep
-        if len(e) == 0 or metric not in e:
-            continue
-        s = steps_to_target(e["step"], e[metric], target, task.higher_is_better(metric))
-        hit = e[e["step"] == s].iloc[0] if s is not None else None
-        rows.append({**{k: tr[k] for k in GROUP}, "seed": tr["seed"], "steps": s,
-                     "epochs": None if hit is None else float(hit["epoch"]),
-                     "seconds": None if hit is None else float(hit["elapsed_seconds"])})
-    return pd.DataFrame(rows)
+    if len(ep) == 0 or metric not in ep:
+        return out.assign(steps=None, epochs=None, seconds=None)
+    e = ep[~ep["partial"]].dropna(subset=[metric])
+    e = e[e[metric] >= target] if task.higher_is_better(metric) else e[e[metric] <= target]
+    first = e.sort_values("step").groupby(keys, sort=False).first()[["step", "epoch", "elapsed_seconds"]]
+    first.columns = ["steps", "epochs", "seconds"]
+    return out.merge(first.reset_index(), on=keys, how="left")
 
 
-def target_table(study: Study, metric: str, target: float, task: Task) -> Table:
-    per_trial = target_steps(study, metric, target, task)
+def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table:
     disp, tidy = [], []
     if len(per_trial):
-        for keys, g in per_trial.assign(warmup=per_trial["warmup"].fillna("-")).groupby(GROUP, sort=True):
+        for keys, g in per_trial.assign(warmup=per_trial["warmup"].fillna("-"),
+                                        variant=per_trial["variant"].fillna("-")).groupby(GROUP, sort=True):
             keys = dict(zip(GROUP, keys))
             reached = g.dropna(subset=["steps"])
             st, s_mean, _, _ = _stat(reached["steps"], 0)

@@ -344,3 +344,17 @@ def run_trial(cfg: TrialConfig) -> int:
         raise
     finally:
         dist.teardown(clean)
+
+
+def outcome_line(out: Path) -> str | None:
+    """The one line `lbscale train` ends with: status, headline metric, timing, where the files are."""
+    summary, config = read_json(Path(out) / SUMMARY), read_json(Path(out) / CONFIG) or {}
+    if not summary:
+        return None
+    metric = config.get("primary_metric")
+    value = (summary.get("final") or {}).get(metric)
+    shown = f" {metric} {value:.4f}" if value is not None else ""
+    pace = summary.get("mean_epoch_seconds")
+    timing = f", {pace:.1f} s per epoch" if pace else ""
+    return (f"trial {summary['status']}:{shown} after {summary.get('epochs_completed', 0)} epochs{timing}; "
+            f"results in {out}")

@@ -8,7 +8,8 @@ import torch
 
 from lbscale.analysis.gns import NoiseScale, estimate, measure
 from lbscale.report import load_results
-from lbscale.report.scaling import fit_critical_batch, speedup_efficiency, steps_to_target
+from lbscale.report.scaling import fit_critical_batch, speedup_efficiency
+from lbscale.report.tables import target_steps
 from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
 from tests.fixtures.make_results import make_study, make_trial
 
@@ -27,12 +28,16 @@ def test_fit_recovers_a_known_critical_batch():
     assert fit_critical_batch([512, 512], [10, 11]) is None  # one batch only: nothing to fit
 
 
-def test_speedup_efficiency_and_steps_to_target():
+def test_speedup_efficiency_and_steps_to_target(tmp_path):
     s, e = speedup_efficiency([4, 8, 16], [40.0, 20.0, 12.5])
     assert list(s) == [1.0, 2.0, 3.2] and list(e) == [1.0, 1.0, 0.8]
-    assert steps_to_target([10, 20, 30], [0.5, 0.8, 0.9], 0.8) == 20
-    assert steps_to_target([10, 20], [0.5, 0.6], 0.8) is None
-    assert steps_to_target([10, 20], [2.0, 0.9], 1.0, higher_is_better=False) == 20
+    study = load_results([make_study(tmp_path / "sat4", seeds=1, epochs=5)])
+    steps = target_steps(study, "val_top1", 0.9, study.task).set_index("global_batch")["steps"]
+    spe = 65536 // 8192
+    assert steps[8192] == 5 * spe and steps[16384] == 5 * 65536 // 16384  # epoch 5 reaches 0.97, epoch 4 0.895
+    assert steps[32768] != steps[32768] and steps[65536] != steps[65536]  # never reached: NaN
+    lower = target_steps(study, "val_loss", 0.30, study.task).set_index("global_batch")["steps"]
+    assert lower[8192] == 5 * spe  # loss: at or below the target
 
 
 def test_gns_estimator_closed_form():
