@@ -77,6 +77,7 @@ class TrialConfig:
     divergence_window: int = _f(20, "...for this many optimizer steps (or is not finite).")
     check_every: int = _f(10, "Optimizer steps between the cross-rank checks (loss, divergence, signals).")
     timing_warmup_steps: int = _f(3, "Optimizer steps per epoch left out of images/s.")
+    gns_every: int = _f(None, "Measure the gradient noise scale every N optimizer steps (2+ processes; no extra pass).")
     preempt_after_steps: int = _f(None, "Act as if preempted after this many steps: checkpoint, exit 75.")
     resume: bool = _f(False, "Continue from the checkpoint in --out.")
 
@@ -158,7 +159,7 @@ def validate(cfg: TrialConfig) -> None:
         if value not in allowed and not (value is None and FIELDS[name].default is None):
             raise LbscaleError(f"--{name.replace('_', '-')}: {value!r} is not one of {', '.join(allowed)}")
     positive = ["global_batch", "ref_batch", "epochs", "check_every", "warmup_ref_batch"]
-    positive += [n for n in ("local_batch", "accum_steps") if getattr(cfg, n) is not None]
+    positive += [n for n in ("local_batch", "accum_steps", "gns_every") if getattr(cfg, n) is not None]
     for name in positive:
         if getattr(cfg, name) < 1:
             raise LbscaleError(f"--{name.replace('_', '-')} must be >= 1")

@@ -136,3 +136,62 @@ def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = 3
               "step": saved.get("step"), **result.as_dict()}
     write_json(trial_dir / GNS_FILE, record)
     return record
+
+
+class DDPNoiseScale:
+    """The noise scale measured during data-parallel training at no extra pass: a DDP communication hook takes
+    each bucket's squared norm before the all-reduce (the rank's own gradient: the small batch, local batch x
+    accumulation) and after it (the all-reduced gradient: the global batch). The hook is DDP's default
+    all-reduce otherwise, so the training itself is unchanged. Under fp16 loss scaling both norms carry the
+    same factor and B_simple is unaffected."""
+
+    def __init__(self, world_size: int, b_small: int, b_big: int, device):
+        import torch
+
+        self.world_size, self.b_small, self.b_big = world_size, b_small, b_big
+        self.active = False
+        self.small = torch.zeros((), dtype=torch.float64, device=device)
+        self.big = torch.zeros((), dtype=torch.float64, device=device)
+        self.total = NoiseScale()  # the whole run (checkpointed)
+        self.epoch = NoiseScale()
+
+    def hook(self, state, bucket):
+        import torch.distributed as dist
+
+        buf = bucket.buffer()
+        if self.active:
+            self.small += buf.double().square().sum()
+        buf.div_(self.world_size)
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+
+        def done(f):
+            out = f.value()[0]
+            if self.active:
+                self.big += out.double().square().sum()
+            return out
+
+        return fut.then(done)
+
+    def collect(self) -> None:
+        """After a measured step: average |G_small|^2 over ranks and add one estimate (a host sync)."""
+        import torch.distributed as dist
+
+        dist.all_reduce(self.small)
+        small = float(self.small) / self.world_size
+        big = float(self.big)
+        for acc in (self.total, self.epoch):
+            acc.add(small, big, self.b_small, self.b_big)
+        self.small.zero_()
+        self.big.zero_()
+        self.active = False
+
+    def end_epoch(self) -> dict:
+        out = {"gns_b_simple": self.epoch.b_simple, "gns_measurements": self.epoch.count}
+        self.epoch = NoiseScale()
+        return out
+
+    def state_dict(self) -> dict:
+        return {"total": asdict(self.total), "epoch": asdict(self.epoch)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.total, self.epoch = NoiseScale(**state["total"]), NoiseScale(**state["epoch"])

@@ -21,6 +21,25 @@ def _legend(ax, **kw):
         ax.legend(**kw)
 
 
+def _log_y(ax):
+    """A log y axis with plain numbers (40, 20, 10), not powers."""
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _gpu_axis(ax, gpus):
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(int(k) for k in gpus))
+    if ticks:
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(k) for k in ticks])
+    ax.minorticks_off()
+
+
 def _variants(t: pd.DataFrame):
     return t.groupby(t["variant"].fillna("-"), sort=True)
 
@@ -79,8 +98,8 @@ def time_vs_gpus(study: Study, compare: pd.DataFrame | None = None):
         ax.plot(c["gpus"], c["epoch_seconds"], "s--", color="gray", label="paper")
     if not ax.lines:
         ax.text(0.5, 0.5, "no series with two or more GPU counts", ha="center", transform=ax.transAxes)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    _gpu_axis(ax, [x for line in ax.lines for x in line.get_xdata()])
+    _log_y(ax)
     ax.set_xlabel("GPUs (processes)")
     ax.set_ylabel("time per epoch [s]")
     ax.set_title("Time per epoch vs GPUs")
@@ -111,7 +130,7 @@ def speedup(study: Study):
     a2.axhline(100, color="k", ls=":")
     a2.set_title("Scaling efficiency")
     for a in (a1, a2):
-        a.set_xscale("log", base=2)
+        _gpu_axis(a, ks)
         _legend(a, fontsize=8)
     fig.tight_layout()
     return fig
@@ -138,7 +157,7 @@ def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd
                     color="gray", label="paper")
     if len(reached):
         _batch_axis(ax, reached["global_batch"])
-    ax.set_yscale("log")
+    _log_y(ax)
     ax.set_xlabel("global batch [images]")
     ax.set_ylabel("optimizer steps to target")
     ax.set_title(f"Steps to {METRIC_LABELS.get(metric, metric)} {target:g}")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lbscale.analysis.gns import DDPNoiseScale
 from lbscale.config import TrialConfig, to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import ShardedLoader
@@ -54,6 +55,9 @@ class Trial:
         self.plan = resolve_plan(cfg, env.world_size, self.data.size("train"))
         self.policy = self.plan.policy(cfg)
         check_model(cfg.model)  # before any output exists
+        if cfg.gns_every and env.world_size < 2:
+            raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
+                               "on one process run `lbscale gns` on the trial's checkpoint")
         self.stop_signal = None
         self.t_start = time.perf_counter()
         self.records: list[dict] = []
@@ -76,6 +80,11 @@ class Trial:
         if self.env.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        self.gns = None
+        if cfg.gns_every:
+            self.gns = DDPNoiseScale(self.env.world_size, plan.local_batch * plan.accum_steps, plan.global_batch,
+                                     self.device)
+            self.net.register_comm_hook(None, self.gns.hook)
         if cfg.compile:
             self.net = torch.compile(self.net)
         self.train_loader = ShardedLoader(self.data, "train", self.env.rank, plan.world_size, plan.local_batch,
@@ -116,6 +125,7 @@ class Trial:
                 "scaler": self.scaler.state_dict(), "epoch": self.epoch, "batch": self.batch, "step": self.step,
                 "records": self.records, "initial_loss": self.initial_loss, "above_steps": self.above_steps,
                 "target_hit": self.target_hit, "world_size": self.env.world_size,
+                "gns": self.gns.state_dict() if self.gns else None,
                 "elapsed": self.elapsed_before + time.perf_counter() - self.t_start}
         rank = {"rng": checkpoint.rng_state(self.augment_rng), "epoch_loss": self.epoch_loss.cpu(),
                 "epoch_seen": self.epoch_seen}
@@ -126,6 +136,8 @@ class Trial:
         self.model.load_state_dict(main["model"])
         self.optimizer.load_state_dict(main["optimizer"])
         self.scaler.load_state_dict(main["scaler"])
+        if self.gns and main.get("gns"):
+            self.gns.load_state_dict(main["gns"])
         for key in ("epoch", "batch", "step", "records", "initial_loss", "above_steps", "target_hit"):
             setattr(self, key, main[key])
         self.elapsed_before = main["elapsed"]
@@ -173,6 +185,8 @@ class Trial:
             data_seconds += time.perf_counter() - td
             x, y = self.inputs(batch, train=True)
             last_micro = (self.batch + 1) % plan.accum_steps == 0
+            if self.gns and last_micro and (self.step + 1) % cfg.gns_every == 0:
+                self.gns.active = True  # the hook measures this step's all-reduce
             no_sync = self.net.no_sync() if (not last_micro and self.env.world_size > 1) else contextlib.nullcontext()
             with no_sync:
                 with self.autocast():
@@ -196,6 +210,8 @@ class Trial:
             self.optimizer.zero_grad(set_to_none=True)
             self.step += 1
             steps_here += 1
+            if self.gns and self.gns.active:
+                self.gns.collect()
             if steps_here == cfg.timing_warmup_steps:
                 sync()
                 mark = (time.perf_counter(), images)
@@ -236,7 +252,7 @@ class Trial:
         val = self.evaluate()
         eval_seconds = time.perf_counter() - te
         record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": float(loss[0] / max(loss[1], 1)),
-                  **val, **timing, "eval_seconds": eval_seconds}
+                  **val, **timing, "eval_seconds": eval_seconds, **(self.gns.end_epoch() if self.gns else {})}
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
         record["elapsed_seconds"] = before + timing["train_seconds"] + eval_seconds
         self.records.append(record)
@@ -312,7 +328,9 @@ class Trial:
                          wall_seconds=self.elapsed_before + time.perf_counter() - self.t_start,
                          target_metric=self.cfg.target_metric, target=self.cfg.target, **(self.target_hit or NO_TARGET),
                          world_size=self.env.world_size, global_batch=self.plan.global_batch,
-                         peak_lr=self.plan.peak_lr, param_digests=digests)
+                         peak_lr=self.plan.peak_lr, param_digests=digests,
+                         gns={"source": "training", "every": self.cfg.gns_every, **self.gns.total.as_dict()}
+                         if self.gns else None)
 
 
 def run_trial(cfg: TrialConfig) -> int:

@@ -162,3 +162,26 @@ def test_yaml_config_and_cli_override(tiny_h5, tmp_path, run_cli):
     cfg.write_text("data: x\nbatch_size: 5\n")
     rc, _, err = run_cli("train", "--config", cfg, "--out", out)
     assert rc == 2 and "unknown key 'batch_size'" in err
+
+
+@pytest.mark.slow
+def test_gradient_noise_scale_during_ddp_training_leaves_training_unchanged(tiny_h5, tmp_path):
+    base = ["--data", tiny_h5, "--global-batch", "64", "--optimizer", "sgd", "--base-lr", "0.1", "--epochs", "2",
+            "--accum-steps", "2", *COMMON]
+    r = run_train(*base, "--out", tmp_path / "gns", "--gns-every", "2", nproc=2)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = run_train(*base, "--out", tmp_path / "plain", nproc=2)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s, plain = summary(tmp_path / "gns"), summary(tmp_path / "plain")
+    assert s["param_digests"] == plain["param_digests"]  # the hook is DDP's all-reduce otherwise
+    g = s["gns"]
+    assert g["source"] == "training" and g["count"] == s["steps"] // 2
+    assert (g["b_small"], g["b_big"]) == (32, 64)  # local batch 16 x 2 accumulation steps; the global batch
+    assert g["b_simple"] is not None and g["trace"] > 0
+    rows = [json.loads(line) for line in (tmp_path / "gns" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["gns_measurements"] > 0 for r in rows)
+
+
+def test_gns_every_needs_several_processes(tiny_h5, tmp_path, run_cli):
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", "--gns-every", "5", *COMMON)
+    assert rc == 2 and "2 or more processes" in err and not (tmp_path / "x").exists()
