@@ -4,7 +4,7 @@ The CLI's choices and help, config validation and the trust-ratio handling all r
 Parameter groups carry two explicit choices: `weight_decay` and `trust_ratio`. BatchNorm and bias parameters
 get neither, weights get both, as in the MLPerf ResNet-50 LARS reference. The trust ratio does not depend on
 the weight decay: LARS with `--weight-decay 0` still adapts every weight tensor.
-LARS and LAMB are timm's implementations; `trust_ratio` becomes their per-group `always_adapt`.
+LARS and LAMB are lbscale's own multi-tensor implementations (train/adaptive.py), which read `trust_ratio`.
 Importing this module costs no torch (the sweep planner validates configs with it).
 """
 
@@ -37,15 +37,6 @@ class OptimInfo:
     trust_ratio: bool = False  # layer-wise adaptive: reads --trust-coeff (LARS) and the groups' trust_ratio
 
 
-def _timm_adaptive(groups: list[dict]) -> list[dict]:
-    """timm adapts a group when its weight decay is non-zero or `always_adapt` is set: map our choice onto it."""
-    for g in groups:
-        if g.get("weight_decay", 0) != 0 and not g["trust_ratio"]:
-            raise ValueError("timm's LARS/LAMB cannot decay a group without adapting it (trust_ratio=False)")
-        g["always_adapt"] = g["trust_ratio"]
-    return groups
-
-
 def _sgd(groups, lr, o: OptimizerOptions):
     import torch
 
@@ -59,16 +50,15 @@ def _nesterov(groups, lr, o: OptimizerOptions):
 
 
 def _lars(groups, lr, o: OptimizerOptions):
-    from timm.optim import Lars
+    from lbscale.train.adaptive import Lars
 
-    return Lars(_timm_adaptive(groups), lr=lr, momentum=o.momentum, nesterov=o.nesterov, trust_coeff=o.trust_coeff,
-                eps=1e-8)
+    return Lars(groups, lr=lr, momentum=o.momentum, nesterov=o.nesterov, trust_coeff=o.trust_coeff, eps=1e-8)
 
 
 def _lamb(groups, lr, o: OptimizerOptions):
-    from timm.optim import Lamb
+    from lbscale.train.adaptive import Lamb
 
-    return Lamb(_timm_adaptive(groups), lr=lr, betas=tuple(o.betas), eps=o.eps, max_grad_norm=o.max_grad_norm)
+    return Lamb(groups, lr=lr, betas=tuple(o.betas), eps=o.eps, max_grad_norm=o.max_grad_norm)
 
 
 def _adamw(groups, lr, o: OptimizerOptions):

@@ -1,0 +1,142 @@
+"""lbscale's multi-tensor LARS and LAMB against per-tensor references written from the papers and against
+timm's Lars / Lamb under matching options: several steps in float64, zero-norm tensors, mixed groups, resume."""
+
+import copy
+
+import pytest
+import torch
+from timm.optim import Lamb as TimmLamb
+from timm.optim import Lars as TimmLars
+
+from lbscale.train.adaptive import Lamb, Lars
+
+STEPS = 5
+
+
+def _params(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(6, 4), (6,), (3, 3, 2, 2), (5,)]
+    ps = [torch.nn.Parameter(torch.randn(s, generator=g, dtype=torch.float64)) for s in shapes]
+    with torch.no_grad():
+        ps[1].zero_()  # a zero-norm weight: the trust ratio is 1
+    return ps
+
+
+def _grads(ps, step):
+    g = torch.Generator().manual_seed(100 + step)
+    out = [torch.randn(p.shape, generator=g, dtype=torch.float64) for p in ps]
+    out[3].zero_()  # a zero gradient: the trust ratio is 1
+    return out
+
+
+def _groups(ps, wd):
+    return [{"params": [ps[0], ps[2]], "weight_decay": wd, "trust_ratio": True},
+            {"params": [ps[1], ps[3]], "weight_decay": 0.0, "trust_ratio": False}]
+
+
+def _run(make, ps, steps=STEPS):
+    opt = make(ps)
+    for s in range(steps):
+        for p, g in zip(ps, _grads(ps, s)):
+            p.grad = g
+        opt.step()
+    return opt
+
+
+def _lars_reference(ps, lr, m, wd, eta, eps, nesterov, adapt):
+    """You, Gitman & Ginsburg 2017, Alg. 1, one tensor at a time."""
+    bufs = [None] * len(ps)
+    for s in range(STEPS):
+        for i, (p, g) in enumerate(zip(ps, _grads(ps, s))):
+            with torch.no_grad():
+                w_decay = wd if adapt[i] else 0.0
+                d = g + w_decay * p
+                if adapt[i]:
+                    wn, gn = p.norm(), g.norm()
+                    d = d * (eta * wn / (gn + w_decay * wn + eps) if wn > 0 and gn > 0 else 1.0)
+                bufs[i] = d.clone() if bufs[i] is None else m * bufs[i] + d
+                p -= lr * (d + m * bufs[i] if nesterov else bufs[i])
+
+
+def _lamb_reference(ps, lr, b1, b2, eps, wd, adapt, max_norm=None):
+    """You et al. 2019, Alg. 2, one tensor at a time."""
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    for s in range(STEPS):
+        grads = _grads(ps, s)
+        if max_norm is not None:
+            total = torch.sqrt(sum((g * g).sum() for g in grads))
+            grads = [g / max(float(total) / max_norm, 1.0) for g in grads]
+        t = s + 1
+        for i, (p, g) in enumerate(zip(ps, grads)):
+            with torch.no_grad():
+                ms[i] = b1 * ms[i] + (1 - b1) * g
+                vs[i] = b2 * vs[i] + (1 - b2) * g * g
+                u = (ms[i] / (1 - b1 ** t)) / ((vs[i] / (1 - b2 ** t)).sqrt() + eps) + (wd if adapt[i] else 0) * p
+                wn, un = p.norm(), u.norm()
+                ratio = wn / un if adapt[i] and wn > 0 and un > 0 else 1.0
+                p -= lr * ratio * u
+
+
+ADAPT = [True, False, True, False]  # ps[0], ps[2] in the adapted group
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("wd", [0.0, 1e-2])
+def test_lars_matches_reference_and_timm(nesterov, wd):
+    kw = dict(lr=0.3, momentum=0.9, trust_coeff=0.01, eps=1e-8, nesterov=nesterov)
+    ours = _params()
+    _run(lambda ps: Lars(_groups(ps, wd), **kw), ours)
+    ref = _params()
+    _lars_reference(ref, 0.3, 0.9, wd, 0.01, 1e-8, nesterov, ADAPT)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
+    timm = _params()
+    groups = [{**g, "always_adapt": g.pop("trust_ratio")} for g in _groups(timm, wd)]
+    _run(lambda ps: TimmLars(groups, **kw), timm)
+    for a, b in zip(ours, timm):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("max_norm", [None, 1.0])
+@pytest.mark.parametrize("wd", [0.0, 1e-2])
+def test_lamb_matches_reference_and_timm(wd, max_norm):
+    kw = dict(lr=0.05, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=max_norm)
+    ours = _params(1)
+    _run(lambda ps: Lamb(_groups(ps, wd), **kw), ours)
+    ref = _params(1)
+    _lamb_reference(ref, 0.05, 0.9, 0.999, 1e-6, wd, ADAPT, max_norm)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
+    timm = _params(1)
+    groups = [{**g, "always_adapt": g.pop("trust_ratio")} for g in _groups(timm, wd)]
+    _run(lambda ps: TimmLamb(groups, **kw), timm)
+    for a, b in zip(ours, timm):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls, kw", [(Lars, dict(lr=0.3, nesterov=True)), (Lamb, dict(lr=0.05))])
+def test_resumed_equals_uninterrupted(cls, kw):
+    whole = _params(2)
+    _run(lambda ps: cls(_groups(ps, 1e-2), **kw), whole)
+    cut = _params(2)
+    opt = _run(lambda ps: cls(_groups(ps, 1e-2), **kw), cut, steps=2)
+    state = copy.deepcopy(opt.state_dict())
+    resumed = cls(_groups(cut, 1e-2), **kw)
+    resumed.load_state_dict(state)
+    for s in range(2, STEPS):
+        for p, g in zip(cut, _grads(cut, s)):
+            p.grad = g
+        resumed.step()
+    for a, b in zip(whole, cut):
+        assert torch.equal(a, b)
+
+
+def test_low_precision_parameters_keep_float32_state():
+    p = torch.nn.Parameter(torch.randn(8, 8).bfloat16())
+    p.grad = torch.randn(8, 8).bfloat16()
+    opt = Lamb([{"params": [p], "weight_decay": 0.01, "trust_ratio": True}], lr=0.01)
+    before = p.detach().clone()
+    opt.step()
+    assert opt.state[p]["exp_avg"].dtype == torch.float32 and p.dtype == torch.bfloat16
+    assert not torch.equal(before, p.detach())
