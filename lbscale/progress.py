@@ -1,4 +1,7 @@
-"""Progress bars for long steps; `--quiet` silences them all."""
+"""Progress for long steps: bars on a terminal; in a log file (SLURM, CI) plain lines instead of hundreds of
+carriage-return updates. `--quiet` silences both."""
+
+import sys
 
 from tqdm.auto import tqdm
 
@@ -14,5 +17,41 @@ def is_quiet() -> bool:
     return _QUIET
 
 
-def bar(total=None, desc: str = "", unit: str = "it"):
+def interactive() -> bool:
+    return sys.stderr.isatty()
+
+
+class LogLines:
+    """A progress bar's interface for logs: one line per `every` of the total (10%), or one at the end when
+    the total is unknown. `every=None` prints nothing (the caller writes its own line, e.g. one per epoch)."""
+
+    def __init__(self, total=None, desc: str = "", unit: str = "it", every: float | None = 0.1):
+        self.total, self.desc, self.unit, self.every = total, desc, unit, every
+        self.n, self.shown, self.disable = 0, 0, _QUIET or every is None
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.disable or not self.total:
+            return
+        step = int(self.n / self.total / self.every)
+        if step > self.shown:
+            self.shown = step
+            print(f"{self.desc}: {self.n:,}/{self.total:,} {self.unit} ({100 * self.n / self.total:.0f}%)",
+                  file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if not self.disable and not self.total and self.n:
+            print(f"{self.desc}: {self.n:,} {self.unit}", file=sys.stderr, flush=True)
+
+
+def bar(total=None, desc: str = "", unit: str = "it", log_every: float | None = 0.1):
+    """A tqdm bar on a terminal, else `LogLines(log_every)`."""
+    if not interactive():
+        return LogLines(total, desc, unit, log_every)
     return tqdm(total=total, desc=desc, unit=unit, disable=_QUIET, dynamic_ncols=True, leave=False)
+
+
+def log_line(text: str) -> None:
+    """A line for logs only (a terminal has the bar): e.g. one per training epoch."""
+    if not _QUIET and not interactive():
+        print(text, file=sys.stderr, flush=True)

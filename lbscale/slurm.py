@@ -23,6 +23,12 @@ def _int(value) -> int | None:
         return None
 
 
+def _most_per_node(value: str | None) -> int | None:
+    counts = [_int(part.split("(")[0]) for part in (value or "").split(",")]
+    counts = [c for c in counts if c]
+    return max(counts) if counts else None
+
+
 @dataclass(frozen=True)
 class SlurmEnv:
     """What SLURM tells a process about its job. All None (restarts 0) outside a job."""
@@ -36,6 +42,7 @@ class SlurmEnv:
     nodelist: str | None = None  # the step's nodes inside a step, else the job's
     cpus_per_task: int | None = None
     restart_count: int = 0  # how often the job was requeued
+    tasks_per_node: int | None = None  # the step's most tasks on one node (SLURM_STEP_TASKS_PER_NODE: "4(x2),3")
 
     @classmethod
     def current(cls, environ=None) -> "SlurmEnv":
@@ -46,7 +53,8 @@ class SlurmEnv:
                    localid=_int(env.get("SLURM_LOCALID")) or 0,
                    nodelist=env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
                    cpus_per_task=_int(env.get("SLURM_CPUS_PER_TASK")),
-                   restart_count=_int(env.get("SLURM_RESTART_COUNT")) or 0)
+                   restart_count=_int(env.get("SLURM_RESTART_COUNT")) or 0,
+                   tasks_per_node=_most_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")))
 
     @property
     def in_job(self) -> bool:

@@ -139,3 +139,62 @@ class ShardedLoader:
         for a in range(start_batch * bs, len(order), bs):
             idx = order[a:a + bs]
             yield Batch(_as_tensor(self._gather(idx)), torch.from_numpy(self.labels[idx]))
+
+
+class Prefetcher:
+    """Reads the next batches on a background thread while the training step runs, so the wait for data is
+    off the critical path. On a GPU the batches land in pinned host memory, ready for `non_blocking` copies.
+
+    Order and content are the wrapped iterator's, so exact resume and the per-rank shard order are unchanged;
+    reading ahead never changes what a checkpoint records (the count of batches consumed). `close()` stops
+    the thread (the trial calls it at the end of an epoch, or when it stops early)."""
+
+    _END = object()
+
+    def __init__(self, batches, depth: int = 2, pin_memory: bool = False):
+        import queue
+        import threading
+
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._pin = pin_memory
+        self._thread = threading.Thread(target=self._fill, args=(iter(batches),), daemon=True,
+                                        name="lbscale-prefetch")
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        import queue
+
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self, batches) -> None:
+        try:
+            for batch in batches:
+                if self._pin:
+                    batch = Batch(batch.images.pin_memory(), batch.labels.pin_memory())
+                if not self._put(batch):
+                    return
+            self._put(self._END)
+        except BaseException as e:  # raised again in the training thread
+            self._put(e)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Batch:
+        item = self._queue.get()
+        if item is self._END:
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()

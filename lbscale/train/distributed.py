@@ -20,6 +20,7 @@ class DistEnv:
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
     launcher: str = "single"  # single, torchrun or slurm
+    local_world_size: int = 1  # processes of this job on this node
 
     @property
     def is_main(self) -> bool:
@@ -31,13 +32,23 @@ def detect_env(environ=None) -> DistEnv:
     env = os.environ if environ is None else environ
     if "RANK" in env and "WORLD_SIZE" in env:
         return DistEnv(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
-                       env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", 29500)), "torchrun")
+                       env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", 29500)), "torchrun",
+                       int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])))
     slurm = SlurmEnv.current(env)
     if slurm.in_multitask_step:
         hosts = slurm.hostnames()
         return DistEnv(slurm.procid, slurm.step_tasks, slurm.localid, hosts[0] if hosts else "127.0.0.1",
-                       slurm.port, "slurm")
+                       slurm.port, "slurm", slurm.tasks_per_node or slurm.step_tasks)
     return DistEnv()
+
+
+def check_local_ranks(local_ranks: int, gpus: int) -> None:
+    """One GPU per local rank: more ranks than GPUs would share one (NCCL aborts: "Duplicate GPU detected").
+    Every rank raises this, before any process group exists, so none waits for the others."""
+    if local_ranks > gpus:
+        raise LbscaleError(f"{local_ranks} processes on this node but {gpus} visible GPU(s): start at most {gpus} "
+                           f"per node (torchrun --nproc_per_node={gpus}, srun --ntasks-per-node={gpus}), "
+                           "or train on the CPU with --device cpu")
 
 
 def pick_device(requested: str, env: DistEnv) -> torch.device:
@@ -45,7 +56,12 @@ def pick_device(requested: str, env: DistEnv) -> torch.device:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise LbscaleError("--device cuda: no GPU visible")
-    index = env.local_rank % torch.cuda.device_count()
+    gpus = torch.cuda.device_count()
+    if env.launcher == "slurm" and gpus == 1:
+        index = 0  # srun bound one GPU to each task (--gpus-per-task / --gpu-bind)
+    else:
+        check_local_ranks(env.local_world_size, gpus)
+        index = env.local_rank
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
 

@@ -22,10 +22,10 @@ import torch
 from lbscale.analysis.gns import DDPNoiseScale
 from lbscale.config import TrialConfig, to_dict
 from lbscale.data.formats import open_prepared
-from lbscale.data.loader import ShardedLoader
+from lbscale.data.loader import Prefetcher, ShardedLoader
 from lbscale.data.transforms import Normalize, random_flip_rot90
 from lbscale.errors import LbscaleError
-from lbscale.progress import bar
+from lbscale.progress import bar, log_line
 from lbscale.results import CONFIG, METRICS, PREEMPTED, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
 from lbscale.slurm import SlurmEnv
 from lbscale.task import get_task
@@ -170,56 +170,59 @@ class Trial:
         self.net.train()
         self.train_loader.set_epoch(self.epoch)
         n_micro = plan.steps_per_epoch * plan.accum_steps
-        batches = self.train_loader.iterate(self.batch)
+        batches = Prefetcher(self.train_loader.iterate(self.batch), pin_memory=self.device.type == "cuda")
         window = torch.zeros(2, dtype=torch.float64, device=self.device)
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
-        progress = bar(total=n_micro, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", unit="batch")
+        progress = bar(total=n_micro, desc=f"epoch {self.epoch + 1}/{cfg.epochs}", unit="batch", log_every=None)
         progress.disable = progress.disable or not self.env.is_main
         progress.update(self.batch)
         t0 = time.perf_counter()
         data_seconds, images, mark, steps_here = 0.0, 0, None, 0
         verdict = None
-        while self.batch < n_micro:
-            td = time.perf_counter()
-            batch = next(batches)  # the wait for data; normalising and augmenting count as compute
-            data_seconds += time.perf_counter() - td
-            x, y = self.inputs(batch, train=True)
-            last_micro = (self.batch + 1) % plan.accum_steps == 0
-            if self.gns and last_micro and (self.step + 1) % cfg.gns_every == 0:
-                self.gns.active = True  # the hook measures this step's all-reduce
-            no_sync = self.net.no_sync() if (not last_micro and self.env.world_size > 1) else contextlib.nullcontext()
-            with no_sync:
-                with self.autocast():
-                    loss = self.loss_fn(self.net(x), y)
-                self.scaler.scale(loss / plan.accum_steps).backward()
-            detached = loss.detach().double()
-            window[0] += detached
-            window[1] += 1
-            self.epoch_loss += detached
-            self.epoch_seen += 1
-            images += len(x)
-            self.batch += 1
-            progress.update(1)
-            if not last_micro:
-                continue
-            lr = self.policy.lr(self.step)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.step += 1
-            steps_here += 1
-            if self.gns and self.gns.active:
-                self.gns.collect()
-            if steps_here == cfg.timing_warmup_steps:
-                sync()
-                mark = (time.perf_counter(), images)
-            end_of_epoch = self.batch == n_micro
-            if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
-                verdict = self.check(window)
-                if verdict:
-                    break
+        try:
+            while self.batch < n_micro:
+                td = time.perf_counter()
+                batch = next(batches)  # the wait for data; normalising and augmenting count as compute
+                data_seconds += time.perf_counter() - td
+                x, y = self.inputs(batch, train=True)
+                last_micro = (self.batch + 1) % plan.accum_steps == 0
+                if self.gns and last_micro and (self.step + 1) % cfg.gns_every == 0:
+                    self.gns.active = True  # the hook measures this step's all-reduce
+                accumulate = not last_micro and self.env.world_size > 1
+                with self.net.no_sync() if accumulate else contextlib.nullcontext():
+                    with self.autocast():
+                        loss = self.loss_fn(self.net(x), y)
+                    self.scaler.scale(loss / plan.accum_steps).backward()
+                detached = loss.detach().double()
+                window[0] += detached
+                window[1] += 1
+                self.epoch_loss += detached
+                self.epoch_seen += 1
+                images += len(x)
+                self.batch += 1
+                progress.update(1)
+                if not last_micro:
+                    continue
+                lr = self.policy.lr(self.step)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step += 1
+                steps_here += 1
+                if self.gns and self.gns.active:
+                    self.gns.collect()
+                if steps_here == cfg.timing_warmup_steps:
+                    sync()
+                    mark = (time.perf_counter(), images)
+                end_of_epoch = self.batch == n_micro
+                if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
+                    verdict = self.check(window)
+                    if verdict:
+                        break
+        finally:
+            batches.close()  # also when the epoch stops early (divergence, preemption, an error)
         sync()
         t1 = time.perf_counter()
         progress.close()
@@ -256,6 +259,11 @@ class Trial:
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
         record["elapsed_seconds"] = before + timing["train_seconds"] + eval_seconds
         self.records.append(record)
+        if self.env.is_main:
+            shown = ", ".join(f"{k} {record[k]:.4f}" for k in self.task.metric_names(self.num_classes) if k in record)
+            log_line(f"epoch {record['epoch']}/{self.cfg.epochs}: train_loss {record['train_loss']:.4f}"
+                     f"{', ' + shown if shown else ''}, {timing['train_seconds']:.1f} s, "
+                     f"{timing['images_per_second']:,.0f} img/s")
         self.epoch += 1
         self.batch = 0
         self.epoch_loss.zero_()

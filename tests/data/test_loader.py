@@ -111,3 +111,35 @@ def test_order_independent_of_local_batch_for_accumulation(synthetic_h5):
     big = ShardedLoader(synthetic_h5, "train", 0, 1, local_batch=64, seed=1).indices(0)
     for k in range(len(big) // 64):
         assert set(small[64 * k:64 * (k + 1)].tolist()) == set(big[64 * k:64 * (k + 1)].tolist())
+
+
+def test_prefetcher_yields_the_same_batches_and_stops_cleanly(synthetic_h5):
+    import threading
+
+    from lbscale.data.loader import Prefetcher
+
+    loader = ShardedLoader(synthetic_h5, "train", 0, 2, 64, seed=3)
+    loader.set_epoch(1)
+    plain = list(loader.iterate(2))
+    fetched = list(Prefetcher(loader.iterate(2), depth=2))
+    assert len(plain) == len(fetched) > 3
+    for a, b in zip(plain, fetched):
+        assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels)
+    early = Prefetcher(loader.iterate(0), depth=1)
+    next(early)
+    early.close()  # stopped mid-epoch: the reader thread ends, nothing hangs
+    assert not any(t.name == "lbscale-prefetch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_prefetcher_raises_reader_errors_in_the_training_thread():
+    from lbscale.data.loader import Prefetcher
+
+    def broken():
+        yield 1
+        raise OSError("disk gone")
+
+    p = Prefetcher(broken())
+    assert next(p) == 1
+    with pytest.raises(OSError, match="disk gone"):
+        next(p)
+    p.close()

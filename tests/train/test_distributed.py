@@ -1,7 +1,10 @@
 """Rank, world and master address from torchrun's or SLURM's environment."""
 
 from lbscale.slurm import expand_nodelist, port_for_job
-from lbscale.train.distributed import detect_env
+import pytest
+
+from lbscale.errors import LbscaleError
+from lbscale.train.distributed import check_local_ranks, detect_env
 
 
 def test_torchrun_env():
@@ -25,3 +28,17 @@ def test_batch_script_without_step_is_single_process():
 def test_nodelist_forms():
     assert expand_nodelist("a[01-03],b7") == ["a01", "a02", "a03", "b7"]
     assert expand_nodelist("localhost") == ["localhost"]
+
+
+def test_local_world_size_from_torchrun_and_srun():
+    e = detect_env({"RANK": "1", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"})
+    assert e.local_world_size == 4
+    e = detect_env({"SLURM_PROCID": "5", "SLURM_STEP_NUM_TASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "7",
+                    "SLURM_STEP_NODELIST": "n[1-3]", "SLURM_STEP_TASKS_PER_NODE": "3(x2),2"})
+    assert e.local_world_size == 3
+
+
+def test_more_local_ranks_than_gpus_is_one_clear_error():
+    check_local_ranks(4, 4)
+    with pytest.raises(LbscaleError, match=r"2 processes on this node but 1 visible GPU\(s\).*--device cpu"):
+        check_local_ranks(2, 1)

@@ -10,7 +10,7 @@ import torch
 
 from tests.train.helpers import env, run_train, summary, train_cmd
 
-COMMON = ["--model", "test_resnet", "--quiet", "--check-every", "2"]
+COMMON = ["--model", "test_resnet", "--quiet", "--check-every", "2", "--device", "cpu"]  # gloo, on any machine
 
 
 def test_single_process_learns_and_writes_results(tiny_h5, tmp_path, run_cli):
@@ -185,3 +185,12 @@ def test_gradient_noise_scale_during_ddp_training_leaves_training_unchanged(tiny
 def test_gns_every_needs_several_processes(tiny_h5, tmp_path, run_cli):
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", "--gns-every", "5", *COMMON)
     assert rc == 2 and "2 or more processes" in err and not (tmp_path / "x").exists()
+
+
+def test_progress_in_a_log_is_one_plain_line_per_epoch(tiny_h5, tmp_path):
+    r = run_train("--data", tiny_h5, "--out", tmp_path / "log", "--model", "test_resnet", "--global-batch", "32",
+                  "--epochs", "2", "--device", "cpu")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "\r" not in r.stderr and r.stderr.count("epoch 1/2: train_loss") == 1 and "epoch 2/2:" in r.stderr
+    assert "val_top1" in r.stderr and "img/s" in r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("trial completed: val_top1")  # the outcome line
