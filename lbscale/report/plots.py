@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -169,13 +170,14 @@ def training_curves(study: Study, metric: str):
     """The metric per epoch, one line per global batch (mean over seeds), one panel per variant."""
     ep = study.epochs[~study.epochs["partial"]] if len(study.epochs) else study.epochs
     variants = sorted(study.trials["variant"].fillna("-").unique())
+    curves = (ep.assign(variant=ep["variant"].fillna("-")).groupby(["variant", "global_batch", "epoch"])[metric]
+              .mean() if len(ep) and metric in ep else pd.Series(dtype=float))
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 3.8), squeeze=False)
     for ax, variant in zip(axes[0], variants):
-        e = ep[ep["variant"].fillna("-") == variant] if len(ep) else ep
-        if len(e) and metric in e:
-            for b, g in e.groupby("global_batch"):
-                per = g.groupby("epoch")[metric].mean()
-                ax.plot(per.index, per.values, label=batch_label(b))
+        if variant in curves.index.get_level_values(0):
+            for b, per in curves.loc[variant].groupby(level=0):
+                ax.plot(per.index.get_level_values(1), per.values, label=batch_label(b))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
         ax.set_title(f"Training curves: {variant}")

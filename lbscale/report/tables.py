@@ -70,16 +70,12 @@ def _groups(study: Study, finished_only=True):
     return t.groupby(GROUP, sort=True, dropna=False)
 
 
-def _multi(study: Study, col: str) -> bool:
-    return study.trials[col].fillna("-").nunique() > 1
-
-
 def _lead(keys: dict, study: Study) -> dict:
     """The leading display columns of a group row: variant / warm-up only where the grid varies them."""
     out = {}
-    if _multi(study, "variant"):
+    if study.varies("variant"):
         out["Variant"] = keys["variant"]
-    if _multi(study, "warmup"):
+    if study.varies("warmup"):
         out["Warm-up"] = keys["warmup"]
     out["Batch size"] = batch_label(keys["global_batch"])
     out["N. GPUs"] = int(keys["gpus"])
@@ -249,7 +245,7 @@ def scaling_table(study: Study) -> Table:
     for variant, regime, per in scaling_series(study.trials[study.trials["state"].isin(FINISHED)]):
         speedup, eff = speedup_efficiency(per["gpus"], per["epoch_seconds"])
         for i, r in per.iterrows():
-            row = {"Variant": variant} if _multi(study, "variant") else {}
+            row = {"Variant": variant} if study.varies("variant") else {}
             disp.append({**row, "Regime": f"{regime} scaling", "N. GPUs": int(r["gpus"]),
                          "Batch size": batch_label(r["global_batch"]), "Local batch": int(r["local_batch"]),
                          "Time [s] per epoch": _num(r["epoch_seconds"]), "Images/s": _num(r["images_per_second"]),
