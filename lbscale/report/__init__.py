@@ -18,6 +18,7 @@ import pandas as pd
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import FINISHED, Study, load_results
+from lbscale.sweep.state import count_line
 from lbscale.report.render import FORMATS, html_page, integral, latex, markdown
 
 __all__ = ["load_results", "write_report", "published", "Study", "FORMATS"]
@@ -161,9 +162,8 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
         raise LbscaleError(f"{out}: inside the results; give --out to write there")
     metric, target, source, ts, figs = _build(study, o)
     counts = study.trials["state"].value_counts().to_dict()
-    state_text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     head = headline(study, metric)
-    header = [f"Results: {', '.join(study.sources)}", f"{len(study.trials)} trials: {state_text}",
+    header = [f"Results: {', '.join(study.sources)}", count_line(list(study.trials["state"])),
               f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}",
               f"Verdict: {head}"] + ([f"Published numbers: {source}"] if source else [])
     out.parent.mkdir(parents=True, exist_ok=True)

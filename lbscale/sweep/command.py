@@ -11,7 +11,7 @@ from lbscale.slurm import SlurmEnv
 from lbscale.sweep.launch import LAUNCHERS, SweepRun, run_array_task
 from lbscale.sweep.plan import build_plan, plan_table
 from lbscale.sweep.spec import load_sweep_spec
-from lbscale.sweep.state import sweep_states
+from lbscale.sweep.state import count_line, sweep_states
 from lbscale.sweep.systems import get_system
 
 
@@ -109,8 +109,4 @@ def status_table(results) -> str:
         rows.append([s["trial"], s["state"], epoch, metric, s["job"] or "-", elapsed])
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    counts = {}
-    for s in states:
-        counts[s["state"]] = counts.get(s["state"], 0) + 1
-    footer = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    return "\n".join([fmt.format(*head), *(fmt.format(*r) for r in rows), f"{len(states)} trials: {footer}"])
+    return "\n".join([fmt.format(*head), *(fmt.format(*r) for r in rows), count_line([s["state"] for s in states])])

@@ -26,7 +26,7 @@ from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMP
                              SUMMARY, TRIAL_YAML, archive_summary, read_json, write_atomic, write_failed_summary,
                              write_json)
 from lbscale.sweep.plan import TrialPlan, trial_yaml
-from lbscale.sweep.state import running_here, trial_state
+from lbscale.sweep.state import count_line, running_here, trial_state
 
 
 @dataclass
@@ -129,6 +129,10 @@ def _outcome(p: TrialPlan, code: int) -> str:
     return f"{s['state']}{shown}" if code in (0, REQUEUE_EXIT) else f"failed (exit {code}, see {p.out / 'train.log'})"
 
 
+def _counts(plans: list[TrialPlan]) -> str:
+    return count_line([trial_state(p.out)["state"] for p in plans])
+
+
 class LocalLauncher:
     """Trials one after another on this machine: one process, or torchrun with one process per 'GPU'."""
 
@@ -149,6 +153,7 @@ class LocalLauncher:
             code = run_process(p, argv)
             failures += code not in (0, REQUEUE_EXIT)
             print(f"[{i}/{len(todo)}] {p.trial_id}: {_outcome(p, code)}", flush=True)
+        print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
         return 1 if failures else 0
 
 
@@ -227,7 +232,10 @@ class SlurmLauncher:
         if run.wait and jobs:
             slurm.wait_for_jobs(jobs)
             states = [trial_state(p.out)["state"] for p in plans]
+            print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
             return 0 if all(s in FINISHED for s in states) else 1
+        if jobs:
+            print(f"{len(jobs)} job array(s) submitted; follow them with: lbscale status {run.results}")
         return 0
 
 

@@ -83,3 +83,11 @@ def trial_dirs(results: Path) -> list[Path]:
 def sweep_states(results: Path) -> list[dict]:
     """States of every trial directory under `results`."""
     return [trial_state(d) for d in trial_dirs(results)]
+
+
+def count_line(states: list[str]) -> str:
+    """'6 trials: 4 completed, 2 running' (the closing line of status tables and sweeps)."""
+    counts: dict[str, int] = {}
+    for state in states:
+        counts[state] = counts.get(state, 0) + 1
+    return f"{len(states)} trials: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
