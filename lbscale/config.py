@@ -20,6 +20,13 @@ from lbscale.train.policy import SCALING_RULES, SCHEDULES
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
+COMPILE_MODES = {
+    "auto": "reduce-overhead on a GPU (CUDA graphs: fastest measured at SAT-4 size), default on the CPU",
+    "default": "inductor kernels",
+    "reduce-overhead": "inductor kernels replayed as CUDA graphs",
+    "max-autotune": "autotuned kernels and CUDA graphs (long compile)",
+    "max-autotune-no-cudagraphs": "autotuned kernels without CUDA graphs",
+}
 
 
 def _f(default, help: str, **kw):
@@ -65,7 +72,8 @@ class TrialConfig:
     label_smoothing: float = _f(0.0, "Label smoothing (multiclass).")
     label_set: str = _f("labels", "Label array to train on (e.g. labels_43 for BigEarthNet's 43 classes).")
     precision: str = _choice("fp32", "Precision.", PRECISIONS)
-    compile: bool = _f(False, "torch.compile the model.")
+    compile: bool = _f(False, "torch.compile the model (evaluation runs it eagerly under CUDA graphs).")
+    compile_mode: str = _choice("auto", "torch.compile mode.", COMPILE_MODES)
     channels_last: bool = _f(True, "channels_last memory format.")
     augment: bool = _f(True, "Random flips and 90-degree rotations on the training device.")
     in_memory: bool = _f(False, "Load the splits into memory instead of reading chunks.")

@@ -59,6 +59,7 @@ class Trial:
             raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
                                "on one process run `lbscale gns` on the trial's checkpoint")
         self.stop_signal = None
+        self.compile_seconds = None  # the first compiled step's extra time, in this process
         self.t_start = time.perf_counter()
         self.records: list[dict] = []
         self.step, self.epoch = 0, 0
@@ -85,8 +86,12 @@ class Trial:
             self.gns = DDPNoiseScale(self.env.world_size, plan.local_batch * plan.accum_steps, plan.global_batch,
                                      self.device)
             self.net.register_comm_hook(None, self.gns.hook)
+        self.eval_net = self.net
         if cfg.compile:
-            self.net = torch.compile(self.net)
+            mode = compile_mode(cfg.compile_mode, self.device)
+            self.net = torch.compile(self.net, mode=mode)
+            # CUDA graphs need static shapes: the last, smaller evaluation batch would be captured anew
+            self.eval_net = self.net if mode in ("default", "max-autotune-no-cudagraphs") else self.model
         self.train_loader = ShardedLoader(self.data, "train", self.env.rank, plan.world_size, plan.local_batch,
                                           cfg.seed, drop_last=True, even=True, in_memory=cfg.in_memory,
                                           label_key=cfg.label_set)
@@ -177,7 +182,7 @@ class Trial:
         progress.disable = progress.disable or not self.env.is_main
         progress.update(self.batch)
         t0 = time.perf_counter()
-        data_seconds, images, mark, steps_here = 0.0, 0, None, 0
+        data_seconds, images, mark, steps_here, first_step = 0.0, 0, None, 0, None
         verdict = None
         try:
             while self.batch < n_micro:
@@ -213,6 +218,9 @@ class Trial:
                 steps_here += 1
                 if self.gns and self.gns.active:
                     self.gns.collect()
+                if steps_here == 1 and cfg.compile and self.compile_seconds is None:
+                    sync()
+                    first_step = time.perf_counter() - t0  # compiles the step (once per process)
                 if steps_here == cfg.timing_warmup_steps:
                     sync()
                     mark = (time.perf_counter(), images)
@@ -233,6 +241,10 @@ class Trial:
             ips = images * plan.world_size / max(train_seconds, 1e-9)
         timing = {"train_seconds": train_seconds, "images_per_second": ips, "data_seconds": data_seconds,
                   "compute_seconds": train_seconds - data_seconds, "lr": self.policy.lr(max(self.step - 1, 0))}
+        if first_step is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
+            steady = (t1 - mark[0]) / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
+            self.compile_seconds = max(first_step - steady, 0.0)
+            timing["compile_seconds"] = self.compile_seconds
         return verdict, timing
 
     @torch.no_grad()
@@ -243,7 +255,7 @@ class Trial:
         for batch in self.val_loader:
             x, y = self.inputs(batch, train=False)
             with self.autocast():
-                logits = self.net(x)
+                logits = self.eval_net(x)
             self.metrics.update(logits, y, self.loss_fn(logits, y))
         return self.metrics.compute()
 
@@ -370,6 +382,14 @@ def run_trial(cfg: TrialConfig) -> int:
         raise
     finally:
         dist.teardown(clean)
+
+
+def compile_mode(requested: str, device: torch.device) -> str:
+    """`auto`: CUDA graphs (reduce-overhead) on a GPU, where they measured fastest for small inputs; default
+    elsewhere (CUDA graphs do not exist on the CPU)."""
+    if requested == "auto":
+        return "reduce-overhead" if device.type == "cuda" else "default"
+    return requested
 
 
 def outcome_line(out: Path) -> str | None:

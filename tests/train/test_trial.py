@@ -194,3 +194,22 @@ def test_progress_in_a_log_is_one_plain_line_per_epoch(tiny_h5, tmp_path):
     assert "\r" not in r.stderr and r.stderr.count("epoch 1/2: train_loss") == 1 and "epoch 2/2:" in r.stderr
     assert "val_top1" in r.stderr and "img/s" in r.stderr
     assert r.stdout.strip().splitlines()[-1].startswith("trial completed: val_top1")  # the outcome line
+
+
+def test_compile_mode_auto_is_cuda_graphs_on_a_gpu_only():
+    from lbscale.train.trial import compile_mode
+
+    assert compile_mode("auto", torch.device("cpu")) == "default"
+    assert compile_mode("auto", torch.device("cuda", 0)) == "reduce-overhead"
+    assert compile_mode("max-autotune", torch.device("cpu")) == "max-autotune"
+
+
+@pytest.mark.slow
+def test_compiled_trial_reports_compile_time_once(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "c"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--global-batch", "32", "--epochs", "2",
+                         "--compile", *COMMON)
+    assert rc == 0, err
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["compile_seconds"] > 0 and "compile_seconds" not in rows[1]
+    assert summary(out)["status"] == "completed"
