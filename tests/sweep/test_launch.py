@@ -20,7 +20,8 @@ name: small
 data: {data}
 model: test_resnet
 epochs: {epochs}
-trial: {{optimizer: lars, base_lr: 0.5, ref_batch: 256, warmup_epochs: 1, check_every: 1, timing_warmup_steps: 1, device: cpu}}
+trial: {{optimizer: lars, base_lr: 0.5, ref_batch: 256, warmup_epochs: 1, check_every: 1, timing_warmup_steps: 1,
+        device: cpu}}
 grid:
   batch: [32, 64]
   gpus: [{gpus}]
