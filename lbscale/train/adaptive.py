@@ -32,6 +32,22 @@ def _master(params: list) -> list:
     return [p.float() if p.dtype in LOW_PRECISION else p for p in params]
 
 
+def _evaluate(closure):
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
+def _groups_with_grads(param_groups):
+    """Per group with gradients: (group, params, params in update precision, grads in update precision)."""
+    for group in param_groups:
+        params = [p for p in group["params"] if p.grad is not None]
+        if params:
+            grads = [p.grad.float() if p.grad.dtype in LOW_PRECISION else p.grad for p in params]
+            yield group, params, _master(params), grads
+
+
 def _write_back(params: list, master: list) -> None:
     for p, m in zip(params, master):
         if m is not p:
@@ -50,16 +66,8 @@ class Lars(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
-            master = _master(params)
-            grads = [p.grad.float() if p.grad.dtype in LOW_PRECISION else p.grad for p in params]
+        loss = _evaluate(closure)
+        for group, params, master, grads in _groups_with_grads(self.param_groups):
             wd, eta, eps = group["weight_decay"], group["trust_coeff"], group["eps"]
             if wd != 0:
                 d = torch._foreach_add(grads, master, alpha=wd)  # not in place: p.grad stays as it was
@@ -123,17 +131,9 @@ class Lamb(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _evaluate(closure)
         scale = self._clip_scale()
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
-            master = _master(params)
-            grads = [p.grad.float() if p.grad.dtype in LOW_PRECISION else p.grad for p in params]
+        for group, params, master, grads in _groups_with_grads(self.param_groups):
             if scale is not None:
                 grads = torch._foreach_mul(grads, scale.to(grads[0].device))
             b1, b2 = group["betas"]

@@ -98,21 +98,21 @@ def test_sigterm_checkpoints_and_exits_for_requeue(tiny_h5, tmp_path):
     assert summary(out)["status"] == "completed"
 
 
-def test_absurd_lr_diverges_as_a_result(tiny_h5, tmp_path, run_cli):
-    out = tmp_path / "div"
-    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--global-batch", "32", "--optimizer", "sgd",
+def _diverge(data, out, run_cli):
+    rc, _, err = run_cli("train", "--data", data, "--out", out, "--global-batch", "32", "--optimizer", "sgd",
                          "--base-lr", "1e6", "--epochs", "3", *COMMON)
     assert rc == 0, err
-    s = summary(out)
+    return summary(out)
+
+
+def test_absurd_lr_diverges_as_a_result(tiny_h5, tmp_path, run_cli):
+    s = _diverge(tiny_h5, tmp_path / "div", run_cli)
     assert s["status"] == "diverged" and s["diverged_at"]["step"] >= 1 and s["epochs_completed"] < 3
 
 
 def test_divergence_in_the_first_epoch_still_has_a_time_per_epoch(tiny_h5, tmp_path, run_cli):
     out = tmp_path / "div1"
-    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--global-batch", "32", "--optimizer", "sgd",
-                         "--base-lr", "1e6", "--epochs", "3", *COMMON)
-    assert rc == 0, err
-    s = summary(out)
+    s = _diverge(tiny_h5, out, run_cli)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert s["status"] == "diverged" and s["epochs_completed"] == 0 and len(rows) == 1
     part = rows[0]
