@@ -14,7 +14,7 @@ import yaml
 
 from lbscale.errors import LbscaleError
 from lbscale.task import TASKS
-from lbscale.train.optim import OPTIMIZERS
+from lbscale.train.optim import DECAY_ON, OPTIMIZERS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
 
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
@@ -64,6 +64,8 @@ class TrialConfig:
     seed: int = _f(0, "Seed of weights, data order and augmentation.")
     momentum: float = _f(0.9, "Momentum (sgd, nesterov, lars).")
     weight_decay: float = _f(5e-5, "Weight decay (not on BatchNorm and bias parameters).")
+    weight_decay_on: str = _choice("all", "Weights that decay.", DECAY_ON)
+    drop_rate: float = _f(0.0, "Dropout before the classifier (timm's drop_rate).")
     betas: list = _f((0.9, 0.999), "Adam betas (lamb, adamw).", kind="floats")
     eps: float = _f(1e-6, "Adam epsilon (lamb, adamw).")
     trust_coeff: float = _f(0.001, "LARS trust coefficient.")
@@ -190,6 +192,8 @@ def validate(cfg: TrialConfig) -> None:
                                f"(choose one of {', '.join(known)})")
     if not 0 <= cfg.label_smoothing < 1:
         raise LbscaleError("--label-smoothing must be in [0, 1)")
+    if not 0 <= cfg.drop_rate < 1:
+        raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
 

@@ -23,6 +23,7 @@ class OptimizerOptions:
     trust_coeff: float = 0.001
     nesterov: bool = False  # LARS with Nesterov momentum
     max_grad_norm: float | None = None  # LAMB: global gradient clipping (NVIDIA's variant); None as published
+    decay_on: str = "all"  # which weights decay: all (every weight tensor) or conv (convolution kernels only)
 
 
 @dataclass(frozen=True)
@@ -78,14 +79,28 @@ OPTIMIZERS: dict[str, OptimInfo] = {o.name: o for o in (
 )}
 
 
-def param_groups(model, weight_decay: float) -> list[dict]:
-    """Weights: decayed and adapted; BatchNorm and bias parameters (ndim <= 1): neither. Empty groups dropped."""
-    weights, others = [], []
+DECAY_ON = {"all": "every weight tensor (not BatchNorm, not biases)",
+            "conv": "convolution kernels only (the BigEarthNet LARS study's L2 on the convolutional layers)"}
+
+
+def param_groups(model, weight_decay: float, decay_on: str = "all") -> list[dict]:
+    """BatchNorm and bias parameters (ndim <= 1): no decay, no trust ratio. Weights: the trust ratio, and weight
+    decay where `decay_on` says (all weights, or convolution kernels only). Empty groups are dropped."""
+    if decay_on not in DECAY_ON:
+        raise ValueError(f"unknown decay_on {decay_on!r}; choose one of {', '.join(DECAY_ON)}")
+    others, decayed, plain = [], [], []
     for name, p in model.named_parameters():
-        if p.requires_grad:
-            (others if p.ndim <= 1 or name.endswith(".bias") else weights).append(p)
+        if not p.requires_grad:
+            continue
+        if p.ndim <= 1 or name.endswith(".bias"):
+            others.append(p)
+        elif decay_on == "all" or p.ndim == 4:
+            decayed.append(p)
+        else:
+            plain.append(p)
     groups = [{"params": others, "weight_decay": 0.0, "trust_ratio": False},
-              {"params": weights, "weight_decay": weight_decay, "trust_ratio": True}]
+              {"params": decayed, "weight_decay": weight_decay, "trust_ratio": True},
+              {"params": plain, "weight_decay": 0.0, "trust_ratio": True}]
     return [g for g in groups if g["params"]]
 
 
@@ -93,4 +108,4 @@ def build_optimizer(name: str, model, lr: float, options: OptimizerOptions):
     """The optimizer `name` over `model`, with the parameter groups of `param_groups`."""
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
-    return OPTIMIZERS[name].build(param_groups(model, options.weight_decay), lr, options)
+    return OPTIMIZERS[name].build(param_groups(model, options.weight_decay, options.decay_on), lr, options)

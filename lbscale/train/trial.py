@@ -71,10 +71,11 @@ class Trial:
         cfg, plan = self.cfg, self.plan
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         np.random.seed(cfg.seed)
-        self.model = build_model(cfg.model, len(self.data.band_names), self.num_classes, cfg.channels_last)
+        self.model = build_model(cfg.model, len(self.data.band_names), self.num_classes, cfg.channels_last,
+                                 cfg.drop_rate)
         self.model.to(self.device)
         options = OptimizerOptions(cfg.momentum, cfg.weight_decay, tuple(cfg.betas), cfg.eps, cfg.trust_coeff,
-                                   cfg.lars_nesterov, cfg.max_grad_norm)
+                                   cfg.lars_nesterov, cfg.max_grad_norm, cfg.weight_decay_on)
         self.optimizer = build_optimizer(cfg.optimizer, self.model, self.policy.lr(0), options)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
         self.net = self.model

@@ -100,3 +100,32 @@ def test_registry_metadata():
     assert OPTIMIZERS["lars"].trust_ratio and OPTIMIZERS["lamb"].trust_ratio and not OPTIMIZERS["sgd"].trust_ratio
     assert OPTIMIZERS["lamb"].has_betas and OPTIMIZERS["lars"].has_momentum
     assert all(o.help for o in OPTIMIZERS.values())
+
+
+
+def test_weight_decay_on_convolutions_only():
+    # BigEarthNet LARS study: L2 on the convolutional layers; the classifier keeps its trust ratio, undecayed.
+    import timm
+
+    model = timm.create_model("test_resnet", num_classes=3, in_chans=4)
+    opt = build_optimizer("lars", model, 0.1, OptimizerOptions(weight_decay=1e-4, decay_on="conv"))
+    by_id = {id(p): g for g in opt.param_groups for p in g["params"]}
+    convs = [p for p in model.parameters() if p.ndim == 4]
+    assert convs and all(by_id[id(p)]["weight_decay"] == 1e-4 and by_id[id(p)]["trust_ratio"] for p in convs)
+    fc = model.get_classifier().weight
+    assert by_id[id(fc)]["weight_decay"] == 0.0 and by_id[id(fc)]["trust_ratio"]
+    everything = build_optimizer("lars", model, 0.1, OptimizerOptions(weight_decay=1e-4))
+    assert len(everything.param_groups) == 2  # decay on all weights: the groups as before
+    with pytest.raises(ValueError):
+        build_optimizer("sgd", model, 0.1, OptimizerOptions(decay_on="linear"))
+
+
+def test_drop_rate_reaches_the_classifier(tiny_h5, tmp_path, run_cli):
+    from lbscale.train.models import build_model
+
+    model = build_model("resnet18", 3, 4, drop_rate=0.3)
+    assert model.drop_rate == 0.3
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "d", "--drop-rate", "1.5")
+    assert rc == 2 and "--drop-rate must be in [0, 1)" in err
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "d", "--weight-decay-on", "bn")
+    assert rc == 2 and "conv" in err
