@@ -85,6 +85,9 @@ class TrialConfig:
     target: float = _f(None, "Target value of --target-metric.")
     divergence_factor: float = _f(10.0, "Diverged when the loss stays above this factor of its initial value...")
     divergence_window: int = _f(20, "...for this many optimizer steps (or is not finite).")
+    on_divergence: str = _choice("stop", "At divergence.", {
+        "stop": "end the trial (status diverged, exit 0)",
+        "continue": "train to the end, record where it diverged, end with status diverged and final metrics"})
     check_every: int = _f(10, "Optimizer steps between the cross-rank checks (loss, divergence, signals).")
     timing_warmup_steps: int = _f(3, "Optimizer steps per epoch left out of images/s.")
     gns_every: int = _f(None, "Measure the gradient noise scale every N optimizer steps (2+ processes; no extra pass).")

@@ -62,6 +62,27 @@ def _stat(values, digits=3) -> tuple[str, float | None, float | None, int]:
     return text, mean, std, len(vals)
 
 
+def _metric_cell(g: pd.DataFrame, col: str, digits=3) -> tuple[str, float | None, float | None]:
+    """Mean ± std of a group's final metric over the seeds that have one: completed runs, and diverged runs
+    trained to the end (--on-divergence continue), shown as the papers do: "0.64 (diverged)". Seeds stopped
+    at divergence have no final metric: "diverges (k of n)"."""
+    n = len(g)
+    values = g[col] if col in g else pd.Series([None] * n, index=g.index, dtype=float)
+    diverged = g["state"] == "diverged"
+    trained_out = (g["state"] == "completed") | (diverged & (g["epochs_done"] >= g["epochs"]))
+    has = values.notna() & trained_out  # a run stopped at divergence keeps an earlier epoch's metric: not final
+    stopped = int((diverged & ~has).sum())
+    if not has.any():
+        return ("diverges" if n == 1 else f"diverges ({stopped} of {n})") if stopped else "-", None, None
+    text, mean, std, _ = _stat(values[has], digits)
+    ran_on = int((diverged & has).sum())
+    if ran_on:
+        text += " (diverged)" if ran_on == int(has.sum()) else f" ({ran_on} of {n} diverged)"
+    if stopped:
+        text += f"; diverges {stopped} of {n}"
+    return text, mean, std
+
+
 def _groups(study: Study, finished_only=True):
     t = study.trials
     if finished_only:
@@ -89,15 +110,9 @@ def accuracy_table(study: Study, metric: str, compare: pd.DataFrame | None = Non
     for keys, g in _groups(study):
         keys = dict(zip(GROUP, keys))
         n, k = len(g), int((g["state"] == "diverged").sum())
-        ok = g[g["state"] == "completed"]
-        m_text, m_mean, m_std, _ = _stat(ok.get(f"final_{metric}", pd.Series(dtype=float)))
-        l_text, l_mean, l_std, _ = _stat(ok.get("final_val_loss", pd.Series(dtype=float)))
+        m_text, m_mean, m_std = _metric_cell(g, f"final_{metric}")
+        l_text, l_mean, l_std = _metric_cell(g, "final_val_loss")
         t_text, t_mean, t_std, _ = _stat(g["epoch_seconds"], 2)
-        if k == n:
-            m_text = l_text = "diverges" if n == 1 else f"diverges ({k} of {n})"
-        elif k:
-            m_text += f"; diverges {k} of {n}"
-            l_text += f"; diverges {k} of {n}"
         if g["epoch_seconds_estimated"].any():
             t_text += " (partial epoch)"
         disp.append({**_lead(keys, study), label: m_text, "Loss": l_text, "Time [s] per epoch": t_text})
@@ -152,11 +167,8 @@ def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> 
     disp, tidy = [], []
     for keys, g in _groups(study):
         keys = dict(zip(GROUP, keys))
-        ok = g[g["state"] == "completed"]
-        m_text, m_mean, _, _ = _stat(ok.get(f"final_{metric}", pd.Series(dtype=float)))
+        m_text, m_mean, _ = _metric_cell(g, f"final_{metric}")
         k = int((g["state"] == "diverged").sum())
-        if k == len(g):
-            m_text = "diverges"
         warm, lr = float(g["warmup_epochs"].iloc[0]), float(g["peak_lr"].iloc[0])
         row = _lead(keys, study)
         row.pop("Warm-up", None)
@@ -193,10 +205,7 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
     t[axis] = t[axis].fillna("-")
     tidy, cells = [], {}
     for (b, a), g in t.groupby(["global_batch", axis], sort=True):
-        ok = g[g["state"] == "completed"]
-        text, mean, std, _ = _stat(ok.get(f"final_{metric}", pd.Series(dtype=float)))
-        if len(ok) == 0:
-            text = "diverges"
+        text, mean, std = _metric_cell(g, f"final_{metric}")
         cells.setdefault(batch_label(b), {})[str(a)] = text
         tidy.append({"global_batch": b, axis: a, f"{metric}_mean": mean, f"{metric}_std": std,
                      "seeds": len(g), "diverged": int((g["state"] == "diverged").sum())})

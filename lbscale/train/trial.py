@@ -60,6 +60,7 @@ class Trial:
                                "on one process run `lbscale gns` on the trial's checkpoint")
         self.stop_signal = None
         self.compile_seconds = None  # the first compiled step's extra time, in this process
+        self.diverged_at: dict | None = None  # where the divergence criterion first held
         self.t_start = time.perf_counter()
         self.records: list[dict] = []
         self.step, self.epoch = 0, 0
@@ -131,7 +132,7 @@ class Trial:
                 "scaler": self.scaler.state_dict(), "epoch": self.epoch, "batch": self.batch, "step": self.step,
                 "records": self.records, "initial_loss": self.initial_loss, "above_steps": self.above_steps,
                 "target_hit": self.target_hit, "world_size": self.env.world_size,
-                "gns": self.gns.state_dict() if self.gns else None,
+                "gns": self.gns.state_dict() if self.gns else None, "diverged_at": self.diverged_at,
                 "elapsed": self.elapsed_before + time.perf_counter() - self.t_start}
         rank = {"rng": checkpoint.rng_state(self.augment_rng), "epoch_loss": self.epoch_loss.cpu(),
                 "epoch_seen": self.epoch_seen}
@@ -144,6 +145,7 @@ class Trial:
         self.scaler.load_state_dict(main["scaler"])
         if self.gns and main.get("gns"):
             self.gns.load_state_dict(main["gns"])
+        self.diverged_at = main.get("diverged_at")
         for key in ("epoch", "batch", "step", "records", "initial_loss", "above_steps", "target_hit"):
             setattr(self, key, main[key])
         self.elapsed_before = main["elapsed"]
@@ -228,6 +230,10 @@ class Trial:
                 end_of_epoch = self.batch == n_micro
                 if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
                     verdict = self.check(window)
+                    if verdict == "diverged" and cfg.on_divergence == "continue":
+                        if self.diverged_at is None:
+                            self.diverged_at = {"epoch": self.epoch + 1, "step": self.step}
+                        verdict = None  # recorded; the trial trains on to its end
                     if verdict:
                         break
         finally:
@@ -317,6 +323,7 @@ class Trial:
         while self.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
+                self.diverged_at = {"epoch": self.epoch + 1, "step": self.step}
                 self.record_partial_epoch(timing)
                 return self.finish("diverged")
             if verdict == "stop":
@@ -324,7 +331,7 @@ class Trial:
                 return REQUEUE_EXIT
             self.end_epoch(timing)
             self.save_checkpoint("epoch")
-        return self.finish("completed")
+        return self.finish("diverged" if self.diverged_at else "completed")
 
     def _on_signal(self, signum, frame):
         self.stop_signal = signum
@@ -345,7 +352,8 @@ class Trial:
 
     def summary(self, status: str, error: str | None, digests: list) -> dict:
         return summarize(self.records, self.task, status, error, steps=self.step,
-                         diverged_at={"epoch": self.epoch + 1, "step": self.step} if status == "diverged" else None,
+                         diverged_at=self.diverged_at if status == "diverged" else None,
+                         on_divergence=self.cfg.on_divergence,
                          wall_seconds=self.elapsed_before + time.perf_counter() - self.t_start,
                          target_metric=self.cfg.target_metric, target=self.cfg.target, **(self.target_hit or NO_TARGET),
                          world_size=self.env.world_size, global_batch=self.plan.global_batch,

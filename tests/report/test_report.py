@@ -166,3 +166,28 @@ def test_gns_command_on_a_trial_checkpoint(tiny_h5, tmp_path, run_cli):
     assert record["count"] == 4 and record["b_small"] == 8 and record["b_big"] == 32
     rc, _, err = run_cli("gns", tmp_path, "--quiet")
     assert rc == 2 and "not a trial directory" in err
+
+
+def test_diverged_runs_trained_to_the_end_show_their_final_metric(tmp_path):
+    res = tmp_path / "ben"
+    make_trial(res, 512, 8, 0, task="multilabel", variant="lars-linear")
+    d = make_trial(res, 16384, 128, 0, task="multilabel", variant="lars-linear", break_batch=8192)
+    s = json.loads((d / "summary.json").read_text())  # as --on-divergence continue writes it
+    (d / "summary.json").write_text(json.dumps({**s, "status": "diverged", "diverged_at": {"epoch": 2, "step": 7}}))
+    stopped = make_trial(res, 32768, 128, 0, task="multilabel", variant="lars-linear", state="diverged",
+                         diverge_epoch=3)  # stopped in epoch 3: epochs 1-2 have metrics, none is final
+    assert json.loads((stopped / "summary.json").read_text())["final"] is not None
+    rows = {r["Batch size"]: r for r in accuracy_table(load_results([res]), "val_f1_micro").display.to_dict("records")}
+    assert rows["16K"]["F1"].endswith(" (diverged)") and rows["16K"]["F1"].startswith("0.")
+    assert rows["32K"]["F1"] == "diverges" and "diverged" not in rows["512"]["F1"]
+
+
+def test_on_divergence_continue_trains_to_the_end(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "cont"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--model", "test_resnet", "--global-batch", "32",
+                         "--optimizer", "sgd", "--base-lr", "1e6", "--epochs", "2", "--on-divergence", "continue",
+                         "--check-every", "2", "--device", "cpu", "--quiet")
+    assert rc == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "diverged" and s["epochs_completed"] == 2 and s["diverged_at"]["epoch"] == 1
+    assert s["final"]["epoch"] == 2 and "val_top1" in s["final"]
