@@ -20,6 +20,10 @@ from lbscale.train.policy import SCALING_RULES, SCHEDULES
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
+AUGMENTATIONS = {  # the functions: lbscale.data.transforms.AUGMENT
+    "flip-rot90": "random horizontal flip and multiple of 90 degrees (the remote-sensing studies)",
+    "crop-flip": "4-pixel zero pad (the band mean), random crop back to size, random horizontal flip (CIFAR ResNets)",
+}
 COMPILE_MODES = {
     "auto": "reduce-overhead on a GPU (CUDA graphs: fastest measured at SAT-4 size), default on the CPU",
     "default": "inductor kernels",
@@ -77,11 +81,15 @@ class TrialConfig:
     compile: bool = _f(False, "torch.compile the model (evaluation runs it eagerly under CUDA graphs).")
     compile_mode: str = _choice("auto", "torch.compile mode.", COMPILE_MODES)
     channels_last: bool = _f(True, "channels_last memory format.")
-    augment: bool = _f(True, "Random flips and 90-degree rotations on the training device.")
+    augment: bool = _f(True, "Augment training batches on the training device (--augmentation).")
+    augmentation: str = _choice("flip-rot90", "Training augmentation.", AUGMENTATIONS)
     in_memory: bool = _f(False, "Load the splits into memory instead of reading chunks.")
     backend: str = _choice(None, "Process-group backend (default: nccl on GPU, gloo on CPU).", BACKENDS)
     device: str = _choice("auto", "Training device.", DEVICES)
-    target_metric: str = _f(None, "Metric for time-to-target, e.g. val_top1 or val_f1_micro.")
+    eval_split: str = _choice("val", "Split evaluated after every epoch (its metrics: val_* or test_*).", {
+        "val": "the validation split; the test split, where the file has one, is evaluated once at the end",
+        "test": "the test split, as the papers report it (train on all of train with `prepare --val-fraction 0`)"})
+    target_metric: str = _f(None, "Metric for time-to-target, e.g. val_top1, test_top1 or val_f1_micro.")
     target: float = _f(None, "Target value of --target-metric.")
     divergence_factor: float = _f(10.0, "Diverged when the loss stays above this factor of its initial value...")
     divergence_window: int = _f(20, "...for this many optimizer steps (or is not finite).")
@@ -189,7 +197,7 @@ def validate(cfg: TrialConfig) -> None:
     if (cfg.target is None) != (cfg.target_metric is None):
         raise LbscaleError("--target and --target-metric go together")
     if cfg.target_metric is not None:
-        known = sorted({m for t in TASKS.values() for m in t.metric_names()})
+        known = sorted({m for t in TASKS.values() for m in t.metric_names(split=cfg.eval_split)})
         if cfg.target_metric not in known:  # the data's task narrows this further (Trial, sweep plan)
             raise LbscaleError(f"--target-metric: {cfg.target_metric!r} is not a metric of any task "
                                f"(choose one of {', '.join(known)})")

@@ -32,7 +32,11 @@ class Task:
 
     @property
     def primary_metric(self) -> str:
-        return f"val_{self.primary}"
+        return self.primary_on("val")
+
+    def primary_on(self, split: str) -> str:
+        """The headline metric of an evaluation on `split` (`test_top1`)."""
+        return f"{split}_{self.primary}"
 
     @staticmethod
     def higher_is_better(metric: str) -> bool:
@@ -45,9 +49,9 @@ class Task:
     def best(self, metric: str, values) -> float:
         return max(values) if self.higher_is_better(metric) else min(values)
 
-    def check_target_metric(self, metric: str, num_classes: int | None = None) -> None:
+    def check_target_metric(self, metric: str, num_classes: int | None = None, splits=("val",)) -> None:
         """A time-to-target metric this task never produces would silently never fire: refuse it."""
-        known = self.metric_names(num_classes)
+        known = [m for split in splits for m in self.metric_names(num_classes, split)]
         if metric not in known:
             raise LbscaleError(f"--target-metric: {metric!r} is not a metric of a {self.name} task "
                                f"(choose one of {', '.join(known)})")

@@ -17,6 +17,9 @@ def test_config_choices_are_the_registries():
     assert CHOICES["optimizer"] is OPTIMIZERS
     assert CHOICES["lr_scaling"] is SCALING_RULES and CHOICES["schedule"] is SCHEDULES
     assert all(name in FIELDS["optimizer"].metadata["help"] for name in OPTIMIZERS)
+    from lbscale.data.transforms import AUGMENT
+
+    assert set(CHOICES["augmentation"]) == set(AUGMENT)  # every named augmentation has its function
 
 
 def test_cli_choices_come_from_the_registries(run_cli):

@@ -30,3 +30,22 @@ def random_flip_rot90(x: torch.Tensor, generator: torch.Generator | None = None)
     for turns in (1, 2, 3):
         out = torch.where((k == turns).view(-1, 1, 1, 1), torch.rot90(x, turns, dims=(-2, -1)), out)
     return out
+
+
+def random_crop_flip(x: torch.Tensor, generator: torch.Generator | None = None, pad: int = 4) -> torch.Tensor:
+    """Per sample: a random HxW window of the input zero-padded by `pad` pixels (after normalisation: the
+    band mean), then a random horizontal flip: the CIFAR augmentation of the ResNet papers, batched."""
+    n, _, h, w = x.shape
+    rows = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device="cpu").to(x.device)
+    cols = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device="cpu").to(x.device)
+    flip = torch.rand(n, generator=generator, device="cpu").lt(0.5).to(x.device)
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+    r = rows.view(n, 1) + torch.arange(h, device=x.device).view(1, h)  # n x h source rows
+    c = cols.view(n, 1) + torch.arange(w, device=x.device).view(1, w)
+    c = torch.where(flip.view(n, 1), c.flip(-1), c)
+    idx = torch.arange(n, device=x.device).view(n, 1, 1)
+    out = padded.permute(0, 2, 3, 1)[idx, r.view(n, h, 1), c.view(n, 1, w)]  # n x h x w x C
+    return out.permute(0, 3, 1, 2).contiguous(memory_format=torch.contiguous_format)
+
+
+AUGMENT = {"flip-rot90": random_flip_rot90, "crop-flip": random_crop_flip}  # names and help: config.AUGMENTATIONS

@@ -65,9 +65,11 @@ def _metric(study: Study, metric: str) -> str:
         if not tasks:
             raise LbscaleError("no trial has started yet (no config.json): nothing to report")
         raise LbscaleError(f"the results mix tasks ({', '.join(tasks)}): report them separately")
-    if metric == "auto":
-        return task.primary_metric
-    task.check_target_metric(metric)  # the same question: does this task produce the metric?
+    if metric == "auto":  # the test split's figures where the trials have them, as the papers report
+        test = task.primary_on("test")
+        has_test = f"final_{test}" in study.trials and study.trials[f"final_{test}"].notna().any()
+        return test if has_test else task.primary_metric
+    task.check_target_metric(metric, splits=("val", "test"))  # the same question: does this task produce it?
     return metric
 
 
@@ -81,7 +83,7 @@ def _target(study: Study, metric: str, target: float | None) -> float | None:
 
 def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
     """Per variant: the best mean metric, and the largest batch that stays within `tolerance` of it."""
-    from lbscale.report.tables import METRIC_LABELS, batch_label
+    from lbscale.report.tables import batch_label, metric_label
 
     t = study.trials[study.trials["state"] == "completed"]
     col = f"final_{metric}"
@@ -92,7 +94,7 @@ def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
         means = g.groupby("global_batch")[col].mean().dropna()
         best_b = means.idxmax()
         ok = means[means >= means.max() - tolerance]
-        parts.append(f"{variant}: best {METRIC_LABELS.get(metric, metric).lower()} {means.max():.3f} at "
+        parts.append(f"{variant}: best {metric_label(metric).lower()} {means.max():.3f} at "
                      f"{batch_label(best_b)}, holds within {tolerance:g} up to {batch_label(ok.index.max())}")
     return "; ".join(parts)
 
@@ -102,7 +104,7 @@ def _build(study: Study, o: ReportOptions):
 
     metric = _metric(study, o.metric)
     compare, source = published(o.compare) if o.compare else (None, None)
-    target = _target(study, metric, o.target)
+    target = _target(study, tables.per_epoch(study, metric), o.target)
     ts = [tables.accuracy_table(study, metric, compare), tables.lr_table(study, metric, compare),
           tables.time_table(study, compare)]
     for axis in ("variant", "warmup"):
@@ -110,18 +112,19 @@ def _build(study: Study, o: ReportOptions):
             ts.append(tables.axis_table(study, axis, metric))
     steps = None
     if target is not None:
-        steps = tables.target_steps(study, metric, target, study.task)
-        ts.append(tables.target_table(study, metric, target, steps))
+        steps = tables.target_steps(study, tables.per_epoch(study, metric), target, study.task)
+        ts.append(tables.target_table(study, tables.per_epoch(study, metric), target, steps))
     ts.append(tables.scaling_table(study))
     if steps is not None or study.trials["gns_b_simple"].notna().any():
         ts.append(tables.critical_batch_table(study, steps if steps is not None else pd.DataFrame()))
     ts.append(tables.trials_table(study))
     figs = {"metric-vs-batch": plots.metric_vs_batch(study, metric, compare),
             "time-vs-gpus": plots.time_vs_gpus(study, compare), "speedup": plots.speedup(study),
-            "training-curves": plots.training_curves(study, metric), "lr-schedules": plots.lr_schedules(study),
+            "training-curves": plots.training_curves(study, tables.per_epoch(study, metric)),
+            "lr-schedules": plots.lr_schedules(study),
             "time-split": plots.time_split(study)}
     if steps is not None:
-        figs["steps-to-target"] = plots.steps_to_target(steps, metric, target,
+        figs["steps-to-target"] = plots.steps_to_target(steps, tables.per_epoch(study, metric), target,
                                                         compare if o.compare and "epochs_to_target" in compare
                                                         else None)
     return metric, target, source, ts, figs

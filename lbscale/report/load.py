@@ -151,11 +151,11 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),
         "steps_to_target": summary.get("steps_to_target"), "seconds_to_target": summary.get("seconds_to_target"),
         "gns_b_simple": (_json(d / GNS_FILE) or summary.get("gns") or {}).get("b_simple"),
-        "error": summary.get("error"),
+        "error": summary.get("error"), "eval_split": summary.get("eval_split") or cfg.get("eval_split") or "val",
     }
-    for k, v in (summary.get("final") or {}).items():
-        if k.startswith("val_") or k == "train_loss":
-            row[f"final_{k}"] = v
+    for k, v in {**(summary.get("final") or {}), **(summary.get("test") or {})}.items():
+        if k.startswith(("val_", "test_")) or k == "train_loss":
+            row[f"final_{k}"] = v  # final_test_*: the end-of-training test figures
     for k, v in (summary.get("best") or {}).items():
         row[f"best_{k}"] = v
     return row

@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 
 from lbscale.report.load import FINISHED, Study  # noqa: E402
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
-from lbscale.report.tables import METRIC_LABELS, batch_label  # noqa: E402
+from lbscale.report.tables import batch_label, metric_label  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10})
 
@@ -55,7 +55,7 @@ def _batch_axis(ax, batches):
 
 def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = None):
     """Final metric vs global batch: mean ± std over seeds, one line per variant, diverged batches marked."""
-    label = METRIC_LABELS.get(metric, metric)
+    label = metric_label(metric)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     t = study.trials[study.trials["state"].isin(FINISHED)]
     col = f"final_{metric}"
@@ -161,7 +161,7 @@ def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd
     _log_y(ax)
     ax.set_xlabel("global batch [images]")
     ax.set_ylabel("optimizer steps to target")
-    ax.set_title(f"Steps to {METRIC_LABELS.get(metric, metric)} {target:g}")
+    ax.set_title(f"Steps to {metric_label(metric)} {target:g}")
     _legend(ax, fontsize=8)
     return fig
 
@@ -179,7 +179,7 @@ def training_curves(study: Study, metric: str):
                 ax.plot(per.index.get_level_values(1), per.values, label=batch_label(b))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
-        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+        ax.set_ylabel(metric_label(metric))
         ax.set_title(f"Training curves: {variant}")
         _legend(ax, title="global batch", fontsize=8)
     fig.tight_layout()

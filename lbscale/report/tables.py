@@ -17,8 +17,30 @@ from lbscale.report.load import FINISHED, Study
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency
 from lbscale.task import Task
 
-METRIC_LABELS = {"val_top1": "Accuracy", "val_top5": "Top-5 accuracy", "val_f1_micro": "F1", "val_f1_macro": "F1 macro",
-                 "val_precision": "Precision", "val_recall": "Recall", "val_loss": "Loss"}
+LABELS = {"top1": "Accuracy", "top5": "Top-5 accuracy", "f1_micro": "F1", "f1_macro": "F1 macro",
+          "precision": "Precision", "recall": "Recall", "loss": "Loss"}
+
+
+def metric_label(metric: str, split: bool = True) -> str:
+    """`test_top1` -> 'Accuracy (test)': every table and figure says which split it shows."""
+    where, _, name = metric.partition("_")
+    if name not in LABELS:
+        return metric
+    return f"{LABELS[name]} ({where})" if split else LABELS[name]
+
+
+def loss_of(metric: str) -> str:
+    """The loss of the metric's split: test_top1 -> test_loss."""
+    return metric.partition("_")[0] + "_loss"
+
+
+def per_epoch(study: Study, metric: str) -> str:
+    """The metric the epoch records carry: `metric` itself, or the val figure where the test split was only
+    evaluated at the end (training curves and steps to target come from the per-epoch evaluations)."""
+    ep = study.epochs
+    if len(ep) and metric in ep and ep[metric].notna().any():
+        return metric
+    return "val_" + metric.partition("_")[2]
 GROUP = ["variant", "warmup", "global_batch", "gpus"]
 
 
@@ -105,23 +127,24 @@ def _lead(keys: dict, study: Study) -> dict:
 
 def accuracy_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> Table:
     """SAT-4/SAT-6 LAMB study: Batch size | N. GPUs | metric | Loss | Time [s] per epoch."""
-    label = METRIC_LABELS.get(metric, metric)
+    label, paper = metric_label(metric), f"Paper {metric_label(metric, split=False).lower()}"
     disp, tidy = [], []
     for keys, g in _groups(study):
         keys = dict(zip(GROUP, keys))
         n, k = len(g), int((g["state"] == "diverged").sum())
         m_text, m_mean, m_std = _metric_cell(g, f"final_{metric}")
-        l_text, l_mean, l_std = _metric_cell(g, "final_val_loss")
+        l_text, l_mean, l_std = _metric_cell(g, f"final_{loss_of(metric)}")
         t_text, t_mean, t_std, _ = _stat(g["epoch_seconds"], 2)
         if g["epoch_seconds_estimated"].any():
             t_text += " (partial epoch)"
-        disp.append({**_lead(keys, study), label: m_text, "Loss": l_text, "Time [s] per epoch": t_text})
+        disp.append({**_lead(keys, study), label: m_text, metric_label(loss_of(metric)): l_text,
+                     "Time [s] per epoch": t_text})
         tidy.append({**keys, "seeds": n, "diverged": k, f"{metric}_mean": m_mean, f"{metric}_std": m_std,
                      "loss_mean": l_mean, "loss_std": l_std, "epoch_seconds_mean": t_mean,
                      "epoch_seconds_std": t_std})
     display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
     if compare is not None and not display.empty:
-        display, tidy = _side_by_side(display, tidy, compare, {"metric": f"Paper {label.lower()}",
+        display, tidy = _side_by_side(display, tidy, compare, {"metric": paper,
                                                                "loss": "Paper loss",
                                                                "epoch_seconds": "Paper time [s]"})
     return Table("accuracy", f"{label}, loss and time per epoch by global batch", display, tidy,
@@ -163,7 +186,7 @@ def _side_by_side(display, tidy, paper: pd.DataFrame, columns: dict):
 
 def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> Table:
     """BigEarthNet LARS study: Batch size | N. GPUs | Warm-up | Initial LR | metric."""
-    label = METRIC_LABELS.get(metric, metric)
+    label, paper = metric_label(metric), f"Paper {metric_label(metric, split=False).lower()}"
     disp, tidy = [], []
     for keys, g in _groups(study):
         keys = dict(zip(GROUP, keys))
@@ -177,7 +200,7 @@ def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> 
     display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
     if compare is not None and not display.empty:
         display, tidy = _side_by_side(display, tidy, compare, {"initial_lr": "Paper initial LR",
-                                                               "metric": f"Paper {label.lower()}"})
+                                                               "metric": paper})
     return Table("lr", "Warm-up and initial (peak) LR by global batch", display, tidy,
                  ["Initial LR: the peak LR after warm-up, from the scaling rule"])
 
@@ -200,7 +223,7 @@ def time_table(study: Study, compare: pd.DataFrame | None = None) -> Table:
 
 def axis_table(study: Study, axis: str, metric: str) -> Table:
     """The metric by batch (rows) and by one more axis of the grid (columns: variant or warm-up)."""
-    label = METRIC_LABELS.get(metric, metric)
+    label = metric_label(metric)
     t = study.trials[study.trials["state"].isin(FINISHED)].copy()
     t[axis] = t[axis].fillna("-")
     tidy, cells = [], {}
@@ -243,7 +266,7 @@ def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFra
                          "Epochs to target": et, "Time to target [s]": tt})
             tidy.append({**keys, "reached": len(reached), "seeds": len(g), "steps_mean": s_mean,
                          "seconds_mean": t_mean})
-    label = METRIC_LABELS.get(metric, metric)
+    label = metric_label(metric)
     return Table("target", f"Steps and time to {label} {target:g}", pd.DataFrame(disp), pd.DataFrame(tidy),
                  ["First evaluated epoch at or past the target; mean over the seeds that reached it"])
 

@@ -108,15 +108,62 @@ def _warmup_tag(w) -> str:
     return "wauto" if str(w) == "auto" else f"w{float(w):g}"
 
 
+def _cells(spec: SweepSpec, batch, gpus, local_batch) -> list[tuple[int, int | None, int | None, str]]:
+    """(global batch, GPUs or None, local batch or None, where) of every grid cell: the Cartesian batch x GPUs,
+    or the spec's paired points (which --batch / --gpus then select from)."""
+    local = parse_size(local_batch) if local_batch is not None else (
+        parse_size(spec.local_batch) if spec.local_batch is not None else None)
+    gpu_list = parse_ints(gpus, "gpus") if gpus is not None else (
+        parse_ints(spec.gpus, "gpus") if spec.gpus is not None and not spec.points else None)
+    if not spec.points:
+        batches = parse_batches(batch if batch is not None else spec.batch)
+        return [(b, g, local, "") for b in batches for g in (gpu_list or [None])]
+    default_gpus = parse_ints(spec.gpus, "gpus") if spec.gpus is not None else [None]
+    if len(default_gpus) > 1:
+        raise LbscaleError(f"{spec.path}: with grid.points, grid.gpus is one default GPU count, not a list")
+    cells = []
+    for i, row in enumerate(spec.points):
+        b = parse_size(row["batch"])
+        g = parse_ints(row["gpus"], "gpus")[0] if row.get("gpus") is not None else default_gpus[0]
+        lb = local if local_batch is not None else (
+            parse_size(row["local_batch"]) if row.get("local_batch") is not None else local)
+        cells.append((b, g, lb, f"grid.points[{i}] (batch {row['batch']}, gpus {g if g else '-'}): "))
+    if batch is not None:
+        wanted = set(parse_batches(batch))
+        cells = [c for c in cells if c[0] in wanted]
+    if gpu_list is not None:
+        cells = [c for c in cells if c[1] in gpu_list]
+    if not cells:
+        raise LbscaleError(f"{spec.path}: no grid point matches --batch {batch or '-'} --gpus {gpus or '-'}")
+    return cells
+
+
+def _resources(b: int, g: int | None, local: int | None, gpus_per_node: int) -> tuple[int, int, int | None]:
+    """GPUs, nodes and accumulation steps of one cell; a batch that does not divide is an error."""
+    if g is None:
+        if local is None:
+            g = 1
+        elif b % local:
+            raise LbscaleError(f"batch {b} is not a multiple of local batch {local}")
+        else:
+            g = b // local
+    accum = None
+    if local is not None:
+        if b % (g * local):
+            raise LbscaleError(f"batch {b} is not divisible by {g} GPUs x local batch {local}")
+        accum = b // (g * local)
+    elif b % g:
+        raise LbscaleError(f"batch {b} is not divisible by {g} GPUs")
+    nodes = math.ceil(g / gpus_per_node)
+    if nodes > 1 and g % gpus_per_node:
+        raise LbscaleError(f"{g} GPUs span {nodes} nodes but are not a multiple of {gpus_per_node} GPUs per node")
+    return g, nodes, accum
+
+
 def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, gpus=None, local_batch=None,
                seeds=None, epochs=None) -> list[TrialPlan]:
     """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs."""
-    batches = parse_batches(batch if batch is not None else spec.batch)
-    gpu_list = parse_ints(gpus, "gpus") if gpus is not None else (
-        parse_ints(spec.gpus, "gpus") if spec.gpus is not None else None)
-    local = local_batch if local_batch is not None else spec.local_batch
-    if local is not None:
-        local = parse_size(local)
+    cells = _cells(spec, batch, gpus, local_batch)
     seed_list = parse_seeds(seeds if seeds is not None else spec.seeds)
     variants = spec.variants or {_variant_name(spec.trial): {}}
     warmups = spec.warmup if spec.warmup is not None else [None]
@@ -126,46 +173,35 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
     train_samples = _train_samples(spec.trial.get("data"))
 
     plans = []
-    for b in batches:
-        for g in (gpu_list or [None]):
-            if g is None:
-                if local is None:
-                    g = 1
-                elif b % local:
-                    raise LbscaleError(f"batch {b} is not a multiple of local batch {local}")
-                else:
-                    g = b // local
-            accum = None
-            if local is not None:
-                if b % (g * local):
-                    raise LbscaleError(f"batch {b} is not divisible by {g} GPUs x local batch {local}")
-                accum = b // (g * local)
-            elif b % g:
-                raise LbscaleError(f"batch {b} is not divisible by {g} GPUs")
-            nodes = math.ceil(g / gpus_per_node)
-            if nodes > 1 and g % gpus_per_node:
-                raise LbscaleError(f"{g} GPUs span {nodes} nodes but are not a multiple of "
-                                   f"{gpus_per_node} GPUs per node")
-            for vname, voptions in variants.items():
-                for w in warmups:
-                    for seed in seed_list:
-                        parts = [f"b{b}", f"g{g}", vname] + ([_warmup_tag(w)] if w is not None else []) + [f"s{seed}"]
-                        trial_id = "-".join(parts)
-                        options = {**spec.trial, **voptions, "global_batch": b, "seed": seed,
-                                   "out": str(results / trial_id)}
-                        if epochs is not None:
-                            options["epochs"] = epochs
-                        if w is not None:
-                            options["warmup_epochs"] = str(w)
-                        if local is not None:
-                            options.update(local_batch=local, accum_steps=accum)
-                        try:
-                            cfg = load_config(None, **options)
-                            resolved = resolve_plan(cfg, g, train_samples)
-                        except LbscaleError as e:
-                            raise LbscaleError(f"trial {trial_id}: {e}") from None
-                        plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
-                                               None if w is None else str(w), spec.name))
+    for b, g, local, where in cells:
+        try:
+            g, nodes, accum = _resources(b, g, local, gpus_per_node)
+        except LbscaleError as e:
+            raise LbscaleError(f"{where}{e}") from None
+        for vname, voptions in variants.items():
+            for w in warmups:
+                for seed in seed_list:
+                    parts = [f"b{b}", f"g{g}", vname] + ([_warmup_tag(w)] if w is not None else []) + [f"s{seed}"]
+                    trial_id = "-".join(parts)
+                    options = {**spec.trial, **voptions, "global_batch": b, "seed": seed,
+                               "out": str(results / trial_id)}
+                    if epochs is not None:
+                        options["epochs"] = epochs
+                    if w is not None:
+                        options["warmup_epochs"] = str(w)
+                    if local is not None:
+                        options.update(local_batch=local, accum_steps=accum)
+                    try:
+                        cfg = load_config(None, **options)
+                        resolved = resolve_plan(cfg, g, train_samples)
+                    except LbscaleError as e:
+                        raise LbscaleError(f"trial {trial_id}: {e}") from None
+                    plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
+                                           None if w is None else str(w), spec.name))
+    ids = [p.trial_id for p in plans]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise LbscaleError(f"{spec.path}: grid.points repeat a (batch, gpus) row: trial {dup} twice")
     return plans
 
 

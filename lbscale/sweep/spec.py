@@ -9,21 +9,23 @@ from lbscale.config import FIELDS, read_yaml_mapping
 from lbscale.errors import LbscaleError
 
 SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
-GRID_KEYS = {"batch", "gpus", "local_batch", "variants", "warmup", "seeds"}
+GRID_KEYS = {"batch", "points", "gpus", "local_batch", "variants", "warmup", "seeds"}
+POINT_KEYS = {"batch", "gpus", "local_batch"}
 
 
 @dataclass
 class SweepSpec:
-    """A grid of trials: fixed trial options plus batch x GPUs x variant x warm-up x seed."""
+    """A grid of trials: fixed trial options plus (batch x GPUs, or paired points) x variant x warm-up x seed."""
 
     name: str
     trial: dict  # fixed TrialConfig options (data, model, epochs included)
-    batch: object  # a range string like "8k..65k", a list, or one value
+    batch: object  # a range string like "8k..65k", a list, or one value; None with points
     gpus: object = None  # list of GPU (process) counts; or None with local_batch
     local_batch: int | None = None
     variants: dict = field(default_factory=dict)  # name -> TrialConfig options (optimizer, LR policy, ...)
     warmup: list | None = None  # warm-up variants (epochs or 'auto'); None: the trial option stands
     seeds: object = 1  # a count or a list
+    points: list | None = None  # explicit (batch, gpus, local_batch) rows instead of batch x gpus
     system: str = "generic"
     results: str | None = None
     path: str = ""
@@ -52,8 +54,19 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     unknown = sorted(set(grid) - GRID_KEYS)
     if unknown:
         raise LbscaleError(f"{path}: unknown grid key {unknown[0]!r} (allowed: {', '.join(sorted(GRID_KEYS))})")
-    if "batch" not in grid:
-        raise LbscaleError(f"{path}: grid.batch is required")
+    if ("batch" in grid) == ("points" in grid):
+        raise LbscaleError(f"{path}: give grid.batch (with gpus or local_batch) or grid.points, one of them")
+    points = grid.get("points")
+    if points is not None:
+        if not isinstance(points, list) or not points:
+            raise LbscaleError(f"{path}: grid.points must be a list of rows like {{batch: 8k, gpus: 128}}")
+        for i, row in enumerate(points):
+            if not isinstance(row, dict) or "batch" not in row:
+                raise LbscaleError(f"{path}: grid.points[{i}] must be a mapping with batch (and gpus or local_batch)")
+            unknown = sorted(set(row) - POINT_KEYS)
+            if unknown:
+                raise LbscaleError(f"{path}: grid.points[{i}]: unknown key {unknown[0]!r} "
+                                   f"(allowed: {', '.join(sorted(POINT_KEYS))})")
     trial = _check_trial_keys(raw.get("trial"), f"{path}: trial")
     for key in ("data", "model", "epochs"):
         if key in raw:
@@ -63,7 +76,8 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
         raise LbscaleError(f"{path}: grid.variants must map names to trial options")
     variants = {str(k): _check_trial_keys(v, f"{path}: variant {k}") for k, v in variants.items()}
     warmup = grid.get("warmup")
-    return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid["batch"], gpus=grid.get("gpus"),
+    return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid.get("batch"), points=points,
+                     gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
                      seeds=grid.get("seeds", 1), system=str(raw.get("system", "generic")), results=raw.get("results"),

@@ -43,6 +43,8 @@ def primary_metric(config: dict, last: dict) -> str | None:
     """The task's headline metric (from config.json), else the first one the records carry."""
     task = TASKS.get(config.get("task"))
     candidates = [task.primary_metric] if task else [t.primary_metric for t in TASKS.values()]
+    if config.get("primary_metric"):  # test_* where the trial evaluates test every epoch
+        candidates.insert(0, config["primary_metric"])
     return next((k for k in (*candidates, "val_loss") if k in last), None)
 
 

@@ -16,7 +16,7 @@ def summarize(records: list[dict], task: Task, status: str, error: str | None = 
     is the only record, the time per epoch is its pace extrapolated to a whole epoch (`epoch_seconds_estimated`)."""
     full = [r for r in records if not r.get("partial")]
     partial = records[-1] if records and records[-1].get("partial") else None
-    metrics = sorted({k for r in full for k in r if k.startswith("val_")})
+    metrics = sorted({k for r in full for k in r if k.startswith(("val_", "test_"))})
     best = {k: task.best(k, [r[k] for r in full if k in r]) for k in metrics}
     steady = full[1:] if len(full) > 1 else full  # the first epoch carries start-up costs
     if full:

@@ -23,7 +23,7 @@ from lbscale.analysis.gns import DDPNoiseScale
 from lbscale.config import TrialConfig, to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher, ShardedLoader
-from lbscale.data.transforms import Normalize, random_flip_rot90
+from lbscale.data.transforms import AUGMENT, Normalize
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar, log_line
 from lbscale.results import CONFIG, METRICS, PREEMPTED, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
@@ -50,8 +50,11 @@ class Trial:
         self.num_classes = (self.data.num_classes if cfg.label_set == "labels"
                             else len(self.data.extra_class_names[cfg.label_set]))
         self.task = get_task(self.data.task)
+        if not self.data.size(cfg.eval_split) and cfg.eval_split == "test":
+            raise LbscaleError(f"{cfg.data}: no test split to evaluate (--eval-split test); prepare the data with "
+                               "--test-fraction > 0 or evaluate val")
         if cfg.target_metric:
-            self.task.check_target_metric(cfg.target_metric, self.num_classes)
+            self.task.check_target_metric(cfg.target_metric, self.num_classes, (cfg.eval_split,))
         self.plan = resolve_plan(cfg, env.world_size, self.data.size("train"))
         self.policy = self.plan.policy(cfg)
         check_model(cfg.model)  # before any output exists
@@ -97,14 +100,14 @@ class Trial:
         self.train_loader = ShardedLoader(self.data, "train", self.env.rank, plan.world_size, plan.local_batch,
                                           cfg.seed, drop_last=True, even=True, in_memory=cfg.in_memory,
                                           label_key=cfg.label_set)
-        self.has_val = self.data.size("val") > 0
-        if self.has_val:
-            self.val_loader = ShardedLoader(self.data, "val", self.env.rank, plan.world_size, plan.local_batch,
-                                            cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
-                                            label_key=cfg.label_set)
+        self.eval_loaders = {split: ShardedLoader(self.data, split, self.env.rank, plan.world_size, plan.local_batch,
+                                                  cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
+                                                  label_key=cfg.label_set)
+                             for split in ("val", "test") if self.data.size(split) > 0}
         self.normalize = Normalize(self.data.mean, self.data.std, self.device)
         self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + self.env.rank)
-        self.metrics = TaskMetrics(self.task, self.num_classes, self.device)
+        self.metrics = {split: TaskMetrics(self.task, self.num_classes, self.device, split)
+                        for split in self.eval_loaders}
         # progress within the epoch, saved in checkpoints with records, step, epoch and target_hit
         self.batch = 0
         self.initial_loss, self.above_steps = None, 0
@@ -117,7 +120,7 @@ class Trial:
     def inputs(self, batch, train: bool):
         x = self.normalize(batch.images.to(self.device, non_blocking=True))
         if train and self.cfg.augment:
-            x = random_flip_rot90(x, self.augment_rng)
+            x = AUGMENT[self.cfg.augmentation](x, self.augment_rng)
         if self.cfg.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, self.task.targets(batch.labels.to(self.device, non_blocking=True))
@@ -255,16 +258,29 @@ class Trial:
         return verdict, timing
 
     @torch.no_grad()
-    def evaluate(self) -> dict:
-        if not self.has_val:
+    def evaluate(self, split: str | None = None) -> dict:
+        """`{split}_*` metrics of the evaluation split (default: --eval-split); empty where the file has none."""
+        split = split or self.cfg.eval_split
+        if split not in self.eval_loaders:
             return {}
         self.net.eval()
-        for batch in self.val_loader:
-            x, y = self.inputs(batch, train=False)
-            with self.autocast():
-                logits = self.eval_net(x)
-            self.metrics.update(logits, y, self.loss_fn(logits, y))
-        return self.metrics.compute()
+        with torch.no_grad():
+            for batch in self.eval_loaders[split]:
+                x, y = self.inputs(batch, train=False)
+                with self.autocast():
+                    logits = self.eval_net(x)
+                self.metrics[split].update(logits, y, self.loss_fn(logits, y))
+        return self.metrics[split].compute()
+
+    def test_metrics(self, status: str) -> dict | None:
+        """The end-of-training test figures the papers report (collective): the last epoch's where test is the
+        evaluation split, else one evaluation of the test split now. None for a run stopped at divergence."""
+        if status not in ("completed", "diverged") or self.epoch < self.cfg.epochs or "test" not in self.eval_loaders:
+            return None
+        if self.cfg.eval_split == "test":
+            last = self.records[-1] if self.records else {}
+            return {k: v for k, v in last.items() if k.startswith("test_")}
+        return self.evaluate("test")
 
     def end_epoch(self, timing: dict) -> None:
         loss = dist.all_reduce_sum(torch.stack([self.epoch_loss, torch.tensor(float(self.epoch_seen),
@@ -340,18 +356,21 @@ class Trial:
     def describe(self) -> dict:
         """config.json: everything resolved, and what ran it. Collective (host names)."""
         return {"config": to_dict(self.cfg), "plan": asdict(self.plan), "world_size": self.env.world_size,
-                "dataset": self.data.dataset, "task": self.task.name, "primary_metric": self.task.primary_metric,
+                "dataset": self.data.dataset, "task": self.task.name,
+                "primary_metric": self.task.primary_on(self.cfg.eval_split), "eval_split": self.cfg.eval_split,
                 "num_classes": self.num_classes, "train_samples": self.plan.train_samples,
                 **provenance.environment(self.device, self.backend, self.env.launcher)}
 
     def finish(self, status: str, error: str | None = None) -> int:
         digests = dist.all_gather_object(provenance.param_digest(self.model)) if status != "failed" else []
+        test = self.test_metrics(status)
         if self.env.is_main:
-            write_json(self.out / SUMMARY, self.summary(status, error, digests))
+            write_json(self.out / SUMMARY, self.summary(status, error, digests, test))
         return 0
 
-    def summary(self, status: str, error: str | None, digests: list) -> dict:
-        return summarize(self.records, self.task, status, error, steps=self.step,
+    def summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
+        return summarize(self.records, self.task, status, error, steps=self.step, eval_split=self.cfg.eval_split,
+                         test=test,
                          diverged_at=self.diverged_at if status == "diverged" else None,
                          on_divergence=self.cfg.on_divergence,
                          wall_seconds=self.elapsed_before + time.perf_counter() - self.t_start,
@@ -406,8 +425,10 @@ def outcome_line(out: Path) -> str | None:
     summary, config = read_json(Path(out) / SUMMARY), read_json(Path(out) / CONFIG) or {}
     if not summary:
         return None
-    metric = config.get("primary_metric")
-    value = (summary.get("final") or {}).get(metric)
+    metric, test = config.get("primary_metric"), summary.get("test")
+    if test and metric:  # the papers' figure: the test split's, at the end of training
+        metric = "test_" + metric.split("_", 1)[1]
+    value = (test or summary.get("final") or {}).get(metric)
     shown = f" {metric} {value:.4f}" if value is not None else ""
     pace = summary.get("mean_epoch_seconds")
     timing = f", {pace:.1f} s per epoch" if pace else ""

@@ -6,7 +6,7 @@ import torch
 
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import ShardedLoader
-from lbscale.data.transforms import Normalize, random_flip_rot90
+from lbscale.data.transforms import Normalize, random_crop_flip, random_flip_rot90
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
@@ -84,6 +84,19 @@ def test_transforms():
     for i in range(2):  # each output is one of the 8 symmetries of its input
         options = [torch.rot90(v, k, (-2, -1)) for v in (x[i], x[i].flip(-1)) for k in range(4)]
         assert any(torch.equal(y[i], o) for o in options)
+
+
+def test_pad_and_crop_with_flip_matches_a_per_sample_reference():
+    x = torch.randn(16, 3, 8, 8)
+    y = random_crop_flip(x, torch.Generator().manual_seed(1), pad=2)
+    assert y.shape == x.shape
+    padded = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    for i in range(16):  # each output is one 8x8 window of its zero-padded input, maybe mirrored
+        windows = [padded[i, :, r:r + 8, c:c + 8] for r in range(5) for c in range(5)]
+        assert any(torch.equal(y[i], w) or torch.equal(y[i], w.flip(-1)) for w in windows)
+    assert not all(torch.equal(y[i], x[i]) for i in range(16))
+    again = random_crop_flip(x, torch.Generator().manual_seed(1), pad=2)
+    assert torch.equal(y, again)  # seeded: exact resume
 
 
 def test_memory_mapped_and_filtered_storage_give_the_same_batches(synthetic_h5, tmp_path):

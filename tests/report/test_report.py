@@ -86,9 +86,9 @@ def test_accuracy_table_marks_divergence_and_keeps_its_time(tmp_path):
     t = accuracy_table(study, "val_top1")
     rows = {r["Batch size"]: r for r in t.display.to_dict("records")}
     assert list(rows) == ["8K", "16K", "32K", "65K"] and rows["65K"]["N. GPUs"] == 32
-    assert rows["65K"]["Accuracy"] == "diverges (3 of 3)" and rows["65K"]["Loss"] == "diverges (3 of 3)"
+    assert rows["65K"]["Accuracy (val)"] == "diverges (3 of 3)" and rows["65K"]["Loss (val)"] == "diverges (3 of 3)"
     assert rows["65K"]["Time [s] per epoch"].startswith("5.00") and "partial epoch" in rows["65K"]["Time [s] per epoch"]
-    assert "(n=3)" in rows["8K"]["Accuracy"] and rows["8K"]["Accuracy"].startswith("0.96")
+    assert "(n=3)" in rows["8K"]["Accuracy (val)"] and rows["8K"]["Accuracy (val)"].startswith("0.96")
     tidy = t.tidy.set_index("global_batch")
     assert tidy.loc[65536, "diverged"] == 3 and tidy.loc[65536, "epoch_seconds_mean"] == pytest.approx(5.0)
     assert tidy.loc[32768, "val_top1_mean"] < tidy.loc[8192, "val_top1_mean"] - 0.2  # where accuracy breaks
@@ -100,8 +100,8 @@ def test_one_seed_one_gpu_count_and_multilabel(tmp_path):
         make_trial(res, b, 8, 0, task="multilabel", variant="lars-linear", break_batch=1024)
     study = load_results([res])
     t = accuracy_table(study, "val_f1_micro")
-    assert list(t.display.columns) == ["Batch size", "N. GPUs", "F1", "Loss", "Time [s] per epoch"]
-    assert "±" not in t.display["F1"].iloc[0]  # one seed: no std
+    assert list(t.display.columns) == ["Batch size", "N. GPUs", "F1 (val)", "Loss (val)", "Time [s] per epoch"]
+    assert "±" not in t.display["F1 (val)"].iloc[0]  # one seed: no std
     assert "Initial LR" in lr_table(study, "val_f1_micro").display
     assert scaling_table(study).display.empty  # one GPU count: no scaling series, said in a note
 
@@ -178,8 +178,8 @@ def test_diverged_runs_trained_to_the_end_show_their_final_metric(tmp_path):
                          diverge_epoch=3)  # stopped in epoch 3: epochs 1-2 have metrics, none is final
     assert json.loads((stopped / "summary.json").read_text())["final"] is not None
     rows = {r["Batch size"]: r for r in accuracy_table(load_results([res]), "val_f1_micro").display.to_dict("records")}
-    assert rows["16K"]["F1"].endswith(" (diverged)") and rows["16K"]["F1"].startswith("0.")
-    assert rows["32K"]["F1"] == "diverges" and "diverged" not in rows["512"]["F1"]
+    assert rows["16K"]["F1 (val)"].endswith(" (diverged)") and rows["16K"]["F1 (val)"].startswith("0.")
+    assert rows["32K"]["F1 (val)"] == "diverges" and "diverged" not in rows["512"]["F1 (val)"]
 
 
 def test_on_divergence_continue_trains_to_the_end(tiny_h5, tmp_path, run_cli):

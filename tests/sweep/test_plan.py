@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from lbscale.errors import LbscaleError
 from lbscale.sweep.spec import load_sweep_spec
 from lbscale.sweep.launch import SweepRun, render_array_script
 from lbscale.sweep.plan import build_plan, parse_batches, parse_seeds
@@ -71,6 +72,50 @@ def test_variants_and_warmup_in_ids(tmp_path):
                    "b8192-g4-lamb-sqrt-w0-s0", "b8192-g4-lamb-sqrt-w5-s0", "b8192-g4-lamb-sqrt-wauto-s0"]
     lars = build_plan(spec, tmp_path, 4, batch="8k")[0]
     assert lars.plan.peak_lr == pytest.approx(3.2)  # 0.1 x 8192 / 256
+
+
+POINTS = """
+name: ben
+data: none.h5
+model: resnet50
+epochs: 90
+trial: {optimizer: lars, base_lr: 0.1, ref_batch: 256, lr_scaling: linear, warmup_epochs: 5}
+grid:
+  points:
+    - {batch: 512, gpus: 8}
+    - {batch: 8k, gpus: 128}
+    - {batch: 16k, gpus: 128}
+    - {batch: 32k, gpus: 128}
+  seeds: 1
+"""
+
+
+def test_paired_points_derive_the_local_batch(tmp_path):
+    plans = build_plan(_spec(tmp_path, POINTS), tmp_path, 4)
+    rows = [(p.plan.global_batch, p.gpus, p.nodes, p.plan.local_batch, p.plan.accum_steps) for p in plans]
+    assert rows == [(512, 8, 2, 64, 1), (8192, 128, 32, 64, 1), (16384, 128, 32, 128, 1), (32768, 128, 32, 256, 1)]
+    assert [p.plan.peak_lr for p in plans] == pytest.approx([0.2, 3.2, 6.4, 12.8])
+    # --batch / --gpus select rows of the points; they do not make a product
+    assert [p.trial_id for p in build_plan(_spec(tmp_path, POINTS), tmp_path, 4, batch="16k,32k")] == [
+        "b16384-g128-lars-linear-s0", "b32768-g128-lars-linear-s0"]
+    assert len(build_plan(_spec(tmp_path, POINTS), tmp_path, 4, gpus="128")) == 3
+    with pytest.raises(LbscaleError, match="no grid point matches --batch 4k"):
+        build_plan(_spec(tmp_path, POINTS), tmp_path, 4, batch="4k")
+
+
+@pytest.mark.parametrize("change, needle", [
+    (("{batch: 8k, gpus: 128}", "{batch: 8000, gpus: 128}"), "grid.points[1] (batch 8000, gpus 128): batch 8000 "
+                                                             "is not divisible by 128 GPUs"),
+    (("{batch: 8k, gpus: 128}", "{batch: 8k, gpu: 128}"), "grid.points[1]: unknown key 'gpu'"),
+    (("  seeds: 1", "  seeds: 1\n  batch: 8k..32k"), "grid.batch (with gpus or local_batch) or grid.points"),
+    (("{batch: 8k, gpus: 128}", "{batch: 512, gpus: 8}"), "repeat a (batch, gpus) row"),
+    (("    - {batch: 512, gpus: 8}", "    - 512"), "grid.points[0] must be a mapping"),
+])
+def test_bad_points_are_named(tmp_path, run_cli, change, needle):
+    path = tmp_path / "s.yaml"
+    path.write_text(POINTS.replace(*change))
+    rc, _, err = run_cli("sweep", path, "--dry-run", "--launcher", "slurm", "--results", tmp_path / "r")
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_dry_run_prints_the_lr_column(tmp_path, run_cli):
@@ -161,7 +206,6 @@ def test_hostile_values_are_quoted_never_run(tmp_path):
 def test_unsafe_sbatch_values_refused(tmp_path, key, value):
     import yaml
 
-    from lbscale.errors import LbscaleError
 
     f = tmp_path / "systems.yaml"
     f.write_text(yaml.safe_dump({"bad": {"extends": "generic", key: value}}))
@@ -175,3 +219,48 @@ def test_shipped_specs_plan(run_cli):
             continue
         rc, out, err = run_cli("sweep", spec, "--dry-run", "--launcher", "slurm")
         assert rc == 0, (spec, err)
+
+
+def _shipped(name):
+    spec = load_sweep_spec(ROOT / "experiments" / f"{name}.yaml")
+    return spec, build_plan(spec, Path("results"), get_system(spec.system)["gpus_per_node"])
+
+
+def _rows(plans):
+    return sorted({(p.plan.global_batch, p.gpus, p.plan.local_batch, p.plan.accum_steps) for p in plans})
+
+
+def test_bigearthnet_spec_is_table_1():
+    spec, plans = _shipped("bigearthnet-lars")
+    assert _rows(plans) == [(512, 8, 64, 1), (8192, 128, 64, 1), (16384, 128, 128, 1), (32768, 128, 256, 1)]
+    assert [p.plan.peak_lr for p in plans] == pytest.approx([0.2, 3.2, 6.4, 12.8])
+    for p in plans:
+        c = p.config
+        assert (p.plan.warmup_epochs, c.optimizer, c.lars_nesterov, c.label_set) == (5, "lars", True, "labels_43")
+        assert (c.weight_decay_on, c.drop_rate > 0, c.eval_split, c.on_divergence) == ("conv", True, "test",
+                                                                                      "continue")
+        assert (list(c.milestones), list(c.milestone_factors)) == ([30, 60, 80], [0.1, 0.01, 0.001])
+    assert spec.system == "jureca-k80"
+
+
+@pytest.mark.parametrize("name", ["sat4-lamb", "sat6-lamb"])
+def test_sat_specs_are_the_papers_rows(name):
+    spec, plans = _shipped(name)
+    assert _rows(plans) == [(8192, 4, 2048, 1), (16384, 8, 2048, 1), (32768, 16, 2048, 1), (65536, 32, 2048, 1)]
+    assert len(plans) == 4 * 3 and {p.config.seed for p in plans} == {0, 1, 2}
+    assert {(p.config.epochs, p.config.eval_split, p.config.optimizer, p.config.lr_scaling) for p in plans} == {
+        (100, "test", "lamb", "sqrt")}
+    assert spec.system == "deep-esb" and {p.nodes for p in plans} == {4, 8, 16, 32}  # one V100 per node
+
+
+def test_warmup_and_cifar_specs():
+    _, plans = _shipped("warmup-study")
+    assert _rows(plans) == [(7680, 40, 192, 1), (30720, 160, 192, 1)]
+    cells = {(p.plan.global_batch, p.variant, p.plan.warmup_epochs): p.plan.peak_lr for p in plans}
+    assert len(cells) == 16 and {w for _, _, w in cells} == {0, 5, 10, 20}
+    assert cells[(7680, "linear", 5)] == pytest.approx(3.0) and cells[(7680, "unscaled", 5)] == 0.0125
+    _, plans = _shipped("cifar10-batch")
+    assert {p.config.model for p in plans} == {f"resnet{d}" for d in (18, 34, 50, 101, 152)}
+    assert {p.gpus for p in plans} == {1, 8} and min(p.plan.global_batch for p in plans) == 16
+    assert max(p.plan.global_batch for p in plans) == 20480 and {p.config.seed for p in plans} == {0, 1, 2, 3}
+    assert {(p.config.optimizer, p.config.epochs, p.config.augmentation) for p in plans} == {("sgd", 50, "crop-flip")}
