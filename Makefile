@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # The main job on the embedded default: prepare the synthetic set, show the sweep plan, run the sweep
-# (2 batch sizes x LAMB/LARS, 2 processes per trial, gloo on CPU; a few minutes), show its status, report it.
+# (batch 32..2048 x LAMB/SGD x 2 seeds, one process per trial; about 7 minutes on 2 cores), show its status,
+# report it.
 demo: venv
 	mkdir -p data
 	$(LBSCALE) prepare synthetic --out $(DEMO_DATA) --count 6000 --label-noise 0.05 --force

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -77,9 +78,10 @@ def trial_state(trial_dir: Path) -> dict:
 
 
 def trial_dirs(results: Path) -> list[Path]:
-    """The trial directories (those holding a trial.yaml) under `results`, sorted."""
+    """The trial directories (those holding a trial.yaml) under `results`, in natural order (b128 before b1024)."""
     results = Path(results)
-    return sorted(d for d in results.iterdir() if (d / TRIAL_YAML).exists()) if results.is_dir() else []
+    found = [d for d in results.iterdir() if (d / TRIAL_YAML).exists()] if results.is_dir() else []
+    return sorted(found, key=lambda d: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", d.name)])
 
 
 def sweep_states(results: Path) -> list[dict]:

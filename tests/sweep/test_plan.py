@@ -264,3 +264,9 @@ def test_warmup_and_cifar_specs():
     assert {p.gpus for p in plans} == {1, 8} and min(p.plan.global_batch for p in plans) == 16
     assert max(p.plan.global_batch for p in plans) == 20480 and {p.config.seed for p in plans} == {0, 1, 2, 3}
     assert {(p.config.optimizer, p.config.epochs, p.config.augmentation) for p in plans} == {("sgd", 50, "crop-flip")}
+
+
+def test_demo_is_a_small_study():
+    _, plans = _shipped("demo-sweep")
+    assert sorted({p.plan.global_batch for p in plans}) == [32, 64, 128, 256, 512, 1024, 2048]
+    assert {p.variant for p in plans} == {"lamb-sqrt", "sgd-linear"} and {p.config.seed for p in plans} == {0, 1}

@@ -193,7 +193,7 @@ def test_progress_in_a_log_is_one_plain_line_per_epoch(tiny_h5, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "\r" not in r.stderr and r.stderr.count("epoch 1/2: train_loss") == 1 and "epoch 2/2:" in r.stderr
     assert "val_top1" in r.stderr and "img/s" in r.stderr
-    assert r.stdout.strip().splitlines()[-1].startswith("trial completed: test_top1")  # the outcome line: the test figure
+    assert r.stdout.strip().splitlines()[-1].startswith("trial completed: test_top1")  # outcome: test figure
 
 
 def test_compile_mode_auto_is_cuda_graphs_on_a_gpu_only():
