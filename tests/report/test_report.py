@@ -191,3 +191,21 @@ def test_on_divergence_continue_trains_to_the_end(tiny_h5, tmp_path, run_cli):
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "diverged" and s["epochs_completed"] == 2 and s["diverged_at"]["epoch"] == 1
     assert s["final"]["epoch"] == 2 and "val_top1" in s["final"]
+
+
+def test_bigearthnet_style_divergence_ends_with_its_final_test_f1(tmp_path, run_cli):
+    from lbscale.data.prepare import prepare
+
+    data = tmp_path / "ml.h5"
+    prepare("synthetic", None, data, count=400, bands=3, size=16, classes=5, task="multilabel", seed=2,
+            val_fraction=0, command="test")
+    out = tmp_path / "runs" / "b32-ben"
+    rc, _, err = run_cli("train", "--data", data, "--out", out, "--model", "test_resnet", "--global-batch", "32",
+                         "--optimizer", "lars", "--lars-nesterov", "--base-lr", "1e7", "--trust-coeff", "1e4",
+                         "--weight-decay-on", "conv", "--drop-rate", "0.5", "--epochs", "2", "--eval-split", "test",
+                         "--on-divergence", "continue", "--check-every", "2", "--device", "cpu", "--quiet")
+    assert rc == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "diverged" and s["epochs_completed"] == 2 and "test_f1_micro" in s["test"]
+    t = accuracy_table(load_results([out.parent]), "test_f1_micro")
+    assert t.display["F1 (test)"].iloc[0] == f"{s['test']['test_f1_micro']:.3f} (diverged)"
