@@ -8,6 +8,7 @@ import torch
 from timm.optim import Lamb as TimmLamb
 from timm.optim import Lars as TimmLars
 
+from lbscale.train import adaptive
 from lbscale.train.adaptive import Lamb, Lars
 
 STEPS = 5
@@ -81,9 +82,16 @@ def _lamb_reference(ps, lr, b1, b2, eps, wd, adapt, max_norm=None):
 ADAPT = [True, False, True, False]  # ps[0], ps[2] in the adapted group
 
 
+@pytest.fixture(params=[1 << 16, 10], ids=["one-block", "cpu-blocks"])
+def block(request, monkeypatch):
+    """The CPU's cache blocks: the update must not depend on how the tensors are cut (10: one or two each)."""
+    monkeypatch.setattr(adaptive, "BLOCK", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("nesterov", [False, True])
 @pytest.mark.parametrize("wd", [0.0, 1e-2])
-def test_lars_matches_reference_and_timm(nesterov, wd):
+def test_lars_matches_reference_and_timm(nesterov, wd, block):
     kw = dict(lr=0.3, momentum=0.9, trust_coeff=0.01, eps=1e-8, nesterov=nesterov)
     ours = _params()
     _run(lambda ps: Lars(_groups(ps, wd), **kw), ours)
@@ -100,7 +108,7 @@ def test_lars_matches_reference_and_timm(nesterov, wd):
 
 @pytest.mark.parametrize("max_norm", [None, 1.0])
 @pytest.mark.parametrize("wd", [0.0, 1e-2])
-def test_lamb_matches_reference_and_timm(wd, max_norm):
+def test_lamb_matches_reference_and_timm(wd, max_norm, block):
     kw = dict(lr=0.05, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=max_norm)
     ours = _params(1)
     _run(lambda ps: Lamb(_groups(ps, wd), **kw), ours)
@@ -116,7 +124,7 @@ def test_lamb_matches_reference_and_timm(wd, max_norm):
 
 
 @pytest.mark.parametrize("cls, kw", [(Lars, dict(lr=0.3, nesterov=True)), (Lamb, dict(lr=0.05))])
-def test_resumed_equals_uninterrupted(cls, kw):
+def test_resumed_equals_uninterrupted(cls, kw, block):
     whole = _params(2)
     _run(lambda ps: cls(_groups(ps, 1e-2), **kw), whole)
     cut = _params(2)
