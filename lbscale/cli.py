@@ -200,6 +200,38 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
                f"tr(Sigma) {r['trace']:.4g}, {groups} groups of {k} x {micro_batch}); written to {trial / GNS_FILE}")
 
 
+@cli.command(name="filter")
+@click.option("--data", "data_path", required=True, help="Prepared multiclass file whose train split is filtered.")
+@click.option("--checkpoint", help="Trial directory whose checkpointed network gives the features.")
+@click.option("--model", help="Or a timm model name with --pretrained (timm's weights; needs them locally).")
+@click.option("--pretrained", is_flag=True, help="With --model: timm's pretrained weights.")
+@click.option("--out", required=True, help="The network-filtered prepared file (HDF5).")
+@click.option("--reduce", "how", default="pca+tsne", show_default=True,
+              help="pca+tsne (PCA to --pca-dims, t-SNE to 2-D), tsne, or pca (DBSCAN in the PCA space).")
+@click.option("--pca-dims", type=int, default=50, show_default=True)
+@click.option("--eps", type=float, help="DBSCAN eps (default: per class, the knee of the k-distance curve).")
+@click.option("--min-samples", type=int, help="DBSCAN min_samples (default: 2 x the embedding's dimensions).")
+@click.option("--random-control", help="Also write a random subset of exactly the same size per class.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--batch", type=int, default=256, show_default=True, help="Images per feature batch.")
+@click.option("--device", default="auto", show_default=True, help="auto (a GPU when there is one), cpu, cuda.")
+@click.option("--force", is_flag=True, help="Replace existing output files.")
+@quiet_option
+def filter_command(data_path, checkpoint, model, pretrained, out, how, pca_dims, eps, min_samples, random_control,
+                   seed, batch, device, force):
+    """Drop the train samples a network's feature space marks as noise (features -> PCA -> t-SNE -> DBSCAN
+    per class), with a same-size random control."""
+    import sys
+
+    from lbscale.analysis.filter import FilterOptions, run_filter
+
+    o = FilterOptions(data=data_path, out=out, checkpoint=checkpoint, model=model, pretrained=pretrained,
+                      reduce=how, pca_dims=pca_dims, eps=eps, min_samples=min_samples,
+                      random_control=random_control, seed=seed, batch=batch, device=device, force=force)
+    _, line = run_filter(o, command="lbscale " + " ".join(sys.argv[1:]))
+    click.echo(line)
+
+
 @cli.group()
 def data():
     """Inspect prepared files."""

@@ -9,7 +9,6 @@ Each is noisy on its own, so they are summed over many measurements and divided 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -87,33 +86,23 @@ def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = 3
     from lbscale.data.transforms import Normalize
     from lbscale.errors import LbscaleError
     from lbscale.progress import bar
-    from lbscale.results import CONFIG, write_json
+    from lbscale.results import CONFIG, read_json, write_json
     from lbscale.task import get_task
-    from lbscale.train.models import build_model
+    from lbscale.train.models import load_trial_model
 
     trial_dir = Path(trial_dir)
-    config_path, ckpt = trial_dir / CONFIG, trial_dir / "checkpoint" / "model.pt"
-    if not config_path.exists() or not ckpt.exists():
-        raise LbscaleError(f"{trial_dir}: not a trial directory with a checkpoint (config.json, checkpoint/model.pt)")
     if micro_batch < 1 or k < 2 or groups < 1:
         raise LbscaleError("--micro-batch >= 1, --k >= 2 and --groups >= 1 are needed")
-    try:
-        config = json.loads(config_path.read_text())
-        cfg = config["config"]
-    except (ValueError, KeyError):
-        raise LbscaleError(f"{config_path}: not a trial's config.json") from None
+    config = read_json(trial_dir / CONFIG)
+    if not config or "config" not in config:
+        raise LbscaleError(f"{trial_dir}: not a trial directory with a checkpoint (config.json, checkpoint/model.pt)")
+    cfg = config["config"]
     f = open_prepared(data or cfg["data"])
     task = get_task(f.task)
     num_classes = config.get("num_classes", f.num_classes)
     if micro_batch * k > f.size("train"):
         raise LbscaleError(f"--micro-batch {micro_batch} x --k {k} is more than the train split ({f.size('train')})")
-    model = build_model(cfg["model"], len(f.band_names), num_classes, channels_last=False)
-    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
-    try:
-        model.load_state_dict(saved["model"])
-    except RuntimeError as e:
-        raise LbscaleError(f"{ckpt}: does not fit {cfg['model']} with {len(f.band_names)} bands and "
-                           f"{num_classes} classes ({str(e).splitlines()[0]})") from None
+    model, _, saved = load_trial_model(trial_dir, len(f.band_names), num_classes)
     model.train()  # the gradients of training: BatchNorm on batch statistics
     normalize = Normalize(f.mean, f.std, torch.device("cpu"))
     label_key = cfg.get("label_set", "labels")

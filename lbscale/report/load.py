@@ -119,6 +119,13 @@ def _epoch_seconds(summary: dict, records: list[dict]) -> tuple[float | None, bo
     return summary.get("mean_epoch_seconds"), bool(summary.get("epoch_seconds_estimated"))
 
 
+def _variant(grid: dict, cfg: dict) -> str | None:
+    """The curve a trial belongs to: its variant, prefixed by its dataset where the data is a grid axis
+    (full / network-filtered / random-filtered arms: `nf:resnet18`)."""
+    variant = grid.get("variant") or (f"{cfg['optimizer']}-{cfg['lr_scaling']}" if cfg else None)
+    return f"{grid['dataset']}:{variant}" if grid.get("dataset") else variant
+
+
 def _trial_row(d: Path, records: list[dict]) -> dict:
     summary = _json(d / SUMMARY) or {}
     config = _json(d / CONFIG) or {}
@@ -136,7 +143,7 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "task": task, "global_batch": grid.get("global_batch") or plan.get("global_batch") or cfg.get("global_batch"),
         "gpus": grid.get("gpus") or config.get("world_size") or summary.get("world_size"),
         "local_batch": plan.get("local_batch"), "accum_steps": plan.get("accum_steps"),
-        "variant": grid.get("variant") or (f"{cfg['optimizer']}-{cfg['lr_scaling']}" if cfg else None),
+        "variant": _variant(grid, cfg), "dataset": grid.get("dataset"),
         "warmup": grid.get("warmup"), "seed": grid.get("seed", cfg.get("seed")),
         "optimizer": cfg.get("optimizer"), "lr_scaling": cfg.get("lr_scaling"), "base_lr": cfg.get("base_lr"),
         "peak_lr": plan.get("peak_lr"), "warmup_epochs": plan.get("warmup_epochs"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -86,12 +87,13 @@ class TrialPlan:
     variant: str = ""  # the grid's axes besides batch and GPUs, for the report
     warmup: str | None = None
     sweep: str = ""
+    dataset: str | None = None  # the name of grid.datasets' entry
 
     def axes(self) -> dict:
         """grid.json: where in its sweep's grid this trial sits."""
         return {"sweep": self.sweep, "trial": self.trial_id, "global_batch": self.plan.global_batch,
                 "gpus": self.gpus, "nodes": self.nodes, "variant": self.variant, "warmup": self.warmup,
-                "seed": self.config.seed}
+                "seed": self.config.seed, "dataset": self.dataset}
 
     @property
     def out(self) -> Path:
@@ -170,7 +172,11 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
     for name in variants:
         if not SAFE_ID.match(name):
             raise LbscaleError(f"{spec.path}: variant name {name!r} may use letters, digits, '.', '_' and '-' only")
-    train_samples = _train_samples(spec.trial.get("data"))
+    datasets = spec.datasets or {None: spec.trial.get("data")}
+    for name in datasets:
+        if name is not None and not SAFE_ID.match(name):
+            raise LbscaleError(f"{spec.path}: dataset name {name!r} may use letters, digits, '.', '_' and '-' only")
+    samples = {name: _train_samples(path) for name, path in datasets.items()}
 
     plans = []
     for b, g, local, where in cells:
@@ -178,13 +184,17 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
             g, nodes, accum = _resources(b, g, local, gpus_per_node)
         except LbscaleError as e:
             raise LbscaleError(f"{where}{e}") from None
-        for vname, voptions in variants.items():
+        for (dname, dpath), (vname, voptions) in itertools.product(datasets.items(), variants.items()):
+            train_samples = samples[dname]
             for w in warmups:
                 for seed in seed_list:
-                    parts = [f"b{b}", f"g{g}", vname] + ([_warmup_tag(w)] if w is not None else []) + [f"s{seed}"]
+                    parts = ([f"b{b}", f"g{g}"] + ([dname] if dname is not None else []) + [vname]
+                             + ([_warmup_tag(w)] if w is not None else []) + [f"s{seed}"])
                     trial_id = "-".join(parts)
                     options = {**spec.trial, **voptions, "global_batch": b, "seed": seed,
                                "out": str(results / trial_id)}
+                    if dname is not None:
+                        options["data"] = dpath
                     if epochs is not None:
                         options["epochs"] = epochs
                     if w is not None:
@@ -197,7 +207,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
                     except LbscaleError as e:
                         raise LbscaleError(f"trial {trial_id}: {e}") from None
                     plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
-                                           None if w is None else str(w), spec.name))
+                                           None if w is None else str(w), spec.name, dname))
     ids = [p.trial_id for p in plans]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

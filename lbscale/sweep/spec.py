@@ -9,7 +9,7 @@ from lbscale.config import FIELDS, read_yaml_mapping
 from lbscale.errors import LbscaleError
 
 SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
-GRID_KEYS = {"batch", "points", "gpus", "local_batch", "variants", "warmup", "seeds"}
+GRID_KEYS = {"batch", "points", "gpus", "local_batch", "datasets", "variants", "warmup", "seeds"}
 POINT_KEYS = {"batch", "gpus", "local_batch"}
 
 
@@ -26,6 +26,7 @@ class SweepSpec:
     warmup: list | None = None  # warm-up variants (epochs or 'auto'); None: the trial option stands
     seeds: object = 1  # a count or a list
     points: list | None = None  # explicit (batch, gpus, local_batch) rows instead of batch x gpus
+    datasets: dict = field(default_factory=dict)  # name -> prepared file: the data as an axis (full / filtered)
     system: str = "generic"
     results: str | None = None
     path: str = ""
@@ -75,10 +76,16 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     if not isinstance(variants, dict):
         raise LbscaleError(f"{path}: grid.variants must map names to trial options")
     variants = {str(k): _check_trial_keys(v, f"{path}: variant {k}") for k, v in variants.items()}
+    datasets = grid.get("datasets") or {}
+    if not isinstance(datasets, dict) or not all(isinstance(v, str) for v in datasets.values()):
+        raise LbscaleError(f"{path}: grid.datasets must map names to prepared files, e.g. {{full: data/c.h5}}")
+    if datasets and "data" in trial:
+        raise LbscaleError(f"{path}: give data or grid.datasets, not both")
     warmup = grid.get("warmup")
     return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid.get("batch"), points=points,
                      gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
+                     datasets={str(k): v for k, v in datasets.items()},
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
                      seeds=grid.get("seeds", 1), system=str(raw.get("system", "generic")), results=raw.get("results"),
                      path=str(path))

@@ -104,44 +104,14 @@ def test_paired_points_derive_the_local_batch(tmp_path):
 
 
 @pytest.mark.parametrize("change, needle", [
+    (("epochs: 3", "epochs: 3\nlearning_rate: 1"), "unknown key 'learning_rate'"),
+    # paired grid points: a bad row is named
     (("{batch: 8k, gpus: 128}", "{batch: 8000, gpus: 128}"), "grid.points[1] (batch 8000, gpus 128): batch 8000 "
                                                              "is not divisible by 128 GPUs"),
     (("{batch: 8k, gpus: 128}", "{batch: 8k, gpu: 128}"), "grid.points[1]: unknown key 'gpu'"),
     (("  seeds: 1", "  seeds: 1\n  batch: 8k..32k"), "grid.batch (with gpus or local_batch) or grid.points"),
     (("{batch: 8k, gpus: 128}", "{batch: 512, gpus: 8}"), "repeat a (batch, gpus) row"),
     (("    - {batch: 512, gpus: 8}", "    - 512"), "grid.points[0] must be a mapping"),
-])
-def test_bad_points_are_named(tmp_path, run_cli, change, needle):
-    path = tmp_path / "s.yaml"
-    path.write_text(POINTS.replace(*change))
-    rc, _, err = run_cli("sweep", path, "--dry-run", "--launcher", "slurm", "--results", tmp_path / "r")
-    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
-
-
-def test_dry_run_prints_the_lr_column(tmp_path, run_cli):
-    path = tmp_path / "s.yaml"
-    path.write_text(SPEC.replace("lamb, base_lr: 0.01, ref_batch: 8192, lr_scaling: sqrt",
-                                 "lars, base_lr: 0.1, ref_batch: 256, lr_scaling: linear"))
-    rc, out, err = run_cli("sweep", path, "--dry-run", "--batch", "8k..32k", "--seeds", "1")
-    assert rc == 0, err
-    lines = out.splitlines()
-    assert lines[0].split()[:7] == ["trial", "global", "local", "gpus", "nodes", "accum", "peak_lr"]
-    assert [line.split()[6] for line in lines[1:4]] == ["3.2", "6.4", "12.8"]
-    assert not (tmp_path / "results").exists()
-
-
-def test_dry_run_counts_steps_when_the_data_exists(tiny_h5, tmp_path, run_cli):
-    path = tmp_path / "s.yaml"
-    path.write_text(SPEC.replace("none.h5", str(tiny_h5)).replace("8k..65k", "[32, 64]").replace(
-        "local_batch: 2048", "gpus: [2]"))
-    rc, out, err = run_cli("sweep", path, "--dry-run", "--seeds", "1")
-    assert rc == 0, err
-    rows = [line.split() for line in out.splitlines()[1:]]
-    assert rows[0][-1] == str(3 * (560 // 32)) and rows[1][-1] == str(3 * (560 // 64))
-
-
-@pytest.mark.parametrize("change, needle", [
-    (("epochs: 3", "epochs: 3\nlearning_rate: 1"), "unknown key 'learning_rate'"),
     (("seeds: 2", "seeds: 2\n  gpu: [4]"), "unknown grid key 'gpu'"),
     (("optimizer: lamb", "optimiser: lamb"), "unknown trial option 'optimiser'"),
     (("local_batch: 2048", "local_batch: 3000"), "not a multiple of local batch 3000"),
@@ -151,7 +121,8 @@ def test_dry_run_counts_steps_when_the_data_exists(tiny_h5, tmp_path, run_cli):
 ])
 def test_bad_specs_fail_before_anything(tmp_path, run_cli, change, needle):
     path = tmp_path / "s.yaml"
-    path.write_text(SPEC.replace(*change))
+    base = POINTS if change[0] in POINTS else SPEC
+    path.write_text(base.replace(*change))
     rc, _, err = run_cli("sweep", path, "--launcher", "slurm", "--no-submit", "--results", tmp_path / "r")
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r").exists()
