@@ -54,9 +54,10 @@ def cli():
               help="synthetic: one class per image or a mosaic of 1-3.")
 @click.option("--label-noise", type=float, default=0.0, show_default=True,
               help="synthetic: fraction of train labels flipped (recorded in /train/noisy).")
+@click.option("--metadata", help="bigearthnet v2.0: its metadata.parquet (default: SRC/metadata.parquet if there).")
 @quiet_option
 def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, force, count, bands, size, classes,
-            task, label_noise):
+            task, label_noise, metadata):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import prepare as run_prepare
 
@@ -65,7 +66,7 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
     # Source-specific options only where given: prepare refuses one the dataset does not read.
     ctx = click.get_current_context()
     specific = {name: value for name, value in dict(count=count, bands=bands, size=size, classes=classes, task=task,
-                                                      label_noise=label_noise).items()
+                                                      label_noise=label_noise, metadata=metadata).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
                          command=shlex.join(["lbscale", *sys.argv[1:]]), **specific)

@@ -8,7 +8,7 @@ import torch
 from lbscale.data.formats import open_prepared
 from lbscale.data.prepare import prepare
 from lbscale.data.sources.bigearthnet import BANDS, upsample
-from tests.fixtures.make_bigearthnet import LABELS, PATCHES, SNOWY, make_root
+from tests.fixtures.make_bigearthnet import LABELS, PATCHES, SNOWY, V2_ROWS, make_root, make_root_v2
 from tests.fixtures.make_cifar import make_cifar
 from tests.fixtures.make_eurosat import make_eurosat
 from tests.fixtures.make_sat import make_csv, make_mat
@@ -116,6 +116,50 @@ def test_bigearthnet_bands_labels_splits(tmp_path):
                               "Sea and ocean": "Marine waters"}
                 got19 = sorted(k19[c] for c in np.flatnonzero(h["train/labels"][i]))
                 assert got19 == sorted(expected19[x] for x in labels if x in expected19)
+
+
+def test_bigearthnet_v2_metadata_splits_flags_and_layouts(tmp_path, run_cli):
+    s2, meta, bands = make_root_v2(tmp_path / "reben")
+    out = tmp_path / "ben2.h5"
+    rc, stdout, err = run_cli("prepare", "bigearthnet", "--src", s2, "--metadata", meta, "--out", out, "--quiet")
+    assert rc == 0, err
+    assert stdout.strip().endswith("train 3, val 1, test 1")
+    kept = {r[0]: r for r in V2_ROWS if not (r[3] or r[4])}
+    with open_prepared(out) as f:
+        assert f.attrs["source_version"] == "BigEarthNet-S2 v2.0 (reBEN)" and f.extra_class_names == {}
+        k19 = f.class_names
+        assert len(k19) == 19 and k19 == sorted(k19)
+        split_of = {"train": "train", "val": "validation", "test": "test"}
+        for split in ("train", "val", "test"):
+            names, labels = f.names(split), f.labels(split)
+            assert all(kept[n][2] == split_of[split] for n in names)
+            for i, name in enumerate(names):
+                assert sorted(k19[c] for c in np.flatnonzero(labels[i])) == sorted(kept[name][1])
+                for j, b in enumerate(BANDS):
+                    patch = bands[name][b]
+                    expected = patch if patch.shape == (120, 120) else upsample(patch)
+                    np.testing.assert_array_equal(np.asarray(f.images(split)[i])[j], expected)
+
+
+def test_bigearthnet_v2_bad_metadata_is_one_line(tmp_path, run_cli):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    s2, meta, _ = make_root_v2(tmp_path / "reben")
+    for table, needle in ((pa.table({"patch_id": ["x"], "split": ["train"]}), "no column 'labels'"),
+                          (pa.table({"patch_id": [V2_ROWS[0][0] + "9"], "labels": [["Arable land"]],
+                                     "split": ["train"]}), "1 patch(es) of bad.parquet not found"),
+                          (pa.table({"patch_id": [V2_ROWS[0][0]], "labels": [["Moon"]], "split": ["train"]}),
+                           "unknown label 'Moon'")):
+        bad = tmp_path / "bad.parquet"
+        pq.write_table(table, bad)
+        rc, _, err = run_cli("prepare", "bigearthnet", "--src", s2, "--metadata", bad, "--out", tmp_path / "o.h5")
+        assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    rc, _, err = run_cli("prepare", "bigearthnet", "--src", s2, "--metadata", tmp_path / "junk.parquet",
+                         "--out", tmp_path / "o.h5")
+    assert rc == 2 and "not a readable parquet file" in err
+    assert not (tmp_path / "o.h5").exists()
 
 
 def test_synthetic_deterministic_and_noise_recorded(tmp_path):
