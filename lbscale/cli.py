@@ -55,9 +55,12 @@ def cli():
 @click.option("--label-noise", type=float, default=0.0, show_default=True,
               help="synthetic: fraction of train labels flipped (recorded in /train/noisy).")
 @click.option("--metadata", help="bigearthnet v2.0: its metadata.parquet (default: SRC/metadata.parquet if there).")
+@click.option("--max-side", type=int, help="imagenet: re-encode images whose short side exceeds this (e.g. 256).")
+@click.option("--skip-bad", is_flag=True, help="imagenet: leave unreadable files out (listed) instead of failing.")
+@click.option("--val-labels", help="imagenet: labels of a flat val/ (LOC_val_solution.csv or the devkit).")
 @quiet_option
 def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, force, count, bands, size, classes,
-            task, label_noise, metadata):
+            task, label_noise, metadata, max_side, skip_bad, val_labels):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import prepare as run_prepare
 
@@ -66,7 +69,8 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
     # Source-specific options only where given: prepare refuses one the dataset does not read.
     ctx = click.get_current_context()
     specific = {name: value for name, value in dict(count=count, bands=bands, size=size, classes=classes, task=task,
-                                                      label_noise=label_noise, metadata=metadata).items()
+                                                      label_noise=label_noise, metadata=metadata, max_side=max_side,
+                                                      skip_bad=skip_bad, val_labels=val_labels).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
                          command=shlex.join(["lbscale", *sys.argv[1:]]), **specific)
@@ -170,7 +174,8 @@ def status(results):
 @click.option("--metric", default="auto", show_default=True,
               help="Metric of the tables and figures: auto (the task's primary metric), val_top1, val_f1_micro, ...")
 @click.option("--compare", help="Published numbers beside your own: a NAME under results/published "
-                                "(sat4-lamb, sat6-lamb, bigearthnet-lars, mlperf-resnet50) or a CSV file.")
+                                "(sat4-lamb, sat6-lamb, bigearthnet-lars, mlperf-resnet50, imagenet-records) "
+                                "or a CSV file.")
 @click.option("--target", type=float, help="Target value of --metric for steps / time to target and the critical "
                                             "batch (default: the trials' own --target).")
 def report(results, out, formats, metric, compare, target):

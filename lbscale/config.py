@@ -20,9 +20,12 @@ from lbscale.train.policy import SCALING_RULES, SCHEDULES
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
-AUGMENTATIONS = {  # the functions: lbscale.data.transforms.AUGMENT
+AUGMENTATIONS = {  # the functions: lbscale.data.transforms.AUGMENT ("auto" resolves to one of them)
+    "auto": "flip-rot90 for pixel data, rrc-flip for JPEG data (ImageNet)",
     "flip-rot90": "random horizontal flip and multiple of 90 degrees (the remote-sensing studies)",
     "crop-flip": "4-pixel zero pad (the band mean), random crop back to size, random horizontal flip (CIFAR ResNets)",
+    "rrc-flip": "random-resized crop (8-100% of the area, ratio 3/4-4/3) and horizontal flip (ImageNet; done at "
+                "decode time for JPEG data)",
 }
 COMPILE_MODES = {
     "auto": "reduce-overhead on a GPU (CUDA graphs: fastest measured at SAT-4 size), default on the CPU",
@@ -82,7 +85,10 @@ class TrialConfig:
     compile_mode: str = _choice("auto", "torch.compile mode.", COMPILE_MODES)
     channels_last: bool = _f(True, "channels_last memory format.")
     augment: bool = _f(True, "Augment training batches on the training device (--augmentation).")
-    augmentation: str = _choice("flip-rot90", "Training augmentation.", AUGMENTATIONS)
+    augmentation: str = _choice("auto", "Training augmentation.", AUGMENTATIONS)
+    crop_size: int = _f(None, "JPEG data: side of the training crop and the evaluation centre crop (default 224).")
+    decode_workers: int = _f(None, "JPEG data on the CPU: decoder processes per rank (default: the rank's CPUs; 0: "
+                                   "decode in the loader thread).")
     in_memory: bool = _f(False, "Load the splits into memory instead of reading chunks.")
     backend: str = _choice(None, "Process-group backend (default: nccl on GPU, gloo on CPU).", BACKENDS)
     device: str = _choice("auto", "Training device.", DEVICES)
@@ -203,6 +209,10 @@ def validate(cfg: TrialConfig) -> None:
                                f"(choose one of {', '.join(known)})")
     if not 0 <= cfg.label_smoothing < 1:
         raise LbscaleError("--label-smoothing must be in [0, 1)")
+    if cfg.crop_size is not None and cfg.crop_size < 8:
+        raise LbscaleError("--crop-size must be >= 8 pixels")
+    if cfg.decode_workers is not None and cfg.decode_workers < 0:
+        raise LbscaleError("--decode-workers must be >= 0")
     if not 0 <= cfg.drop_rate < 1:
         raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:

@@ -292,6 +292,9 @@ def run_filter(o: FilterOptions, command: str = "lbscale filter") -> tuple[Filte
     if f.task != "multiclass":
         raise LbscaleError(f"{o.data}: a {f.task} file; per-class DBSCAN is defined for multiclass data only "
                            "(a multilabel sample belongs to several classes)")
+    if f.encoding != "raw":
+        raise LbscaleError(f"{o.data}: {f.encoding.upper()}-encoded samples; lbscale filter reads pixel files "
+                           "(CIFAR-10, SAT, EuroSAT, synthetic)")
     n = f.size("train")
     if n < 10:
         raise LbscaleError(f"{o.data}: {n} train samples; too few to filter")

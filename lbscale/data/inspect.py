@@ -21,7 +21,13 @@ def describe(path) -> str:
         hists = {}
         for s in f.splits():
             img = f.images(s)
-            lines.append(f"    {s:<5} {f.size(s):>9} images  {tuple(img.shape[1:])} {np.dtype(img.dtype).name}")
+            if f.encoding != "raw":
+                sizes, n_bytes = f.labels(s, "sizes"), int(f.labels(s, "lengths").sum())
+                median = np.median(sizes, axis=0).astype(int) if len(sizes) else (0, 0)
+                shape = f"{f.encoding.upper()}, median {median[1]}x{median[0]} px, {n_bytes / 2**20:,.1f} MiB"
+            else:
+                shape = f"{tuple(img.shape[1:])} {np.dtype(img.dtype).name}"
+            lines.append(f"    {s:<5} {f.size(s):>9} images  {shape}")
             hists[s] = label_histogram(f.labels(s), f.num_classes)
         lines.append("  label histogram:")
         width = max(len(c) for c in f.class_names)
@@ -47,12 +53,15 @@ def check(path) -> list[str]:
             problems.append("band stats missing, of the wrong length or not finite")
         for s in f.splits():
             img, lab, n = f.images(s), f.labels(s), f.size(s)
-            if img.ndim != 4 or img.shape[1] != len(f.band_names):
+            if f.encoding != "raw":
+                problems += [f"{s}: {p}" for p in check_encoded(img, f.labels(s, "sizes"))]
+            elif img.ndim != 4 or img.shape[1] != len(f.band_names):
                 problems.append(f"{s}: images shape {tuple(img.shape)} is not (N, {len(f.band_names)}, H, W)")
             if shape is not None and n and tuple(img.shape[1:]) != shape:
                 problems.append(f"{s}: image shape {tuple(img.shape[1:])} differs from {shape}")
             shape = shape or (tuple(img.shape[1:]) if n else None)
-            if not (np.issubdtype(img.dtype, np.integer) or np.issubdtype(img.dtype, np.floating)):
+            if f.encoding == "raw" and not (np.issubdtype(img.dtype, np.integer)
+                                           or np.issubdtype(img.dtype, np.floating)):
                 problems.append(f"{s}: image dtype {img.dtype} is not numeric")
             if len(lab) != n:
                 problems.append(f"{s}: {len(lab)} labels for {n} images")
@@ -62,7 +71,7 @@ def check(path) -> list[str]:
             if f.task == "multilabel" and lab.size:
                 if lab.ndim != 2 or lab.shape[1] != k or not np.all((lab == 0) | (lab == 1)):
                     problems.append(f"{s}: multilabel labels must be 0/1 rows of width {k}")
-            if np.issubdtype(img.dtype, np.floating):
+            if f.encoding == "raw" and np.issubdtype(img.dtype, np.floating):
                 for a in range(0, n, SCAN):
                     if not np.all(np.isfinite(img[a:a + SCAN])):
                         problems.append(f"{s}: images contain NaN or inf")
@@ -78,4 +87,24 @@ def check(path) -> list[str]:
                     if both:
                         problems.append(f"{s} and {other} share {len(both)} samples (e.g. {sorted(both)[0]})")
                 seen[s] = set(names)
+    return problems
+
+
+def check_encoded(images, sizes: np.ndarray) -> list[str]:
+    """JPEG samples: inside the byte stream, non-empty, JPEG start and end markers, positive sizes."""
+    problems = []
+    stream = images.ds.shape[0]
+    if len(sizes) != len(images):
+        problems.append(f"{len(sizes)} sizes for {len(images)} samples")
+    if len(images) and (images.offsets.min() < 0 or (images.offsets + images.lengths).max() > stream
+                        or images.lengths.min() < 4):
+        problems.append("sample offsets or lengths outside the byte stream")
+        return problems
+    if len(sizes) and sizes.min() < 1:
+        problems.append("decoded sizes must be positive")
+    for a in range(0, len(images), SCAN):
+        for i, data in enumerate(images[a:a + SCAN]):
+            if bytes(data[:2]) != b"\xff\xd8" or bytes(data[-2:]) != b"\xff\xd9":
+                problems.append(f"sample {a + i} is not a complete JPEG (start/end markers)")
+                return problems
     return problems

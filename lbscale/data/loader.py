@@ -6,6 +6,11 @@ A rank takes its shard a buffer of blocks at a time, shuffles within the buffer 
 a set to SGD, so its members are gathered in storage order: one copy from the memory-mapped chunks (or the
 in-memory array) into the batch. Batches hold raw pixels (native dtype); normalisation and augmentation run
 afterwards as tensor ops on the training device (lbscale.data.transforms).
+
+JPEG-encoded files (ImageNet) go through the same order; a batch's encoded samples are decoded by a
+`JpegDecoder` (nvjpeg on a GPU, decoder processes on the CPU) into fixed-size crops: random-resized crops and
+flips for training, drawn from a generator seeded by (seed, epoch, rank, batch), so that a resumed epoch
+crops exactly what the interrupted one did; the resize-and-centre crop for evaluation.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from lbscale.errors import LbscaleError
 
 @dataclass
 class Batch:
-    images: torch.Tensor  # (n, C, H, W), the file's dtype (uint16 widened to int32)
+    images: torch.Tensor  # (n, C, H, W), the file's dtype (uint16 widened to int32); decoded JPEG crops
     labels: torch.Tensor  # (n,) int64 class ids or (n, K) multi-hot
+    ready: object = None  # GPU-decoded batches: the CUDA event to wait for before use
 
 
 def _as_tensor(a: np.ndarray) -> torch.Tensor:
@@ -44,7 +50,8 @@ class ShardedLoader:
 
     def __init__(self, data: PreparedFile | str | Path, split: str, rank: int = 0, world_size: int = 1,
                  local_batch: int = 256, seed: int = 0, drop_last: bool = True, even: bool = True,
-                 in_memory: bool = False, buffer_blocks: int = 16, label_key: str = "labels"):
+                 in_memory: bool = False, buffer_blocks: int = 16, label_key: str = "labels",
+                 decoder=None, crop_size: int = 224, random_crop: bool = False):
         self.file = data if isinstance(data, PreparedFile) else open_prepared(data)
         if not self.file.has_split(split):
             raise LbscaleError(f"{self.file.path}: no split {split!r}")
@@ -58,7 +65,13 @@ class ShardedLoader:
         self.labels = self.file.labels(split, label_key)
         self.n = self.file.size(split)
         self.views = None
-        if in_memory:
+        self.encoded = self.file.encoding != "raw"
+        if self.encoded:  # JPEG bytes: decoded per batch into crop_size crops
+            self.sizes = self.file.labels(split, "sizes")
+            self.decoder, self.crop_size, self.random_crop = decoder, crop_size, random_crop
+            if in_memory:
+                self.images.load()
+        elif in_memory:
             self.images = np.asarray(self.images[...])
         elif not isinstance(self.images, np.ndarray):
             self.views = self.file.chunk_views(split)
@@ -136,9 +149,29 @@ class ShardedLoader:
         """Batches of the current epoch, skipping the first `start_batch` (resume in mid-epoch)."""
         order = self.indices()
         bs = self.local_batch
-        for a in range(start_batch * bs, len(order), bs):
+        for k, a in enumerate(range(start_batch * bs, len(order), bs), start=start_batch):
             idx = order[a:a + bs]
-            yield Batch(_as_tensor(self._gather(idx)), torch.from_numpy(self.labels[idx]))
+            labels = torch.from_numpy(self.labels[idx])
+            if self.encoded:
+                images, ready = self._decode(idx, k)
+                yield Batch(images, labels, ready)
+            else:
+                yield Batch(_as_tensor(self._gather(idx)), labels)
+
+    def _decode(self, idx: np.ndarray, batch_no: int):
+        from lbscale.data.jpeg import center_boxes, random_resized_boxes
+
+        if self.decoder is None:
+            from lbscale.data.decoder import JpegDecoder
+
+            self.decoder = JpegDecoder("cpu", workers=0)
+        sizes = self.sizes[idx]
+        if self.random_crop:
+            rng = np.random.default_rng([self.seed, self.epoch, self.rank, batch_no, 0x1E6])
+            boxes, flips = random_resized_boxes(sizes, rng), rng.random(len(idx)) < 0.5
+        else:
+            boxes, flips = center_boxes(sizes), np.zeros(len(idx), dtype=bool)
+        return self.decoder(self.images.take(idx), boxes, flips, self.crop_size)
 
 
 class Prefetcher:
@@ -176,8 +209,8 @@ class Prefetcher:
     def _fill(self, batches) -> None:
         try:
             for batch in batches:
-                if self._pin:
-                    batch = Batch(batch.images.pin_memory(), batch.labels.pin_memory())
+                if self._pin and not batch.images.is_cuda:
+                    batch = Batch(batch.images.pin_memory(), batch.labels.pin_memory(), batch.ready)
                 if not self._put(batch):
                     return
             self._put(self._END)

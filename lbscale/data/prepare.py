@@ -11,7 +11,7 @@ from lbscale.data.formats.base import SPLITS
 from lbscale.data.sources import SOURCES
 from lbscale.data.sources.base import carve
 from lbscale.errors import LbscaleError
-from lbscale.progress import bar
+from lbscale.progress import bar, log_line
 
 
 def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fraction: float = 0.1,
@@ -30,6 +30,8 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if dataset != "synthetic" and src is None:
         raise LbscaleError(f"{dataset}: --src is required")
     cls = SOURCES[dataset]
+    if cls.encoding != "raw" and fmt != "hdf5":
+        raise LbscaleError(f"{dataset}: --format {fmt} does not store {cls.encoding.upper()}-encoded samples; use hdf5")
     foreign = sorted(set(source_options) - set(cls.options))
     if foreign:
         raise LbscaleError(f"--{foreign[0].replace('_', '-')} does not apply to {dataset}")
@@ -54,18 +56,24 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
                 if split == "train" and assign is not None:
                     rows = assign[offset:offset + len(batch.images)]
                     offset += len(batch.images)
-                    parts = {name: batch.take(rows == name) for name in ("train", *fractions)}
                 else:
-                    parts = {split: batch}
-                for name, part in parts.items():
+                    rows = np.full(len(batch.images), split, dtype=object)
+                if batch.keep is not None:
+                    rows = np.where(batch.keep, rows, None)
+                for name in dict.fromkeys(rows[rows != None]):  # noqa: E711 (element-wise)
+                    part = batch if (rows == name).all() else batch.take(rows == name)
                     if len(part.images):
-                        writer.append(name, part.images, part.labels, part.names, part.extras)
+                        extra = {"stats": part.stats} if part.stats is not None else {}
+                        writer.append(name, part.images, part.labels, part.names, part.extras, **extra)
                         counts[name] += len(part.images)
                 progress.update(len(batch.images))
             progress.close()
             if split == "train" and assign is not None and offset != len(assign):
                 raise LbscaleError(f"{dataset}: train stream has {offset} samples, labels say {len(assign)}")
         writer.finish()
+    skipped = getattr(source, "skipped", None)
+    if skipped:
+        log_line(f"left out {len(skipped)} unreadable files (--skip-bad); listed in notes.skipped of {out}")
     return counts
 
 

@@ -21,6 +21,7 @@ import torch
 
 from lbscale.analysis.gns import DDPNoiseScale
 from lbscale.config import TrialConfig, to_dict
+from lbscale.data.decoder import JpegDecoder, default_workers
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher, ShardedLoader
 from lbscale.data.transforms import AUGMENT, Normalize
@@ -50,6 +51,11 @@ class Trial:
         self.num_classes = (self.data.num_classes if cfg.label_set == "labels"
                             else len(self.data.extra_class_names[cfg.label_set]))
         self.task = get_task(self.data.task)
+        self.encoded = self.data.encoding != "raw"
+        self.augmentation = resolve_augmentation(cfg.augmentation, self.data.encoding)
+        if not self.encoded and (cfg.crop_size is not None or cfg.decode_workers is not None):
+            raise LbscaleError(f"{cfg.data}: --crop-size and --decode-workers apply to JPEG data; "
+                               "this file holds pixels")
         if not self.data.size(cfg.eval_split) and cfg.eval_split == "test":
             raise LbscaleError(f"{cfg.data}: no test split to evaluate (--eval-split test); prepare the data with "
                                "--test-fraction > 0 or evaluate val")
@@ -61,6 +67,7 @@ class Trial:
         if cfg.gns_every and env.world_size < 2:
             raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
                                "on one process run `lbscale gns` on the trial's checkpoint")
+        self.decoder = None
         self.stop_signal = None
         self.compile_seconds = None  # the first compiled step's extra time, in this process
         self.diverged_at: dict | None = None  # where the divergence criterion first held
@@ -97,12 +104,19 @@ class Trial:
             self.net = torch.compile(self.net, mode=mode)
             # CUDA graphs need static shapes: the last, smaller evaluation batch would be captured anew
             self.eval_net = self.net if mode in ("default", "max-autotune-no-cudagraphs") else self.model
+        jpeg = {}
+        if self.encoded:  # one decoder for all loaders: nvjpeg on a GPU, processes on the CPU
+            workers = cfg.decode_workers
+            if workers is None:
+                workers = default_workers(self.env.local_world_size)
+            self.decoder = JpegDecoder(self.device, workers)
+            jpeg = {"decoder": self.decoder, "crop_size": cfg.crop_size or 224}
         self.train_loader = ShardedLoader(self.data, "train", self.env.rank, plan.world_size, plan.local_batch,
                                           cfg.seed, drop_last=True, even=True, in_memory=cfg.in_memory,
-                                          label_key=cfg.label_set)
+                                          label_key=cfg.label_set, random_crop=cfg.augment, **jpeg)
         self.eval_loaders = {split: ShardedLoader(self.data, split, self.env.rank, plan.world_size, plan.local_batch,
                                                   cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
-                                                  label_key=cfg.label_set)
+                                                  label_key=cfg.label_set, **jpeg)
                              for split in ("val", "test") if self.data.size(split) > 0}
         self.normalize = Normalize(self.data.mean, self.data.std, self.device)
         self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + self.env.rank)
@@ -118,9 +132,12 @@ class Trial:
         return self.task.loss(logits, y, self.cfg.label_smoothing)
 
     def inputs(self, batch, train: bool):
+        if batch.ready is not None:  # decoded on the loader's CUDA stream
+            torch.cuda.current_stream(self.device).wait_event(batch.ready)
+            batch.images.record_stream(torch.cuda.current_stream(self.device))
         x = self.normalize(batch.images.to(self.device, non_blocking=True))
-        if train and self.cfg.augment:
-            x = AUGMENT[self.cfg.augmentation](x, self.augment_rng)
+        if train and self.cfg.augment and not self.encoded:  # JPEG data: cropped and flipped at decode
+            x = AUGMENT[self.augmentation](x, self.augment_rng)
         if self.cfg.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, self.task.targets(batch.labels.to(self.device, non_blocking=True))
@@ -356,7 +373,7 @@ class Trial:
     def describe(self) -> dict:
         """config.json: everything resolved, and what ran it. Collective (host names)."""
         return {"config": to_dict(self.cfg), "plan": asdict(self.plan), "world_size": self.env.world_size,
-                "dataset": self.data.dataset, "task": self.task.name,
+                "dataset": self.data.dataset, "task": self.task.name, "augmentation": self.augmentation,
                 "primary_metric": self.task.primary_on(self.cfg.eval_split), "eval_split": self.cfg.eval_split,
                 "num_classes": self.num_classes, "train_samples": self.plan.train_samples,
                 **provenance.environment(self.device, self.backend, self.env.launcher)}
@@ -409,7 +426,20 @@ def run_trial(cfg: TrialConfig) -> int:
             write_json(out / SUMMARY, trial.summary("failed", f"{type(e).__name__}: {e}", []))
         raise
     finally:
+        if trial.decoder is not None:
+            trial.decoder.close()
         dist.teardown(clean)
+
+
+def resolve_augmentation(requested: str, encoding: str) -> str:
+    """`auto`: rrc-flip for JPEG data (done at decode), flip-rot90 for pixel data. JPEG data is augmented only
+    at decode time, so any other choice is refused."""
+    if requested == "auto":
+        return "rrc-flip" if encoding != "raw" else "flip-rot90"
+    if encoding != "raw" and requested != "rrc-flip":
+        raise LbscaleError(f"--augmentation {requested}: JPEG data is augmented at decode time with rrc-flip "
+                           "(or --no-augment)")
+    return requested
 
 
 def compile_mode(requested: str, device: torch.device) -> str:

@@ -29,9 +29,12 @@ class DatasetMeta:
     # Extra per-sample label sets, e.g. {"labels_43": [43 class names]} for BigEarthNet.
     extra_class_names: dict[str, list[str]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    # "raw": images are pixel arrays (N, C, H, W); "jpeg": encoded JPEG bytes, decoded by the loader
+    encoding: str = "raw"
 
     def attrs(self) -> dict:
         return {
+            "encoding": self.encoding,
             "dataset": self.dataset,
             "task": self.task,
             "class_names": json.dumps(self.class_names),
@@ -75,6 +78,20 @@ class BandStats:
             self.sum += s
             self.sumsq += sq
         self.count += images.shape[0] * images.shape[2] * images.shape[3]
+
+    def add(self, stats: np.ndarray) -> None:
+        """Sums already taken per sample: rows of (sum x bands, sum of squares x bands, pixel count)."""
+        stats = np.asarray(stats, dtype=np.float64)
+        if not len(stats):
+            return
+        bands = (stats.shape[1] - 1) // 2
+        s, sq = stats[:, :bands].sum(axis=0), stats[:, bands:2 * bands].sum(axis=0)
+        if self.sum is None:
+            self.sum, self.sumsq = s, sq
+        else:
+            self.sum += s
+            self.sumsq += sq
+        self.count += int(stats[:, -1].sum())
 
     def result(self, bands: int) -> tuple[list[float], list[float]]:
         if not self.count:
@@ -154,6 +171,11 @@ class PreparedFile:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def encoding(self) -> str:
+        """'raw' (pixel arrays) or 'jpeg' (encoded samples the loader decodes)."""
+        return self.attrs.get("encoding", "raw")
 
     @property
     def mean(self) -> np.ndarray:

@@ -20,6 +20,10 @@ from lbscale.data.formats.base import (
 )
 from lbscale.errors import LbscaleError
 
+# Encoded samples: bytes end to end in /<split>/images, located by these per-sample arrays (not label sets);
+# `sizes` holds each sample's decoded (height, width). The loader shuffles them in blocks of ENCODED_BLOCK.
+ENCODED_KEYS = ("images", "labels", "names", "offsets", "lengths", "sizes")
+ENCODED_BLOCK = 1024
 CHUNK_BYTES = 2 << 20  # ~2 MiB per chunk: one batch of small images is one or a few contiguous reads
 
 
@@ -39,7 +43,16 @@ class Hdf5Writer(AtomicWriter):
         self.stats = BandStats()
         self.template: dict[str, tuple] = {}
 
-    def append(self, split: str, images: np.ndarray, labels: np.ndarray, names=None, extras=None) -> None:
+    def append(self, split: str, images: np.ndarray, labels: np.ndarray, names=None, extras=None,
+               stats: np.ndarray | None = None) -> None:
+        """Pixel arrays (n, C, H, W), or encoded samples: an object array of uint8 byte arrays with their
+        per-sample pixel `stats` (rows of sums, sums of squares, pixel count), stored end to end."""
+        if images.dtype == object:
+            group = self.h5.get(split)
+            before = group["images"].shape[0] if group is not None and "images" in group else 0
+            lengths = np.fromiter((len(b) for b in images), dtype=np.int64, count=len(images))
+            extras = {**(extras or {}), "offsets": before + np.cumsum(lengths) - lengths, "lengths": lengths}
+            images = np.concatenate(images) if len(images) else np.empty(0, np.uint8)
         arrays = {"images": images, "labels": labels, **(extras or {})}
         if names is not None:
             arrays["names"] = np.asarray(names, dtype=object)
@@ -50,7 +63,9 @@ class Hdf5Writer(AtomicWriter):
             n0 = ds.shape[0]
             ds.resize(n0 + len(arr), axis=0)
             ds[n0:] = arr
-        if split == "train":
+        if split == "train" and stats is not None:
+            self.stats.add(stats)
+        elif split == "train":
             self.stats.update(images)
 
     def _dataset(self, group, key: str, arr: np.ndarray) -> None:
@@ -74,7 +89,7 @@ class Hdf5Writer(AtomicWriter):
                 if key not in group:
                     group.create_dataset(key, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
                                          chunks=(1, *shape))
-        bands = self.template["images"][0][0]
+        bands = len(self.meta.band_names) if self.meta.encoding != "raw" else self.template["images"][0][0]
         mean, std = self.stats.result(bands)
         attrs = self.meta.attrs()
         attrs.update(mean=json.dumps(mean), std=json.dumps(std), command=self.command)
@@ -113,7 +128,13 @@ class Hdf5File(PreparedFile):
         return split in self.h5 and "images" in self.h5[split]
 
     def images(self, split: str):
+        if self.encoding != "raw":
+            g = self.h5[split]
+            return EncodedImages(self.path, g["images"], g["offsets"][...], g["lengths"][...])
         return self.h5[split]["images"]
+
+    def size(self, split: str) -> int:
+        return int(self.h5[split]["labels"].shape[0])
 
     def labels(self, split: str, key: str = "labels") -> np.ndarray:
         return self.h5[split][key][...]
@@ -125,9 +146,11 @@ class Hdf5File(PreparedFile):
         return [n.decode() if isinstance(n, bytes) else n for n in g["names"][...]]
 
     def extras(self, split: str) -> list[str]:
-        return [k for k in self.h5[split].keys() if k not in ("images", "labels", "names")]
+        return [k for k in self.h5[split].keys() if k not in ENCODED_KEYS]
 
     def chunk_len(self, split: str) -> int:
+        if self.encoding != "raw":
+            return ENCODED_BLOCK
         chunks = self.h5[split]["images"].chunks
         return int(chunks[0]) if chunks else 1024
 
@@ -137,6 +160,8 @@ class Hdf5File(PreparedFile):
         Unfiltered chunks are plain bytes in the file; mapping them lets the loader gather a batch with one
         copy instead of a read plus a shuffle copy."""
         ds = self.h5[split]["images"]
+        if self.encoding != "raw":
+            return None
         if ds.chunks is None or ds.id.get_create_plist().get_nfilters() or ds.shape[0] == 0:
             return None
         n_chunk = ds.chunks[0]
@@ -152,3 +177,54 @@ class Hdf5File(PreparedFile):
 
     def close(self) -> None:
         self.h5.close()
+
+
+class EncodedImages:
+    """The encoded samples of one split: `take(sorted indices)` -> list of uint8 arrays (the JPEG bytes).
+
+    Unfiltered chunks of the byte stream are memory-mapped, so a sample is a view (or a join of two views
+    where it straddles a chunk boundary); filtered storage falls back to h5py reads."""
+
+    dtype = np.dtype(object)
+
+    def __init__(self, path: Path, ds, offsets: np.ndarray, lengths: np.ndarray):
+        self.ds, self.offsets, self.lengths = ds, offsets.astype(np.int64), lengths.astype(np.int64)
+        self.shape = (len(self.offsets),)
+        self.ndim = 1
+        self.memory = None  # the whole stream, after `load()`
+        self.views = None
+        if ds.shape[0] and ds.chunks and not ds.id.get_create_plist().get_nfilters():
+            self.chunk = int(ds.chunks[0])
+            mm = np.memmap(path, dtype=np.uint8, mode="r")
+            views = [None] * (-(-ds.shape[0] // self.chunk))
+            for i in range(ds.id.get_num_chunks()):
+                info = ds.id.get_chunk_info(i)
+                views[info.chunk_offset[0] // self.chunk] = mm[info.byte_offset:info.byte_offset + info.size]
+            self.views = None if any(v is None for v in views) else views
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def load(self) -> "EncodedImages":
+        self.memory = self.ds[...]
+        return self
+
+    def _one(self, i: int) -> np.ndarray:
+        a, n = int(self.offsets[i]), int(self.lengths[i])
+        if self.memory is not None:
+            return self.memory[a:a + n]
+        if self.views is None:
+            return self.ds[a:a + n]
+        first, last = a // self.chunk, (a + n - 1) // self.chunk
+        if first == last:
+            return self.views[first][a - first * self.chunk:a - first * self.chunk + n]
+        parts = [self.views[k] for k in range(first, last + 1)]
+        return np.concatenate(parts)[a - first * self.chunk:a - first * self.chunk + n]
+
+    def take(self, idx) -> list[np.ndarray]:
+        return [self._one(int(i)) for i in idx]
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return self.take(range(*key.indices(len(self))))
+        return self._one(int(key))

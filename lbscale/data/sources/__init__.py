@@ -4,6 +4,7 @@ from lbscale.data.sources.base import Source, SplitBatch
 from lbscale.data.sources.bigearthnet import BigEarthNetSource
 from lbscale.data.sources.cifar import Cifar10Source
 from lbscale.data.sources.eurosat import EuroSatSource
+from lbscale.data.sources.imagenet import ImagenetSource
 from lbscale.data.sources.sat import SatSource
 from lbscale.data.sources.synthetic import SyntheticSource
 
@@ -13,6 +14,7 @@ SOURCES = {
     "bigearthnet": BigEarthNetSource,
     "cifar10": Cifar10Source,
     "eurosat": EuroSatSource,
+    "imagenet": ImagenetSource,
     "synthetic": SyntheticSource,
 }
 

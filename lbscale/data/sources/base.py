@@ -15,16 +15,23 @@ from lbscale.progress import bar
 
 @dataclass
 class SplitBatch:
-    """A run of consecutive samples of one split: images (n,C,H,W) in native dtype, labels, names, extras."""
+    """A run of consecutive samples of one split: images (n,C,H,W) in native dtype, labels, names, extras.
+
+    Encoded sources (JPEG) give images as an object array of byte arrays, with `stats`: per-sample pixel sums
+    (see BandStats.add). `keep` marks the samples to write (False: a bad file skipped with --skip-bad); the
+    others still count in the stream order that carving val/test from train relies on."""
 
     images: np.ndarray
     labels: np.ndarray
     names: list[str] | None = None
     extras: dict[str, np.ndarray] = field(default_factory=dict)
+    stats: np.ndarray | None = None
+    keep: np.ndarray | None = None
 
     def take(self, mask: np.ndarray) -> "SplitBatch":
         names = None if self.names is None else [n for n, m in zip(self.names, mask) if m]
-        return SplitBatch(self.images[mask], self.labels[mask], names, {k: v[mask] for k, v in self.extras.items()})
+        return SplitBatch(self.images[mask], self.labels[mask], names, {k: v[mask] for k, v in self.extras.items()},
+                          None if self.stats is None else self.stats[mask])
 
 
 class Source:
@@ -38,6 +45,7 @@ class Source:
     splits: tuple[str, ...] = ("train", "test")
     help: str = ""  # one line for `lbscale prepare --help`
     options: tuple[str, ...] = ()  # the prepare options this source reads besides name and src
+    encoding: str = "raw"  # "jpeg": samples are stored encoded (HDF5 only)
 
     def train_labels(self) -> np.ndarray:
         """Labels of the train split in stream order (used to carve stratified val/test splits)."""
