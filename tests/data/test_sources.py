@@ -1,5 +1,7 @@
 """Each raw format prepares into the documented layout with the pixels and labels of the source."""
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -139,6 +141,20 @@ def test_bigearthnet_v2_metadata_splits_flags_and_layouts(tmp_path, run_cli):
                     patch = bands[name][b]
                     expected = patch if patch.shape == (120, 120) else upsample(patch)
                     np.testing.assert_array_equal(np.asarray(f.images(split)[i])[j], expected)
+    # the v2.0 file trains (multilabel, test split) and sweeps like the other datasets
+    rc, stdout, err = run_cli("train", "--data", out, "--out", tmp_path / "t", "--model", "test_resnet",
+                              "--global-batch", "3", "--epochs", "2", "--eval-split", "test", "--device", "cpu",
+                              "--quiet")
+    assert rc == 0 and "trial completed: test_f1_micro" in stdout, err
+    spec = tmp_path / "ben2.yaml"
+    spec.write_text(f"name: ben2\ndata: {out}\nmodel: test_resnet\nepochs: 1\n"
+                    "trial: {optimizer: lars, base_lr: 0.1, eval_split: test, device: cpu}\n"
+                    "grid: {batch: [1, 3], seeds: 1}\n")
+    rc, stdout, err = run_cli("sweep", spec, "--results", tmp_path / "res", "--quiet")
+    assert rc == 0, err
+    done = sorted(p.parent.name for p in (tmp_path / "res").glob("*/summary.json"))
+    assert len(done) == 2 and all(json.loads((tmp_path / "res" / d / "summary.json").read_text())["status"]
+                                  == "completed" for d in done)
 
 
 def test_bigearthnet_v2_bad_metadata_is_one_line(tmp_path, run_cli):
