@@ -225,7 +225,7 @@ def test_sat_specs_are_the_papers_rows(name):
 
 
 def test_warmup_and_cifar_specs():
-    _, plans = _shipped("warmup-study")
+    _, plans = _shipped("imagenet-warmup")
     assert _rows(plans) == [(7680, 40, 192, 1), (30720, 160, 192, 1)]
     cells = {(p.plan.global_batch, p.variant, p.plan.warmup_epochs): p.plan.peak_lr for p in plans}
     assert len(cells) == 16 and {w for _, _, w in cells} == {0, 5, 10, 20}
@@ -241,3 +241,32 @@ def test_demo_is_a_small_study():
     _, plans = _shipped("demo-sweep")
     assert sorted({p.plan.global_batch for p in plans}) == [32, 64, 128, 256, 512, 1024, 2048]
     assert {p.variant for p in plans} == {"lamb-sqrt", "sgd-linear"} and {p.config.seed for p in plans} == {0, 1}
+
+
+def test_imagenet_specs_carry_the_papers_columns():
+    _, plans = _shipped("imagenet-goyal")
+    rows = {p.plan.global_batch: p for p in plans}
+    assert sorted(rows) == [256 * 2**k for k in range(9)] and all(p.plan.local_batch == 32 for p in plans)
+    goyal = rows[8192]
+    assert goyal.gpus == 256 and goyal.plan.peak_lr == pytest.approx(3.2) and goyal.plan.warmup_epochs == 5
+    assert goyal.config.warmup_start_lr == 0.1 and tuple(goyal.config.milestones) == (30, 60, 80)
+    assert (goyal.config.epochs, goyal.config.schedule, goyal.config.eval_split) == (90, "multistep", "test")
+    assert rows[256].plan.peak_lr == pytest.approx(0.1)
+    _, plans = _shipped("imagenet-lars")
+    (lars,) = plans
+    assert (lars.plan.global_batch, lars.gpus, lars.plan.local_batch) == (32768, 256, 128)
+    assert lars.config.optimizer == "lars" and lars.config.schedule == "poly" and lars.config.poly_power == 2.0
+    assert lars.plan.peak_lr == pytest.approx(28.8) and lars.plan.warmup_epochs == 5
+    _, plans = _shipped("imagenet-warmup")
+    assert {p.config.augmentation for p in plans} == {"rrc-flip"}
+
+
+def test_imagenet_records_table_is_a_published_table():
+    from lbscale.report import published
+
+    table, source = published("imagenet-records")
+    assert "Yamazaki" in source and len(table) == 8
+    goyal = table[table.work.str.startswith("Goyal")].iloc[0]
+    assert (goyal.global_batch, goyal.gpus, goyal.metric, goyal.total_seconds) == (8192, 256, 0.763, 3600)
+    yamazaki = table[table.work.str.startswith("Yamazaki")].iloc[0]
+    assert (yamazaki.global_batch, yamazaki.metric, yamazaki.total_seconds) == (81920, 0.7508, 74.7)
