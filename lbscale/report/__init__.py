@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import sys
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -132,7 +133,10 @@ def _build(study: Study, o: ReportOptions):
 
 def _save_figures(figs: dict, folder: Path) -> None:
     """PNG and PDF of every figure. Rendering is single-threaded and most of a large report's time, so on a
-    multi-core POSIX machine a forked child renders every other figure."""
+    multi-core POSIX machine a forked child renders every other figure, but only where torch is not loaded:
+    a child forked while torch's or openTSNE's worker threads run (a notebook, a test after training, `lbscale
+    filter`) can inherit a lock one of them held and hang, as it once did in CI. `lbscale report` itself
+    never imports torch."""
     names = list(figs)
 
     def save(subset):
@@ -140,7 +144,8 @@ def _save_figures(figs: dict, folder: Path) -> None:
             figs[name].savefig(folder / f"{name}.png", bbox_inches="tight")
             figs[name].savefig(folder / f"{name}.pdf", bbox_inches="tight")
 
-    if len(names) < 2 or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if (len(names) < 2 or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods()
+            or "torch" in sys.modules):
         save(names)
         return
     child = multiprocessing.get_context("fork").Process(target=save, args=(names[1::2],))

@@ -184,7 +184,9 @@ class ImagenetSource(Source):
         files = self.files[split]
         progress = bar(total=len(files), desc=f"imagenet {split}", unit="file")
         read = partial(_read_one, max_side=self.max_side)
-        pool = mp.get_context("fork").Pool(self.workers) if self.workers > 0 and len(files) > 1 else None
+        # forkserver: workers never inherit the threads of the calling process (torch's, in a notebook or tests)
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        pool = mp.get_context(method).Pool(self.workers) if self.workers > 0 and len(files) > 1 else None
         try:
             results = pool.imap(read, [p for p, _ in files], chunksize=8) if pool else map(read, (p for p, _ in files))
             for a in range(0, len(files), BATCH):
