@@ -27,6 +27,9 @@ AUGMENTATIONS = {  # the functions: lbscale.data.transforms.AUGMENT ("auto" reso
     "rrc-flip": "random-resized crop (8-100% of the area, ratio 3/4-4/3) and horizontal flip (ImageNet; done at "
                 "decode time for JPEG data)",
 }
+# (option, value an older lbscale recorded, today's value with the same meaning): a sweep rerun over results of
+# an older version compares trials through this (lbscale.sweep.launch.same_trial).
+UPGRADED_VALUES = {("augmentation", "flip-rot90", "auto")}  # auto is flip-rot90 for pixel data, the only kind then
 COMPILE_MODES = {
     "auto": "reduce-overhead on a GPU (CUDA graphs: fastest measured at SAT-4 size), default on the CPU",
     "default": "inductor kernels",

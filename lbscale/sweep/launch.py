@@ -47,6 +47,25 @@ class SweepRun:
     signal_seconds: int = 300
 
 
+def same_trial(old_text: str, new: dict) -> bool:
+    """Whether a trial.yaml written by an older lbscale describes the trial `new` describes: options it lacks
+    must have today's defaults, and a default an upgrade renamed (config.UPGRADED_VALUES) is the same value."""
+    from lbscale.config import UPGRADED_VALUES, TrialConfig, to_dict
+
+    try:
+        old = yaml.safe_load(old_text)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(old, dict):
+        return False
+    defaults = {k: v for k, v in to_dict(TrialConfig()).items() if v is not None}
+    for key in set(old) | set(new):
+        was, now = old.get(key, defaults.get(key)), new.get(key, defaults.get(key))
+        if was != now and (key, was, now) not in UPGRADED_VALUES:
+            return False
+    return True
+
+
 def write_trial_files(plans: list[TrialPlan]) -> None:
     """trial.yaml per trial; a changed config of a trial that already has results is an error."""
     for p in plans:
@@ -55,7 +74,7 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
         path = p.out / TRIAL_YAML
         old = path.read_text() if path.exists() else None
         if old != text:
-            if old is not None and trial_state(p.out)["state"] != "pending":
+            if old is not None and trial_state(p.out)["state"] != "pending" and not same_trial(old, trial_yaml(p)):
                 raise LbscaleError(f"{path}: the spec changed for a trial that has results; use another --results")
             write_atomic(path, text)
         if read_json(p.out / GRID) != p.axes():

@@ -270,3 +270,19 @@ def test_imagenet_records_table_is_a_published_table():
     assert (goyal.global_batch, goyal.gpus, goyal.metric, goyal.total_seconds) == (8192, 256, 0.763, 3600)
     yamazaki = table[table.work.str.startswith("Yamazaki")].iloc[0]
     assert (yamazaki.global_batch, yamazaki.metric, yamazaki.total_seconds) == (81920, 0.7508, 74.7)
+
+
+def test_trial_yaml_of_an_older_version_is_the_same_trial():
+    import yaml
+
+    from lbscale.config import TrialConfig, to_dict
+    from lbscale.sweep.launch import same_trial
+
+    now = {k: v for k, v in to_dict(TrialConfig(data="d.h5", out="o", base_lr=0.004)).items() if v is not None}
+    older = {k: v for k, v in now.items() if k not in ("drop_rate", "on_divergence")}  # options it did not have
+    older["augmentation"] = "flip-rot90"  # its default; today's default `auto` means that for pixel data
+    assert same_trial(yaml.safe_dump(older), now)
+    assert not same_trial(yaml.safe_dump({**older, "base_lr": 0.008}), now)  # a real change
+    assert not same_trial(yaml.safe_dump({**older, "augmentation": "crop-flip"}), now)
+    assert not same_trial(yaml.safe_dump({**older, "drop_rate": 0.5}), now)  # not today's default
+    assert not same_trial("not: [valid", now) and not same_trial("- a list", now)
