@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import mmap
 import multiprocessing as mp
+import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -85,16 +86,19 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
     """Apply `fn(item) -> (pixels, extra)` to every item; yield (pixels (n, *sample_shape), extras) per batch.
 
     `workers` reader processes run beside the caller, as torch's DataLoader num_workers (0: read in-process).
-    Forked workers write pixels straight into a shared anonymous mapping (two batch
-    buffers: the caller consumes batch k while workers fill k+1) and only the small extras are pickled.
-    So a yielded pixel array is valid until the next one is requested: copy it to keep it."""
-    global _SHARED
+    They write pixels straight into a shared memory-mapped file (in /dev/shm where it exists) of two batch
+    buffers: the caller consumes batch k while workers fill k+1, and only the small extras are pickled. So a
+    yielded pixel array is valid until the next one is requested: copy it to keep it. The workers start from
+    a forkserver (else spawn), never as forks of the caller: a child forked beside other threads (torch's,
+    pyarrow's jemalloc) can inherit a held lock and hang, as one did in a test run. `fn` must be picklable (a
+    module-level function or a partial of one)."""
     progress = bar(total=len(items), desc=desc, unit="file")
     groups = [items[a:a + batch] for a in range(0, len(items), batch)]
+    shared = None  # the buffer file
     try:
         if not groups:
             return
-        if workers < 1 or "fork" not in mp.get_all_start_methods():
+        if workers < 1:
             for group in groups:
                 pixels = np.empty((len(group), *sample_shape), dtype=dtype)
                 extras = []
@@ -104,11 +108,13 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
                     progress.update(1)
                 yield pixels, extras
             return
-        per = int(np.prod(sample_shape)) * np.dtype(dtype).itemsize
-        buffers = mmap.mmap(-1, 2 * batch * per)
-        views = np.frombuffer(buffers, dtype=dtype).reshape(2, batch, *sample_shape)
-        _SHARED = (fn, views)  # inherited by the forked workers
-        with mp.get_context("fork").Pool(workers) as pool:
+        shape = (2, batch, *sample_shape)
+        fd, shared = tempfile.mkstemp(prefix="lbscale-read-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        os.close(fd)
+        views = np.memmap(shared, dtype=dtype, mode="w+", shape=shape)  # lives on while a yielded view does
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        init = (fn, shared, shape, np.dtype(dtype).str)
+        with mp.get_context(method).Pool(workers, initializer=_attach, initargs=init) as pool:
 
             def submit(k):
                 jobs = [(k % 2, slot, item) for slot, item in enumerate(groups[k])]
@@ -121,16 +127,22 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
                 progress.update(len(extras))
                 yield views[k % 2, :len(extras)], extras
     finally:
-        _SHARED = None  # the mapping is freed with the last view of it
         progress.close()
+        if shared is not None:
+            os.unlink(shared)  # the mapping itself goes with the last view of it
 
 
-_SHARED = None
+_WORKER = None  # in a reader process: (fn, views of the buffer file)
+
+
+def _attach(fn, path, shape, dtype):
+    global _WORKER
+    _WORKER = (fn, np.memmap(path, dtype=np.dtype(dtype), mode="r+", shape=shape))
 
 
 def _shared_job(job):
     buffer, slot, item = job
-    fn, views = _SHARED
+    fn, views = _WORKER
     pixels, extra = fn(item)
     views[buffer, slot] = pixels
     return extra
