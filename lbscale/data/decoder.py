@@ -9,13 +9,13 @@ and resize with PIL (scaled DCT decoding, then an antialiased resize), using the
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import torch
 
+from lbscale.data import worker_context
 from lbscale.data.jpeg import decode_crop
 
 
@@ -58,10 +58,8 @@ class JpegDecoder:
         return torch.from_numpy(out), None
 
     def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # forkserver / spawn: decoder processes must not inherit the trainer's threads (prefetch, gloo)
-            method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context(method))
+        if self._pool is None:  # not forks of the trainer, which runs threads (prefetch, gloo)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=worker_context())
         return self._pool
 
     def _batched(self, payloads, boxes, flips, side):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
-import sys
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

@@ -281,12 +281,11 @@ class Trial:
         if split not in self.eval_loaders:
             return {}
         self.net.eval()
-        with torch.no_grad():
-            for batch in self.eval_loaders[split]:
-                x, y = self.inputs(batch, train=False)
-                with self.autocast():
-                    logits = self.eval_net(x)
-                self.metrics[split].update(logits, y, self.loss_fn(logits, y))
+        for batch in self.eval_loaders[split]:
+            x, y = self.inputs(batch, train=False)
+            with self.autocast():
+                logits = self.eval_net(x)
+            self.metrics[split].update(logits, y, self.loss_fn(logits, y))
         return self.metrics[split].compute()
 
     def test_metrics(self, status: str) -> dict | None:

@@ -158,25 +158,28 @@ class Hdf5File(PreparedFile):
         """Read-only memory maps of the image chunks in sample order, or None if stored with filters.
 
         Unfiltered chunks are plain bytes in the file; mapping them lets the loader gather a batch with one
-        copy instead of a read plus a shuffle copy."""
-        ds = self.h5[split]["images"]
-        if self.encoding != "raw":
-            return None
-        if ds.chunks is None or ds.id.get_create_plist().get_nfilters() or ds.shape[0] == 0:
-            return None
-        n_chunk = ds.chunks[0]
-        views: list = [None] * (-(-ds.shape[0] // n_chunk))
-        mm = np.memmap(self.path, dtype=np.uint8, mode="r")
-        for i in range(ds.id.get_num_chunks()):
-            info = ds.id.get_chunk_info(i)
-            if info.size != n_chunk * int(np.prod(ds.shape[1:])) * ds.dtype.itemsize:
-                return None
-            views[info.chunk_offset[0] // n_chunk] = np.ndarray((n_chunk, *ds.shape[1:]), dtype=ds.dtype, buffer=mm,
-                                                                offset=info.byte_offset)
-        return None if any(v is None for v in views) else views
+        copy instead of a read plus a shuffle copy. (Encoded files map their byte stream in EncodedImages.)"""
+        return None if self.encoding != "raw" else mapped_chunks(self.path, self.h5[split]["images"])
 
     def close(self) -> None:
         self.h5.close()
+
+
+def mapped_chunks(path: Path, ds) -> list[np.ndarray] | None:
+    """Read-only memory maps of the chunks of a dataset chunked along its first axis, in order; None where
+    it is stored with filters, empty, or not in whole chunks."""
+    if ds.chunks is None or ds.id.get_create_plist().get_nfilters() or ds.shape[0] == 0:
+        return None
+    n_chunk = ds.chunks[0]
+    views: list = [None] * (-(-ds.shape[0] // n_chunk))
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    for i in range(ds.id.get_num_chunks()):
+        info = ds.id.get_chunk_info(i)
+        if info.size != n_chunk * int(np.prod(ds.shape[1:])) * ds.dtype.itemsize:
+            return None
+        views[info.chunk_offset[0] // n_chunk] = np.ndarray((n_chunk, *ds.shape[1:]), dtype=ds.dtype, buffer=mm,
+                                                            offset=info.byte_offset)
+    return None if any(v is None for v in views) else views
 
 
 class EncodedImages:
@@ -192,15 +195,8 @@ class EncodedImages:
         self.shape = (len(self.offsets),)
         self.ndim = 1
         self.memory = None  # the whole stream, after `load()`
-        self.views = None
-        if ds.shape[0] and ds.chunks and not ds.id.get_create_plist().get_nfilters():
-            self.chunk = int(ds.chunks[0])
-            mm = np.memmap(path, dtype=np.uint8, mode="r")
-            views = [None] * (-(-ds.shape[0] // self.chunk))
-            for i in range(ds.id.get_num_chunks()):
-                info = ds.id.get_chunk_info(i)
-                views[info.chunk_offset[0] // self.chunk] = mm[info.byte_offset:info.byte_offset + info.size]
-            self.views = None if any(v is None for v in views) else views
+        self.views = mapped_chunks(path, ds)
+        self.chunk = int(ds.chunks[0]) if self.views is not None else None
 
     def __len__(self) -> int:
         return self.shape[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from lbscale.data import worker_context
 from lbscale.data.formats.base import DatasetMeta
 from lbscale.progress import bar
 
@@ -88,10 +88,9 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
     `workers` reader processes run beside the caller, as torch's DataLoader num_workers (0: read in-process).
     They write pixels straight into a shared memory-mapped file (in /dev/shm where it exists) of two batch
     buffers: the caller consumes batch k while workers fill k+1, and only the small extras are pickled. So a
-    yielded pixel array is valid until the next one is requested: copy it to keep it. The workers start from
-    a forkserver (else spawn), never as forks of the caller: a child forked beside other threads (torch's,
-    pyarrow's jemalloc) can inherit a held lock and hang, as one did in a test run. `fn` must be picklable (a
-    module-level function or a partial of one)."""
+    yielded pixel array is valid until the next one is requested: copy it to keep it. The workers are never
+    forks of the caller (lbscale.data.worker_context), so `fn` must be picklable (a module-level function or a
+    partial of one)."""
     progress = bar(total=len(items), desc=desc, unit="file")
     groups = [items[a:a + batch] for a in range(0, len(items), batch)]
     shared = None  # the buffer file
@@ -112,9 +111,8 @@ def parallel_batches(fn: Callable, items: list, workers: int, batch: int, sample
         fd, shared = tempfile.mkstemp(prefix="lbscale-read-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         os.close(fd)
         views = np.memmap(shared, dtype=dtype, mode="w+", shape=shape)  # lives on while a yielded view does
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         init = (fn, shared, shape, np.dtype(dtype).str)
-        with mp.get_context(method).Pool(workers, initializer=_attach, initargs=init) as pool:
+        with worker_context().Pool(workers, initializer=_attach, initargs=init) as pool:
 
             def submit(k):
                 jobs = [(k % 2, slot, item) for slot, item in enumerate(groups[k])]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import multiprocessing as mp
 import tarfile
 from functools import partial
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Iterator
 
 import numpy as np
 
+from lbscale.data import worker_context
 from lbscale.data.formats.base import DatasetMeta
 from lbscale.data.jpeg import BadImage, read_image_file
 from lbscale.data.sources.base import Source, SplitBatch
@@ -184,9 +184,7 @@ class ImagenetSource(Source):
         files = self.files[split]
         progress = bar(total=len(files), desc=f"imagenet {split}", unit="file")
         read = partial(_read_one, max_side=self.max_side)
-        # forkserver: workers never inherit the threads of the calling process (torch's, in a notebook or tests)
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        pool = mp.get_context(method).Pool(self.workers) if self.workers > 0 and len(files) > 1 else None
+        pool = worker_context().Pool(self.workers) if self.workers > 0 and len(files) > 1 else None
         try:
             results = pool.imap(read, [p for p, _ in files], chunksize=8) if pool else map(read, (p for p, _ in files))
             for a in range(0, len(files), BATCH):
@@ -197,20 +195,19 @@ class ImagenetSource(Source):
                 keep = np.ones(len(group), dtype=bool)
                 for i, (path, _) in enumerate(group):
                     result = next(results)
+                    progress.update(1)
                     if isinstance(result, str):  # a bad file
                         if not self.skip_bad:
                             raise LbscaleError(f"{result} (use --skip-bad to leave such files out)")
                         log_line(f"skipped {result}")
                         self.skipped.append(str(path.relative_to(self.src)))
                         keep[i], images[i] = False, np.empty(0, np.uint8)
-                        progress.update(1)
                         continue
                     data, sizes[i], stats[i] = result
                     images[i] = np.frombuffer(data, dtype=np.uint8)
-                    progress.update(1)
                 labels = np.asarray([c for _, c in group], dtype=np.int64)
-                self.meta.notes["skipped"] = json.dumps(self.skipped)
                 yield SplitBatch(images, labels, [p.stem for p, _ in group], {"sizes": sizes}, stats, keep)
+            self.meta.notes["skipped"] = json.dumps(self.skipped)  # stamped on the file by the writer's finish
         finally:
             progress.close()
             if pool is not None:
