@@ -138,3 +138,37 @@ def test_check_rejects_unfinished_file(run_cli, tmp_path):
         h.create_dataset("train/images", data=np.zeros((2, 1, 4, 4), np.uint8))
     rc, _, err = run_cli("data", "check", tmp_path / "half.h5")
     assert rc == 2 and "not a finished" in err
+
+
+@pytest.mark.parametrize("fmt, remove, split", [
+    ("hdf5", "val", "val"),
+    ("hdf5", "train", "train"),
+    ("hdf5", "test/labels", "test"),
+    ("tfrecord", "val", "val"),
+])
+def test_prepared_file_without_a_split_is_one_line(run_cli, tmp_path, fmt, remove, split):
+    """prepare writes all three splits, possibly empty: a file lacking one (hand-written or cut short) is
+    malformed, and `lbscale train` and `lbscale data check` say so in the same line."""
+    import h5py
+
+    from lbscale.data.prepare import prepare
+
+    data = tmp_path / ("d.h5" if fmt == "hdf5" else "d-records")
+    prepare("synthetic", None, data, fmt=fmt, count=120, bands=3, size=8, classes=3, command="test")
+    if fmt == "hdf5":
+        with h5py.File(data, "a") as h:
+            del h[remove]
+    else:
+        meta = json.loads((data / "meta.json").read_text())
+        for shard in meta["shards"].pop(remove):
+            (data / shard).unlink()
+        del meta["counts"][remove]
+        (data / "meta.json").write_text(json.dumps(meta))
+    what = f"no {split!r} split" if "/" not in remove else f"split {split!r} has no 'labels'"
+    rc, _, err = run_cli("train", "--data", data, "--out", tmp_path / "trial", "--model", "test_resnet",
+                         "--epochs", "1", "--global-batch", "16", "--device", "cpu", "--quiet")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"lbscale: error: {data}: {what}"), err
+    assert not (tmp_path / "trial").exists()
+    rc, out, check_err = run_cli("data", "check", data)
+    assert rc == 2 and check_err == err and not out

@@ -74,11 +74,10 @@ def test_odd_files_are_converted_and_plain_ones_kept_byte_for_byte(imagenet):
         for split in ("train", "val"):
             stored.update(zip(f.names(split), f.images(split).take(range(f.size(split)))))
     for kind, (c, i) in ODD.items():
-        name = f"{WNIDS[c]}_{i}"
-        original = (src / "train" / WNIDS[c] / f"{name}.JPEG").read_bytes()
-        assert stored[name].tobytes() != original, kind  # re-encoded
-    plain = f"{WNIDS[0]}_0"
-    assert stored[plain].tobytes() == (src / "train" / WNIDS[0] / f"{plain}.JPEG").read_bytes()
+        name = f"train/{WNIDS[c]}/{WNIDS[c]}_{i}.JPEG"
+        assert stored[name].tobytes() != (src / name).read_bytes(), kind  # re-encoded
+    plain = f"train/{WNIDS[0]}/{WNIDS[0]}_0.JPEG"
+    assert stored[plain].tobytes() == (src / plain).read_bytes()
 
 
 def test_max_side_caps_the_short_side(tmp_path, run_cli):
@@ -102,7 +101,34 @@ def test_truncated_file_is_named_or_skipped(tmp_path, run_cli):
     assert rc == 0 and "train 79," in stdout
     with open_prepared(out) as f:
         assert json.loads(json.loads(f.attrs["notes"])["skipped"]) == ["train/n01443537/n01443537_1.JPEG"]
-        assert "n01443537_1" not in f.names("train")
+        assert "train/n01443537/n01443537_1.JPEG" not in f.names("train")
+        assert "train/n01443537/n01443537_2.JPEG" in f.names("train")
+
+
+def test_same_file_names_in_train_and_val_are_different_samples(tmp_path, run_cli):
+    # train/<wnid>/<wnid>_0.JPEG and val/<wnid>/<wnid>_0.JPEG are two images: names are paths in the source
+    src, out = tmp_path / "src", tmp_path / "in.h5"
+    truth = make_imagenet(src, per_class=6, val_per_class=3, val_like_train=True)
+    rc, stdout, err = run_cli("prepare", "imagenet", "--src", src, "--out", out, "--val-fraction", "0.2")
+    assert rc == 0 and "test 12" in stdout, err
+    with open_prepared(out) as f:
+        assert sorted(f.names("test")) == sorted(truth["val"])  # val/n01440764/n01440764_0.JPEG, ...
+        assert sorted(f.names("train") + f.names("val")) == sorted(truth["train"])
+        for split, official in (("train", "train"), ("val", "train"), ("test", "val")):
+            assert [truth[official][n] for n in f.names(split)] == f.labels(split).tolist()
+    assert run_cli("data", "check", out) == (0, f"{out}: OK\n", "")
+
+
+def test_one_source_file_in_two_splits_is_still_leakage(tmp_path, run_cli):
+    # a val file that is a link to a train file is the same sample: the check must flag it
+    src, out = tmp_path / "src", tmp_path / "in.h5"
+    make_imagenet(src, per_class=6, val_per_class=3, val_like_train=True)
+    shared = f"train/{WNIDS[2]}/{WNIDS[2]}_4.JPEG"
+    (src / "val" / WNIDS[2] / "copy.JPEG").symlink_to(src / shared)
+    rc, stdout, err = run_cli("prepare", "imagenet", "--src", src, "--out", out, "--val-fraction", "0")
+    assert rc == 0 and "test 13" in stdout, err
+    rc, _, err = run_cli("data", "check", out)
+    assert rc == 2 and err == f"lbscale: error: {out}: test and train share 1 samples (e.g. {shared})\n"
 
 
 @pytest.mark.parametrize("case, needle", [

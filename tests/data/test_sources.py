@@ -82,6 +82,19 @@ def test_eurosat_interleaved_bands_and_carved_splits(tmp_path):
         assert np.bincount(f.labels("test"), minlength=10).tolist() == [1] * 10
 
 
+def test_eurosat_same_file_names_in_two_classes_are_two_samples(tmp_path, run_cli):
+    tiles = make_eurosat(tmp_path / "EuroSAT_MS", per_class=3, stem="tile")  # Forest/tile_1.tif, River/tile_1.tif
+    out = tmp_path / "e.h5"
+    prepare("eurosat", tmp_path / "EuroSAT_MS", out, val_fraction=0.2, test_fraction=0.2, workers=0)
+    with open_prepared(out) as f:
+        names = sum((f.names(s) for s in f.splits()), [])
+        assert sorted(names) == sorted(tiles) and "Forest/tile_1.tif" in names
+        for split in f.splits():
+            for name, i in _by_name(f, split).items():
+                np.testing.assert_array_equal(f.images(split)[i], tiles[name].transpose(2, 0, 1))
+    assert run_cli("data", "check", out) == (0, f"{out}: OK\n", "")
+
+
 def test_bilinear_convention_matches_torch_half_pixel():
     rng = np.random.default_rng(0)
     for n in (20, 60):

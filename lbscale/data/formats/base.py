@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import lbscale
+from lbscale.errors import LbscaleError
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
@@ -143,6 +144,20 @@ class AtomicWriter:
 
     def close(self) -> None:  # pragma: no cover - overridden
         pass
+
+
+def check_splits(path: Path, arrays: dict[str, set[str]], required: tuple[str, ...]) -> None:
+    """Every split with its `required` per-sample arrays, as prepare writes them (all three splits, possibly
+    empty); `arrays` maps each split present to the arrays it holds. A file lacking one was written by hand or
+    cut short: an LbscaleError naming the file and the split, before any reader trips over it."""
+    for split in SPLITS:
+        if split not in arrays:
+            raise LbscaleError(f"{path}: no {split!r} split (a prepared file holds train, val and test, possibly "
+                               "empty): malformed or cut short; prepare it again")
+        missing = [key for key in required if key not in arrays[split]]
+        if missing:
+            raise LbscaleError(f"{path}: split {split!r} has no {missing[0]!r}: malformed or cut short; "
+                               "prepare it again")
 
 
 class PreparedFile:

@@ -15,6 +15,7 @@ from lbscale.data.formats.base import (
     BandStats,
     DatasetMeta,
     PreparedFile,
+    check_splits,
     commit_path,
     partial_path,
 )
@@ -24,6 +25,8 @@ from lbscale.errors import LbscaleError
 # `sizes` holds each sample's decoded (height, width). The loader shuffles them in blocks of ENCODED_BLOCK.
 ENCODED_KEYS = ("images", "labels", "names", "offsets", "lengths", "sizes")
 ENCODED_BLOCK = 1024
+REQUIRED = ("images", "labels")  # per split; names and extras are optional
+REQUIRED_ENCODED = ("images", "labels", "offsets", "lengths", "sizes")
 CHUNK_BYTES = 2 << 20  # ~2 MiB per chunk: one batch of small images is one or a few contiguous reads
 
 
@@ -123,6 +126,12 @@ class Hdf5File(PreparedFile):
         if int(self.attrs.get("format_version", 0)) > FORMAT_VERSION:
             self.h5.close()
             raise LbscaleError(f"{self.path}: format version {self.attrs['format_version']} is newer than this lbscale")
+        groups = {s: set(g.keys()) for s, g in self.h5.items() if s in SPLITS and isinstance(g, h5py.Group)}
+        try:
+            check_splits(self.path, groups, REQUIRED if self.encoding == "raw" else REQUIRED_ENCODED)
+        except LbscaleError:
+            self.h5.close()
+            raise
 
     def has_split(self, split: str) -> bool:
         return split in self.h5 and "images" in self.h5[split]

@@ -22,6 +22,7 @@ from lbscale.data.formats.base import (
     BandStats,
     DatasetMeta,
     PreparedFile,
+    check_splits,
     commit_path,
     partial_path,
 )
@@ -143,6 +144,8 @@ class TfrecordFile(PreparedFile):
             raise LbscaleError(f"{meta_path}: malformed ({e})") from None
         if int(self.attrs.get("format_version", 0)) > FORMAT_VERSION:
             raise LbscaleError(f"{self.path}: format version {self.attrs['format_version']} is newer than this lbscale")
+        # a split is its record count and its shards (image and label are fields of every record)
+        check_splits(self.path, {s: set() for s in self.counts if s in self.shards}, ())
         self._cache: dict[str, dict] = {}
 
     def _load(self, split: str) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
@@ -54,6 +55,21 @@ class Source:
 
     def batches(self, split: str) -> Iterator[SplitBatch]:
         raise NotImplementedError
+
+
+class SampleNames:
+    """Names of samples read from files: each file's path relative to the source root, '/'-separated
+    ("train/n01440764/n01440764_0.JPEG"), unique within the source where file stems are not. A link to a file
+    inside the root is named as that file, so one file linked into two splits is one sample to `data check`."""
+
+    def __init__(self, root: Path):
+        self.root, self.real_root = Path(root), Path(root).resolve()
+
+    def __call__(self, path: Path) -> str:
+        try:
+            return Path(path).resolve().relative_to(self.real_root).as_posix()
+        except ValueError:  # a link out of the root (a dataset of links into a shared store): its own place
+            return Path(path).relative_to(self.root).as_posix()
 
 
 def stratify_key(labels: np.ndarray) -> np.ndarray:

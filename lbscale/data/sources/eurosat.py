@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch, parallel_batches
+from lbscale.data.sources.base import SampleNames, Source, SplitBatch, parallel_batches
 from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
 
@@ -63,10 +63,11 @@ class EuroSatSource(Source):
 
     def batches(self, split: str) -> Iterator[SplitBatch]:
         paths = [p for p, _ in self.files]
+        name_of = SampleNames(self.src)  # "Forest/Forest_1.tif": stems need not be unique across classes
         labels = self.train_labels()
         start = 0
         for images, extras in parallel_batches(read_tile, paths, self.workers, BATCH, (len(BANDS), SIDE, SIDE),
                                                np.uint16, "eurosat"):
             stop = start + len(extras)
-            yield SplitBatch(images, labels[start:stop], [p.stem for p in paths[start:stop]])
+            yield SplitBatch(images, labels[start:stop], [name_of(p) for p in paths[start:stop]])
             start = stop

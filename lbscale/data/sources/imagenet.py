@@ -30,7 +30,7 @@ import numpy as np
 from lbscale.data import worker_context
 from lbscale.data.formats.base import DatasetMeta
 from lbscale.data.jpeg import BadImage, read_image_file
-from lbscale.data.sources.base import Source, SplitBatch
+from lbscale.data.sources.base import SampleNames, Source, SplitBatch
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar, log_line
 
@@ -128,6 +128,7 @@ class ImagenetSource(Source):
         self.meta = DatasetMeta("imagenet", "multiclass", self.wnids, ["R", "G", "B"], "ILSVRC2012", notes=notes,
                                 encoding="jpeg")
         self.skipped: list[str] = []
+        self.name_of = SampleNames(src)
 
     def _find(self, name: str) -> Path | None:
         """A label file in SRC or one of the three folders above it."""
@@ -200,13 +201,13 @@ class ImagenetSource(Source):
                         if not self.skip_bad:
                             raise LbscaleError(f"{result} (use --skip-bad to leave such files out)")
                         log_line(f"skipped {result}")
-                        self.skipped.append(str(path.relative_to(self.src)))
+                        self.skipped.append(self.name_of(path))
                         keep[i], images[i] = False, np.empty(0, np.uint8)
                         continue
                     data, sizes[i], stats[i] = result
                     images[i] = np.frombuffer(data, dtype=np.uint8)
                 labels = np.asarray([c for _, c in group], dtype=np.int64)
-                yield SplitBatch(images, labels, [p.stem for p, _ in group], {"sizes": sizes}, stats, keep)
+                yield SplitBatch(images, labels, [self.name_of(p) for p, _ in group], {"sizes": sizes}, stats, keep)
             self.meta.notes["skipped"] = json.dumps(self.skipped)  # stamped on the file by the writer's finish
         finally:
             progress.close()
