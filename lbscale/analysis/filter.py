@@ -176,12 +176,25 @@ def _feature_model(o: FilterOptions, f):
     if not o.pretrained:
         raise LbscaleError("--model without --pretrained has random weights: its features mean nothing; "
                            "give --checkpoint TRIAL_DIR or --pretrained")
+    if not timm.list_pretrained(o.model):
+        raise LbscaleError(f"--pretrained: timm has no pretrained weights for {o.model}; train a trial and give "
+                           "--checkpoint")
     try:
         model = timm.create_model(o.model, pretrained=True, in_chans=bands, num_classes=0)
-    except Exception as e:  # offline: the hub download fails in many ways
+    except _weights_out_of_reach() as e:  # anything else is a bug, shown as itself
         raise LbscaleError(f"--pretrained: timm's weights for {o.model} are not available here "
                            f"({type(e).__name__}); offline, train a trial and give --checkpoint") from None
     return model, {"source": "timm-pretrained", "model": o.model}
+
+
+def _weights_out_of_reach() -> tuple[type[BaseException], ...]:
+    """What a download of timm's weights raises when they cannot be had: no network or offline mode, a missing
+    cache entry, an HTTP error (all OSError), or a file the hub repository lacks."""
+    try:
+        from huggingface_hub.errors import EntryNotFoundError
+    except ImportError:  # timm without the hub: its weights come from URLs (urllib: OSError)
+        return (OSError,)
+    return (OSError, EntryNotFoundError)
 
 
 def penultimate(model, x):

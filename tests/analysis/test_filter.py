@@ -137,3 +137,59 @@ def test_bad_filter_input_is_one_line(filtered, run_cli, tmp_path, setup, needle
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     if setup != "exists":
         assert not (tmp_path / "o.h5").exists() and not (tmp_path / "o-filter").exists()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    data = tmp_path_factory.mktemp("small") / "s.h5"
+    prepare("synthetic", None, data, count=200, bands=3, size=16, classes=4, seed=1, command="test")
+    return data
+
+
+def _create_raising(error):
+    def create_model(*args, **kwargs):
+        raise error
+    return create_model
+
+
+def _pretrained(data, tmp_path, model="resnet18"):
+    return ["filter", "--data", data, "--model", model, "--pretrained", "--out", tmp_path / "o.h5", "--quiet"]
+
+
+@pytest.mark.parametrize("error", [OSError("no network"), ConnectionError("offline"), "LocalEntryNotFoundError",
+                                   "EntryNotFoundError"])
+def test_weights_out_of_reach_is_one_line(small, run_cli, tmp_path, monkeypatch, error):
+    import huggingface_hub.errors
+    import timm
+
+    if isinstance(error, str):  # what the hub raises offline, and for a file the repository lacks
+        error = getattr(huggingface_hub.errors, error)("weights file not found")
+    monkeypatch.setattr(timm, "create_model", _create_raising(error))
+    rc, _, err = run_cli(*_pretrained(small, tmp_path))
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err.startswith("lbscale: error: --pretrained: timm's weights for resnet18 are not available here")
+
+
+def test_model_without_pretrained_weights_says_so(small, run_cli, tmp_path):
+    rc, _, err = run_cli(*_pretrained(small, tmp_path, "botnet50ts_256"))
+    assert (rc, err) == (2, "lbscale: error: --pretrained: timm has no pretrained weights for botnet50ts_256; "
+                            "train a trial and give --checkpoint\n")
+
+
+def test_other_failures_are_not_blamed_on_the_weights(small, run_cli, tmp_path, monkeypatch):
+    import timm
+
+    from lbscale.analysis import filter as filter_module
+
+    rc, _, err = run_cli(*_pretrained(small, tmp_path, "resnet_nonesuch"))
+    assert rc == 2 and err.startswith("lbscale: error: --model: 'resnet_nonesuch' is not a timm model")
+    assert err.count("\n") == 1
+    # a bug inside model creation or feature extraction is itself, with its traceback, never "weights not available"
+    monkeypatch.setattr(timm, "create_model", _create_raising(RuntimeError("stem shapes do not match")))
+    with pytest.raises(RuntimeError, match="stem shapes do not match"):
+        run_cli(*_pretrained(small, tmp_path))
+    monkeypatch.setattr(timm, "create_model", lambda *a, **k: "a model")
+    monkeypatch.setattr(filter_module, "extract_features", _create_raising(ValueError("features of rank 3")))
+    with pytest.raises(ValueError, match="features of rank 3"):
+        run_cli(*_pretrained(small, tmp_path))
+    assert not (tmp_path / "o.h5").exists()
