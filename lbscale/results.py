@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from lbscale.errors import LbscaleError
+
 CONFIG, METRICS, SUMMARY, CHECKPOINT = "config.json", "metrics.jsonl", "summary.json", "checkpoint"
 REQUEUE_EXIT = 75  # a trial's exit code after SIGTERM / SIGUSR1: checkpointed, run again with --resume
 CHECKPOINT_INFO = "info.json"  # inside the checkpoint directory: reason, epoch, step, time written
@@ -43,17 +45,32 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def read_json(path: Path):
+    """A result file's content, or None where it does not exist; a corrupt one is an LbscaleError naming it
+    (taking it for absent would rerun a finished trial or hide a failure)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, ValueError):
+        text = Path(path).read_text()
+    except FileNotFoundError:
         return None
+    try:
+        return json.loads(text)
+    except ValueError as e:  # UnicodeDecodeError is one too
+        raise LbscaleError(f"{path}: not valid JSON ({e})") from None
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file ([] where it does not exist); a corrupt line is named."""
     try:
-        return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        text = Path(path).read_text()
     except FileNotFoundError:
         return []
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as e:
+                raise LbscaleError(f"{path}:{n}: not valid JSON ({e})") from None
+    return rows
 
 
 RUN, SUBMITTED, TRIAL_YAML = "run.json", "submitted.json", "trial.yaml"

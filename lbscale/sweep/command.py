@@ -3,56 +3,21 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from lbscale.errors import LbscaleError
 from lbscale.slurm import SlurmEnv
-from lbscale.sweep.launch import LAUNCHERS, SweepRun, run_array_task
+from lbscale.sweep.launch import LAUNCHERS, run_array_task
+from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, plan_table
 from lbscale.sweep.spec import load_sweep_spec
 from lbscale.sweep.state import count_line, sweep_states
 from lbscale.sweep.systems import get_system
 
 
-@dataclass
-class SweepOptions:
-    """Everything `lbscale sweep` takes besides the spec; None means "as the spec or profile says"."""
-
-    launcher: str = "local"
-    system: str | None = None
-    systems_file: str | None = None
-    results: str | None = None
-    batch: str | None = None  # grid overrides, passed on to array tasks so they plan the same grid
-    gpus: str | None = None
-    local_batch: str | None = None
-    seeds: str | None = None
-    epochs: int | None = None
-    account: str | None = None  # profile overrides
-    partition: str | None = None
-    time_limit: str | None = None
-    dry_run: bool = False
-    submit: bool = True
-    wait: bool = False
-    max_concurrent: int | None = None
-    retry_failed: bool = False
-    requeue: bool = False
-    max_requeues: int = 3
-    array_task: int | None = None
-    trial: str | None = None
-
-    def plan_args(self) -> list[str]:
-        """The overrides as CLI flags, for the array tasks' own `lbscale sweep` call."""
-        args = []
-        for flag, value in (("--batch", self.batch), ("--gpus", self.gpus), ("--local-batch", self.local_batch),
-                            ("--seeds", self.seeds), ("--epochs", self.epochs), ("--account", self.account),
-                            ("--partition", self.partition), ("--time", self.time_limit)):
-            if value is not None:
-                args += [flag, str(value)]
-        return args
-
-
 def run_sweep(spec_path, o: SweepOptions) -> int:
+    """Plan the grid of `spec_path`, then print it (--dry-run), launch it, or run one of its trials."""
     spec = load_sweep_spec(spec_path)
     if o.launcher not in LAUNCHERS:
         raise LbscaleError(f"--launcher: {o.launcher!r} is not one of {', '.join(LAUNCHERS)}")
@@ -71,8 +36,9 @@ def run_sweep(spec_path, o: SweepOptions) -> int:
         print(plan_table(plans))
         return 0
     # absolute paths: array tasks may start in another directory
-    run = SweepRun(str(Path(spec_path).resolve()), results, o.plan_args(), prof, o.systems_file, o.retry_failed,
-                   o.requeue, o.max_requeues, o.max_concurrent, o.submit, o.wait)
+    if o.systems_file is not None:
+        o = replace(o, systems_file=str(Path(o.systems_file).resolve()))
+    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o)
     if one_task:
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
     return LAUNCHERS[o.launcher]().launch(plans, run)
@@ -109,4 +75,7 @@ def status_table(results) -> str:
         rows.append([s["trial"], s["state"], epoch, metric, s["job"] or "-", elapsed])
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*head), *(fmt.format(*r) for r in rows), count_line([s["state"] for s in states])])
+    reasons = [f"{s['trial']}: {s['error']}" for s in states if s["state"] == "failed" and s["error"]]
+    return "\n".join([fmt.format(*head), *(fmt.format(*r) for r in rows),
+                      *(["failed:", *(f"  {r}" for r in reasons)] if reasons else []),
+                      count_line([s["state"] for s in states])])

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -25,26 +24,12 @@ from lbscale.errors import LbscaleError
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED,
                              SUMMARY, TRIAL_YAML, archive_summary, read_json, write_atomic, write_failed_summary,
                              write_json)
+from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 from lbscale.sweep.state import count_line, running_here, trial_state
 
-
-@dataclass
-class SweepRun:
-    """What a launch needs besides the plan."""
-
-    spec_path: str
-    results: Path
-    plan_args: list = field(default_factory=list)  # the CLI overrides, so array tasks plan the same grid
-    system: dict = field(default_factory=dict)
-    systems_file: str | None = None
-    retry_failed: bool = False
-    requeue: bool = False
-    max_requeues: int = 3  # after this many requeues a preempted trial is marked failed
-    max_concurrent: int | None = None
-    submit: bool = True
-    wait: bool = False
-    signal_seconds: int = 300
+LOG = "train.log"  # a trial's output (all ranks), beside its result files
+MAX_REASON = 500  # characters of a failed trial's reason kept in its summary
 
 
 def same_trial(old_text: str, new: dict) -> bool:
@@ -124,11 +109,15 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
 
     Returns REQUEUE_EXIT whenever the trial stopped on a signal with a checkpoint: with several ranks, srun
     (--kill-on-bad-exit) and torchrun kill the others as soon as the first exits 75, so the step's own code
-    may be a signal's even though every rank had written the preemption checkpoint."""
+    may be a signal's even though every rank had written the preemption checkpoint. A trial that exits with an
+    error of its own and no summary (bad data, a crash before its first result) gets a failed summary whose
+    reason is its last line of output: else it would look pending, and be rerun, forever."""
     started = time.time()
     archive_summary(p.out)  # a retried failed trial: its record moves to attempts/, its checkpoint is resumed
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(p.out / "train.log", "a") as log:
+    log_path = p.out / LOG
+    with open(log_path, "a") as log:
+        log_start = log.tell()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -137,15 +126,41 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
     if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") == PREEMPTED \
             and info.get("written", 0) >= started:
         code = REQUEUE_EXIT
+    if code not in (0, REQUEUE_EXIT) and not (p.out / SUMMARY).exists() and not _stopped_from_outside(code):
+        write_failed_summary(p.out, failure_reason(log_path, log_start, code), exit_code=code, log=str(log_path))
     if code != REQUEUE_EXIT:
         (p.out / RUN).unlink(missing_ok=True)
     return code
 
 
+def _stopped_from_outside(code: int) -> bool:
+    """Killed by a signal (negative: the process itself; 128 + n: through srun, torchrun or a shell), as by
+    scancel, a sweep interrupted with Ctrl-C or the OOM killer: the trial is interrupted, not failed, and the
+    next run resumes it."""
+    return code < 0 or code - 128 in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGHUP)
+
+
+def failure_reason(log_path: Path, start: int, code: int) -> str:
+    """The last line the trial wrote to its log after byte `start` (its error, one line by the CLI's contract;
+    a traceback's last line otherwise), without the CLI's prefix."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except FileNotFoundError:
+        lines = []
+    if not lines:
+        return f"exit {code} without a message"
+    return lines[-1].removeprefix("lbscale: error: ")[:MAX_REASON]
+
+
 def _outcome(p: TrialPlan, code: int) -> str:
     s = trial_state(p.out)
+    if s["state"] == "failed":
+        return f"failed: {s['error']} (exit {code}, see {p.out / LOG})"
     shown = f" {s['metric']} {s['value']:.4f}" if s["metric"] and s["value"] is not None else ""
-    return f"{s['state']}{shown}" if code in (0, REQUEUE_EXIT) else f"failed (exit {code}, see {p.out / 'train.log'})"
+    stopped = "" if code in (0, REQUEUE_EXIT) else f" (exit {code}, see {p.out / LOG})"
+    return f"{s['state']}{shown}{stopped}"
 
 
 def _counts(plans: list[TrialPlan]) -> str:
@@ -160,7 +175,7 @@ class LocalLauncher:
 
     def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
         write_trial_files(plans)
-        todo = select(plans, run.retry_failed)
+        todo = select(plans, run.options.retry_failed)
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
         failures = 0
         for i, p in enumerate(todo, 1):
@@ -179,7 +194,7 @@ class LocalLauncher:
 def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[str]:
     s, gpn = run.system, run.system["gpus_per_node"]
     per_node = min(p.gpus, gpn)
-    array = f"0-{count - 1}" + (f"%{run.max_concurrent}" if run.max_concurrent else "")
+    array = f"0-{count - 1}" + (f"%{run.options.max_concurrent}" if run.options.max_concurrent else "")
     lines = [f"--job-name=lbscale-{name}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
              f"--array={array}", f"--output={run.results / 'slurm' / '%x-%A_%a.out'}"]
     for key, opt in (("account", "account"), ("partition", "partition"), ("time", "time"),
@@ -188,7 +203,7 @@ def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[st
             lines.append(f"--{opt}={s[key]}")
     if s.get("gres"):
         lines.append(f"--gres={str(s['gres']).format(gpus=per_node)}")
-    if run.requeue:
+    if run.options.requeue:
         lines += ["--requeue", f"--signal=USR1@{run.signal_seconds}"]
     return lines
 
@@ -210,11 +225,11 @@ def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str
     out.append("TRIALS=(" + " ".join(q(t.trial_id) for t in group) + ")")
     cmd = [sys.executable, "-m", "lbscale.cli", "sweep", run.spec_path, *run.plan_args, "--results",
            str(run.results), "--launcher", "slurm", "--system", run.system["name"]]
-    if run.systems_file:
-        cmd += ["--systems", run.systems_file]
-    if run.requeue:
-        cmd += ["--requeue", "--max-requeues", str(run.max_requeues)]
-    if run.retry_failed:  # the failed trial's summary is still there: the array task must retry it
+    if run.options.systems_file:
+        cmd += ["--systems", run.options.systems_file]
+    if run.options.requeue:
+        cmd += ["--requeue", "--max-requeues", str(run.options.max_requeues)]
+    if run.options.retry_failed:  # the failed trial's summary is still there: the array task must retry it
         cmd.append("--retry-failed")
     out.append("exec " + " ".join(q(c) for c in cmd) + ' --trial "${TRIALS[$SLURM_ARRAY_TASK_ID]}"')
     return "\n".join(out) + "\n"
@@ -228,7 +243,7 @@ class SlurmLauncher:
 
     def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
         write_trial_files(plans)
-        todo = [p for p in select(plans, run.retry_failed) if not running_here(p.out)]
+        todo = [p for p in select(plans, run.options.retry_failed) if not running_here(p.out)]
         print(f"{len(plans) - len(todo)} of {len(plans)} trials finished or running; submitting {len(todo)}",
               flush=True)
         groups: dict[tuple, list[TrialPlan]] = {}
@@ -240,7 +255,7 @@ class SlurmLauncher:
             name = f"{Path(run.spec_path).stem}-g{gpus}"
             script = run.results / "slurm" / f"{name}.sh"
             write_atomic(script, render_array_script(run, group, name))
-            if not run.submit:
+            if not run.options.submit:
                 print(f"wrote {script} ({len(group)} array tasks)")
                 continue
             job = slurm.submit(script)
@@ -248,7 +263,7 @@ class SlurmLauncher:
             for k, p in enumerate(group):
                 write_json(p.out / SUBMITTED, {"job": f"{job}_{k}", "script": str(script)})
             print(f"submitted job array {job} ({len(group)} trials, {gpus} GPUs each): {script}", flush=True)
-        if run.wait and jobs:
+        if run.options.wait and jobs:
             slurm.wait_for_jobs(jobs)
             states = [trial_state(p.out)["state"] for p in plans]
             print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
@@ -261,7 +276,7 @@ class SlurmLauncher:
 def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     """Inside a SLURM job: run one trial with one srun task per GPU; requeue on preemption if asked."""
     write_trial_files([p])
-    if not select([p], run.retry_failed):
+    if not select([p], run.options.retry_failed):
         print(f"{p.trial_id}: nothing to do ({trial_state(p.out)['state']}; failed trials run again with "
               "--retry-failed)")
         return 0
@@ -273,9 +288,9 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
                 "--kill-on-bad-exit=1", *map(str, run.system.get("srun_args") or []), *argv]
     code = run_process(p, argv, job=env.job_name)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
-    if code == REQUEUE_EXIT and run.requeue and env.job_name:
-        if env.restart_count >= run.max_requeues:
-            why = (f"preempted {env.restart_count + 1} times; requeue limit {run.max_requeues} reached "
+    if code == REQUEUE_EXIT and run.options.requeue and env.job_name:
+        if env.restart_count >= run.options.max_requeues:
+            why = (f"preempted {env.restart_count + 1} times; requeue limit {run.options.max_requeues} reached "
                    "(--max-requeues); its checkpoint resumes with --retry-failed")
             write_failed_summary(p.out, why, requeues=env.restart_count)
             (p.out / RUN).unlink(missing_ok=True)

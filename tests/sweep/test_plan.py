@@ -7,7 +7,8 @@ import pytest
 
 from lbscale.errors import LbscaleError
 from lbscale.sweep.spec import load_sweep_spec
-from lbscale.sweep.launch import SweepRun, render_array_script
+from lbscale.sweep.launch import render_array_script
+from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, parse_batches, parse_seeds
 from lbscale.sweep.systems import get_system
 
@@ -160,7 +161,8 @@ def test_hostile_values_are_quoted_never_run(tmp_path):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(SPEC)
     plans = build_plan(load_sweep_spec(spec_path), tmp_path / "r", 4, batch="8k", seeds=1)
-    run = SweepRun(str(spec_path), tmp_path / "r", ["--epochs", evil], prof, str(f))
+    run = SweepRun(spec_path=str(spec_path), results=tmp_path / "r", system=prof,
+                   options=SweepOptions(epochs=evil, systems_file=str(f)))
     script = render_array_script(run, plans, "t")
     body = [line for line in script.splitlines() if not line.startswith("#")]
     assert str(marker) in script  # the hostile text is there, quoted
@@ -171,6 +173,18 @@ def test_hostile_values_are_quoted_never_run(tmp_path):
     subprocess.run(["bash", "-c", "SLURM_ARRAY_TASK_ID=0; " + exec_line.replace("exec ", "printf '%s\\n' ", 1)],
                    check=True, capture_output=True)
     assert not marker.exists()
+
+
+def test_slurm_scripts_name_a_relative_systems_file_absolutely(tmp_path, run_cli, monkeypatch):
+    # array tasks may start in another directory; the --systems path the user typed is relative
+    monkeypatch.chdir(tmp_path)
+    Path("mine.yaml").write_text("mine:\n  extends: generic\n  gpus_per_node: 4\n")
+    Path("spec.yaml").write_text(SPEC)
+    rc, out, err = run_cli("sweep", "spec.yaml", "--launcher", "slurm", "--no-submit", "--system", "mine",
+                           "--systems", "mine.yaml", "--batch", "8k", "--seeds", "1", "--results", "r")
+    assert rc == 0, err
+    script = (tmp_path / "r" / "slurm" / "spec-g4.sh").read_text()
+    assert f"--systems {tmp_path / 'mine.yaml'} " in script and "--system mine " in script
 
 
 @pytest.mark.parametrize("key, value", [("account", "x;rm -rf /"), ("partition", "a b"), ("time", "1\n#SBATCH -x")])

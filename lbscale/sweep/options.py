@@ -1,0 +1,59 @@
+"""What a sweep runs with besides its plan: the user's options, and the launch they resolve to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class SweepOptions:
+    """Everything `lbscale sweep` takes besides the spec; None means "as the spec or profile says"."""
+
+    launcher: str = "local"
+    system: str | None = None
+    systems_file: str | None = None
+    results: str | None = None
+    batch: str | None = None  # grid overrides, passed on to array tasks so they plan the same grid
+    gpus: str | None = None
+    local_batch: str | None = None
+    seeds: str | None = None
+    epochs: int | None = None
+    account: str | None = None  # profile overrides
+    partition: str | None = None
+    time_limit: str | None = None
+    dry_run: bool = False
+    submit: bool = True
+    wait: bool = False
+    max_concurrent: int | None = None
+    retry_failed: bool = False
+    requeue: bool = False
+    max_requeues: int = 3  # after this many requeues a preempted trial is marked failed
+    array_task: int | None = None
+    trial: str | None = None
+
+    def plan_args(self) -> list[str]:
+        """The overrides as CLI flags, for the array tasks' own `lbscale sweep` call."""
+        args = []
+        for flag, value in (("--batch", self.batch), ("--gpus", self.gpus), ("--local-batch", self.local_batch),
+                            ("--seeds", self.seeds), ("--epochs", self.epochs), ("--account", self.account),
+                            ("--partition", self.partition), ("--time", self.time_limit)):
+            if value is not None:
+                args += [flag, str(value)]
+        return args
+
+
+@dataclass
+class SweepRun:
+    """A launch: the spec, results directory and cluster profile resolved (absolute paths: array tasks may
+    start in another directory), and the user's options as given."""
+
+    spec_path: str
+    results: Path
+    system: dict
+    options: SweepOptions = field(default_factory=SweepOptions)
+    signal_seconds: int = 300  # --signal=USR1@this with --requeue: time to checkpoint before the limit
+
+    @property
+    def plan_args(self) -> list[str]:
+        return self.options.plan_args()
