@@ -20,11 +20,11 @@ def _per_tensor(ratio: torch.Tensor) -> list:
     return ratio.tolist() if ratio.device.type == "cpu" else list(ratio.unbind())
 
 
-def _trust(numerator: list, denominator: list, coeff: float) -> list:
-    """coeff * ||a|| / ||b|| per tensor, 1 where either norm is zero."""
+def _trust(numerator: list, denominator: list, coeff: float, fallback: float = 1.0) -> list:
+    """coeff * ||a|| / ||b|| per tensor, `fallback` where either norm is zero."""
     a = torch.stack(torch._foreach_norm(numerator))
     b = torch.stack(torch._foreach_norm(denominator))
-    return _per_tensor(torch.where((a > 0) & (b > 0), coeff * a / b, torch.ones_like(a)))
+    return _per_tensor(torch.where((a > 0) & (b > 0), coeff * a / b, torch.full_like(a, fallback)))
 
 
 def _master(params: list) -> list:
@@ -189,7 +189,8 @@ class Lamb(torch.optim.Optimizer):
         torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - b2)
         # m_hat / (sqrt(v_hat) + eps) = c * m / (sqrt(v) + eps sqrt(bc2)), c = sqrt(bc2) / bc1: the bias
         # corrections become scalars. With u = m / (sqrt(v) + eps sqrt(bc2)) + (wd / c) w the true update is
-        # c u, and the trust ratio ||w|| / ||c u|| times c u is ||w|| / ||u|| times u: c cancels there.
+        # c u, and the trust ratio ||w|| / ||c u|| times c u is ||w|| / ||u|| times u: c cancels there. Where a
+        # norm is zero the ratio is 1 and the step is c u itself, so the fallback factor is c, not 1.
         bc2_sqrt = (1 - b2 ** t) ** 0.5
         c = bc2_sqrt / (1 - b1 ** t)
         denom = torch._foreach_sqrt(exp_avg_sq)
@@ -198,7 +199,7 @@ class Lamb(torch.optim.Optimizer):
         if group["weight_decay"] != 0:
             torch._foreach_add_(update, master, alpha=group["weight_decay"] / c)
         if group["trust_ratio"]:
-            torch._foreach_mul_(update, _trust(master, update, 1.0))
+            torch._foreach_mul_(update, _trust(master, update, 1.0, fallback=c))
             torch._foreach_add_(master, update, alpha=-group["lr"])
         else:
             torch._foreach_add_(master, update, alpha=-group["lr"] * c)

@@ -148,3 +148,38 @@ def test_low_precision_parameters_keep_float32_state():
     opt.step()
     assert opt.state[p]["exp_avg"].dtype == torch.float32 and p.dtype == torch.bfloat16
     assert not torch.equal(before, p.detach())
+
+
+def _all_adapted(ps, wd):
+    """Every tensor in the trust-ratio group, so the zero-norm weight ps[1] and the zero gradient ps[3] take the
+    ratio's fallback (the groups above keep both out of it)."""
+    return [{"params": list(ps), "weight_decay": wd, "trust_ratio": True}]
+
+
+@pytest.mark.parametrize("wd", [0.0, 1e-2])
+def test_zero_norm_tensors_with_a_trust_ratio_match_reference_and_timm(wd, block):
+    """LAMB's fallback ratio 1 multiplies the bias-corrected update: on the first step the zero-norm weight moves
+    by lr * m_hat / (sqrt(v_hat) + eps), about lr * sign(g), not lr * 3.16 sign(g)."""
+    adapt = [True] * 4
+    for cls, kw, reference, ref_args, seed in (
+            (Lamb, dict(lr=0.05, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=None), _lamb_reference,
+             (0.05, 0.9, 0.999, 1e-6, wd, adapt), 1),
+            (Lars, dict(lr=0.3, momentum=0.9, trust_coeff=0.01, eps=1e-8, nesterov=False), _lars_reference,
+             (0.3, 0.9, wd, 0.01, 1e-8, False, adapt), 0)):
+        ours = _params(seed)
+        _run(lambda ps: cls(_all_adapted(ps, wd), **kw), ours, steps=1)
+        first = _params(seed)
+        g0 = _grads(first, 0)[1]
+        if cls is Lamb:  # one step by hand: m_hat / (sqrt(v_hat) + eps) = g / (|g| + eps)
+            torch.testing.assert_close(ours[1], -0.05 * g0 / (g0.abs() + 1e-6), rtol=1e-9, atol=1e-12)
+        ours = _params(seed)
+        _run(lambda ps: cls(_all_adapted(ps, wd), **kw), ours)
+        ref = _params(seed)
+        reference(ref, *ref_args)
+        timm = _params(seed)
+        timm_cls = TimmLamb if cls is Lamb else TimmLars
+        _run(lambda ps: timm_cls([{**g, "always_adapt": g.pop("trust_ratio")} for g in _all_adapted(ps, wd)], **kw),
+             timm)
+        for a, b, c in zip(ours, ref, timm):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
+            torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-12)
