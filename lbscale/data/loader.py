@@ -75,10 +75,11 @@ class ShardedLoader:
             self.images = np.asarray(self.images[...])
         elif not isinstance(self.images, np.ndarray):
             self.views = self.file.chunk_views(split)
-        chunk = self.file.chunk_len(split)
-        self.block = chunk if not isinstance(self.images, np.ndarray) else 1
-        # Shuffle window, a whole number of batches so that no batch straddles two windows.
-        self.buffer = -(-max(local_batch, buffer_blocks * chunk) // local_batch) * local_batch
+        # The order is drawn over the file's storage blocks and shuffle windows whether or not the split is
+        # held in memory, and neither depends on the local batch: the batch is cut only afterwards, so an
+        # epoch's order is one and the same for every batch size, on disk and in memory.
+        self.block = self.file.chunk_len(split)
+        self.buffer = buffer_blocks * self.block
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
