@@ -1,6 +1,7 @@
-"""Optimizer registry: one `OptimInfo` per optimizer (name, help, what it accepts, how to build it).
+"""Optimizer registry: one `OptimInfo` per optimizer (name, help, class, the options it reads).
 
-The CLI's choices and help, config validation and the trust-ratio handling all read this registry.
+The CLI's choices and help, config validation (an option the optimizer does not read is refused) and the one
+builder all read this registry.
 Parameter groups carry two explicit choices: `weight_decay` and `trust_ratio`. BatchNorm and bias parameters
 get neither, weights get both, as in the MLPerf ResNet-50 LARS reference. The trust ratio does not depend on
 the weight decay: LARS with `--weight-decay 0` still adapts every weight tensor.
@@ -10,72 +11,65 @@ Importing this module costs no torch (the sweep planner validates configs with i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import importlib
+from dataclasses import dataclass, field
 
 
 @dataclass
 class OptimizerOptions:
+    """The options an optimizer may read, named as its constructor names them."""
+
     momentum: float = 0.9
-    weight_decay: float = 5e-5
+    weight_decay: float = 5e-5  # every optimizer, through the parameter groups
     betas: tuple = (0.9, 0.999)
     eps: float = 1e-6
     trust_coeff: float = 0.001
-    nesterov: bool = False  # LARS with Nesterov momentum
+    nesterov: bool = False  # LARS with Nesterov momentum (--lars-nesterov)
     max_grad_norm: float | None = None  # LAMB: global gradient clipping (NVIDIA's variant); None as published
     decay_on: str = "all"  # which weights decay: all (every weight tensor) or conv (convolution kernels only)
 
 
+# The trial option (config field) behind each constructor argument a registry entry can read.
+OPTION_FIELDS = {"momentum": "momentum", "betas": "betas", "eps": "eps", "trust_coeff": "trust_coeff",
+                 "nesterov": "lars_nesterov", "max_grad_norm": "max_grad_norm"}
+
+
 @dataclass(frozen=True)
 class OptimInfo:
-    """What the CLI, validation and the trial need to know about one optimizer."""
+    """One optimizer: its class (a lazy path, so importing the registry costs no torch), the options it reads
+    (constructor arguments, from `OPTION_FIELDS`) and fixed arguments. `build_optimizer` builds every entry
+    from this alone, and config validation refuses an option the entry does not read."""
 
     name: str
     help: str
-    build: Callable  # (param_groups, lr, OptimizerOptions) -> torch.optim.Optimizer
-    has_momentum: bool = False  # reads --momentum
-    has_betas: bool = False  # reads --betas / --eps
-    trust_ratio: bool = False  # layer-wise adaptive: reads --trust-coeff (LARS) and the groups' trust_ratio
+    cls: str  # "module.Class"
+    reads: tuple = ()
+    defaults: dict = field(default_factory=dict)  # fixed constructor arguments
+    trust_ratio: bool = False  # layer-wise adaptive: honours the parameter groups' trust_ratio
 
+    @property
+    def has_momentum(self) -> bool:
+        return "momentum" in self.reads
 
-def _sgd(groups, lr, o: OptimizerOptions):
-    import torch
+    @property
+    def has_betas(self) -> bool:
+        return "betas" in self.reads
 
-    return torch.optim.SGD(groups, lr=lr, momentum=o.momentum)
-
-
-def _nesterov(groups, lr, o: OptimizerOptions):
-    import torch
-
-    return torch.optim.SGD(groups, lr=lr, momentum=o.momentum, nesterov=True)
-
-
-def _lars(groups, lr, o: OptimizerOptions):
-    from lbscale.train.adaptive import Lars
-
-    return Lars(groups, lr=lr, momentum=o.momentum, nesterov=o.nesterov, trust_coeff=o.trust_coeff, eps=1e-8)
-
-
-def _lamb(groups, lr, o: OptimizerOptions):
-    from lbscale.train.adaptive import Lamb
-
-    return Lamb(groups, lr=lr, betas=tuple(o.betas), eps=o.eps, max_grad_norm=o.max_grad_norm)
-
-
-def _adamw(groups, lr, o: OptimizerOptions):
-    import torch
-
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(o.betas), eps=o.eps)
+    def option_fields(self) -> list[str]:
+        """The trial options this optimizer reads (config field names)."""
+        return [OPTION_FIELDS[k] for k in self.reads]
 
 
 OPTIMIZERS: dict[str, OptimInfo] = {o.name: o for o in (
-    OptimInfo("sgd", "SGD with momentum", _sgd, has_momentum=True),
-    OptimInfo("nesterov", "SGD with Nesterov momentum", _nesterov, has_momentum=True),
-    OptimInfo("lars", "LARS (You, Gitman & Ginsburg 2017): layer-wise trust ratio on SGD momentum", _lars,
-              has_momentum=True, trust_ratio=True),
-    OptimInfo("lamb", "LAMB (You et al. 2019): layer-wise trust ratio on Adam", _lamb, has_betas=True,
-              trust_ratio=True),
-    OptimInfo("adamw", "AdamW (decoupled weight decay)", _adamw, has_betas=True),
+    OptimInfo("sgd", "SGD with momentum", "torch.optim.SGD", reads=("momentum",)),
+    OptimInfo("nesterov", "SGD with Nesterov momentum", "torch.optim.SGD", reads=("momentum",),
+              defaults={"nesterov": True}),
+    OptimInfo("lars", "LARS (You, Gitman & Ginsburg 2017): layer-wise trust ratio on SGD momentum",
+              "lbscale.train.adaptive.Lars", reads=("momentum", "trust_coeff", "nesterov"),
+              defaults={"eps": 1e-8}, trust_ratio=True),  # eps guards ||g|| + wd ||w||; not Adam's --eps
+    OptimInfo("lamb", "LAMB (You et al. 2019): layer-wise trust ratio on Adam", "lbscale.train.adaptive.Lamb",
+              reads=("betas", "eps", "max_grad_norm"), trust_ratio=True),
+    OptimInfo("adamw", "AdamW (decoupled weight decay)", "torch.optim.AdamW", reads=("betas", "eps")),
 )}
 
 
@@ -105,7 +99,12 @@ def param_groups(model, weight_decay: float, decay_on: str = "all") -> list[dict
 
 
 def build_optimizer(name: str, model, lr: float, options: OptimizerOptions):
-    """The optimizer `name` over `model`, with the parameter groups of `param_groups`."""
+    """The optimizer `name` over `model`, with the parameter groups of `param_groups`, built from its registry
+    entry: the options it reads, its fixed arguments, nothing else."""
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
-    return OPTIMIZERS[name].build(param_groups(model, options.weight_decay, options.decay_on), lr, options)
+    info = OPTIMIZERS[name]
+    module, cls = info.cls.rsplit(".", 1)
+    kwargs = {k: tuple(v) if k == "betas" else v for k, v in ((k, getattr(options, k)) for k in info.reads)}
+    groups = param_groups(model, options.weight_decay, options.decay_on)
+    return getattr(importlib.import_module(module), cls)(groups, lr=lr, **info.defaults, **kwargs)

@@ -102,6 +102,54 @@ def test_registry_metadata():
     assert all(o.help for o in OPTIMIZERS.values())
 
 
+# What each optimizer is built with, by hand: (option values given, constructor arguments expected in its groups)
+GIVEN = OptimizerOptions(momentum=0.8, betas=(0.85, 0.99), eps=1e-5, trust_coeff=0.02, nesterov=True,
+                         max_grad_norm=2.0)
+EXPECTED = {
+    "sgd": {"momentum": 0.8, "nesterov": False},
+    "nesterov": {"momentum": 0.8, "nesterov": True},
+    "lars": {"momentum": 0.8, "trust_coeff": 0.02, "nesterov": True, "eps": 1e-8},  # LARS's eps: the registry's
+    "lamb": {"betas": (0.85, 0.99), "eps": 1e-5},
+    "adamw": {"betas": (0.85, 0.99), "eps": 1e-5},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_one_builder_passes_exactly_what_the_registry_says(name):
+    opt = build_optimizer(name, _tiny_with_grads(), 0.1, GIVEN)
+    for key, value in EXPECTED[name].items():
+        assert all(g[key] == value for g in opt.param_groups), (name, key)
+    assert type(opt).__name__ == OPTIMIZERS[name].cls.rsplit(".", 1)[1]
+    if name == "lamb":
+        assert opt.max_grad_norm == 2.0
+
+
+@pytest.mark.parametrize("optimizer, args, needle", [
+    ("sgd", ["--betas", "0.8,0.9"], "--betas"),
+    ("sgd", ["--eps", "1e-3"], "--eps"),
+    ("lamb", ["--momentum", "0.5"], "--momentum"),
+    ("adamw", ["--trust-coeff", "0.01"], "--trust-coeff"),
+    ("lars", ["--eps", "1e-3"], "--eps"),
+    ("nesterov", ["--lars-nesterov"], "--lars-nesterov"),
+    ("sgd", ["--max-grad-norm", "1"], "--max-grad-norm"),
+])
+def test_an_option_the_optimizer_does_not_read_is_refused(tiny_h5, tmp_path, run_cli, optimizer, args, needle):
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", "--optimizer", optimizer, *args)
+    assert rc == 2 and needle in err and optimizer in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
+
+
+def test_options_the_optimizer_reads_are_accepted():
+    from lbscale.config import TrialConfig, validate
+
+    for optimizer, kw in (("lamb", dict(betas=(0.8, 0.9), eps=1e-4, max_grad_norm=1.0)),
+                          ("lars", dict(momentum=0.8, trust_coeff=0.01, lars_nesterov=True)),
+                          ("sgd", dict(momentum=0.5)), ("adamw", dict(betas=[0.8, 0.9]))):
+        validate(TrialConfig(data="x.h5", out="o", optimizer=optimizer, **kw))
+    # the defaults are never an objection, whatever the optimizer
+    validate(TrialConfig(data="x.h5", out="o", optimizer="sgd", betas=[0.9, 0.999], eps=1e-6))
+
+
 
 def test_weight_decay_on_convolutions_only():
     # BigEarthNet LARS study: L2 on the convolutional layers; the classifier keeps its trust ratio, undecayed.
