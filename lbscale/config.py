@@ -14,7 +14,7 @@ import yaml
 
 from lbscale.errors import LbscaleError
 from lbscale.task import TASKS
-from lbscale.train.optim import DECAY_ON, OPTIMIZERS
+from lbscale.train.optim import DECAY_ON, OPTIMIZERS, OPTION_FIELDS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
 
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
@@ -210,6 +210,11 @@ def validate(cfg: TrialConfig) -> None:
         if cfg.target_metric not in known:  # the data's task narrows this further (Trial, sweep plan)
             raise LbscaleError(f"--target-metric: {cfg.target_metric!r} is not a metric of any task "
                                f"(choose one of {', '.join(known)})")
+    _check_optimizer_options(cfg)
+    if cfg.divergence_factor <= 0:
+        raise LbscaleError("--divergence-factor must be > 0")
+    if cfg.divergence_window < 1:
+        raise LbscaleError("--divergence-window must be >= 1 optimizer step")
     if not 0 <= cfg.label_smoothing < 1:
         raise LbscaleError("--label-smoothing must be in [0, 1)")
     if cfg.crop_size is not None and cfg.crop_size < 8:
@@ -220,6 +225,21 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
+
+
+def _check_optimizer_options(cfg: TrialConfig) -> None:
+    """An optimizer option set away from its default that the chosen optimizer does not read is an error (it
+    would be ignored silently); the registry says what each optimizer reads."""
+    info = OPTIMIZERS[cfg.optimizer]
+    reads = info.option_fields()
+    for name in OPTION_FIELDS.values():
+        value, default = getattr(cfg, name), FIELDS[name].default
+        if name == "betas":
+            value, default = tuple(value), tuple(default)
+        if name not in reads and value != default:
+            flag = name.replace("_", "-")
+            takes = ", ".join("--" + r.replace("_", "-") for r in reads) or "none of these options"
+            raise LbscaleError(f"--{flag}: {cfg.optimizer} does not read it (it reads {takes})")
 
 
 def to_dict(cfg: TrialConfig) -> dict:

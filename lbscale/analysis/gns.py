@@ -131,8 +131,9 @@ class DDPNoiseScale:
     """The noise scale measured during data-parallel training at no extra pass: a DDP communication hook takes
     each bucket's squared norm before the all-reduce (the rank's own gradient: the small batch, local batch x
     accumulation) and after it (the all-reduced gradient: the global batch). The hook is DDP's default
-    all-reduce otherwise, so the training itself is unchanged. Under fp16 loss scaling both norms carry the
-    same factor and B_simple is unaffected."""
+    all-reduce otherwise, so the training itself is unchanged. Under fp16 loss scaling the squared norms carry
+    scale^2, which `collect` divides out (summed unscaled, each measurement would weigh scale^2); a step whose
+    gradient is not finite, which the grad scaler skips, is not measured (`skipped` counts them)."""
 
     def __init__(self, world_size: int, b_small: int, b_big: int, device):
         import torch
@@ -143,6 +144,7 @@ class DDPNoiseScale:
         self.big = torch.zeros((), dtype=torch.float64, device=device)
         self.total = NoiseScale()  # the whole run (checkpointed)
         self.epoch = NoiseScale()
+        self.skipped = 0  # measured steps left out: a gradient that was not finite
 
     def hook(self, state, bucket):
         import torch.distributed as dist
@@ -161,15 +163,21 @@ class DDPNoiseScale:
 
         return fut.then(done)
 
-    def collect(self) -> None:
-        """After a measured step: average |G_small|^2 over ranks and add one estimate (a host sync)."""
+    def collect(self, loss_scale: float = 1.0) -> None:
+        """After a measured step whose loss was multiplied by `loss_scale`: average |G_small|^2 over ranks and
+        add one unscaled estimate, unless a norm is not finite (a host sync)."""
+        import math
+
         import torch.distributed as dist
 
         dist.all_reduce(self.small)
-        small = float(self.small) / self.world_size
-        big = float(self.big)
-        for acc in (self.total, self.epoch):
-            acc.add(small, big, self.b_small, self.b_big)
+        small = float(self.small) / self.world_size / loss_scale ** 2
+        big = float(self.big) / loss_scale ** 2
+        if math.isfinite(small) and math.isfinite(big):
+            for acc in (self.total, self.epoch):
+                acc.add(small, big, self.b_small, self.b_big)
+        else:
+            self.skipped += 1
         self.small.zero_()
         self.big.zero_()
         self.active = False
@@ -180,7 +188,8 @@ class DDPNoiseScale:
         return out
 
     def state_dict(self) -> dict:
-        return {"total": asdict(self.total), "epoch": asdict(self.epoch)}
+        return {"total": asdict(self.total), "epoch": asdict(self.epoch), "skipped": self.skipped}
 
     def load_state_dict(self, state: dict) -> None:
         self.total, self.epoch = NoiseScale(**state["total"]), NoiseScale(**state["epoch"])
+        self.skipped = state.get("skipped", 0)

@@ -18,9 +18,11 @@ def summarize(records: list[dict], task: Task, status: str, error: str | None = 
     partial = records[-1] if records and records[-1].get("partial") else None
     metrics = sorted({k for r in full for k in r if k.startswith(("val_", "test_"))})
     best = {k: task.best(k, [r[k] for r in full if k in r]) for k in metrics}
-    steady = full[1:] if len(full) > 1 else full  # the first epoch carries start-up costs
+    # Time per epoch, the one definition (the report and `lbscale train`'s outcome line read this field): the
+    # mean over full epochs after the first, which carries start-up costs (all of them where there is one).
+    steady = full[1:] if len(full) > 1 else full
     if full:
-        epoch_seconds, ips = float(np.mean([r["train_seconds"] for r in full])), None
+        epoch_seconds, ips = float(np.mean([r["train_seconds"] for r in steady])), None
     elif partial:
         epoch_seconds, ips = partial["epoch_seconds_estimate"], partial["images_per_second"]
     else:

@@ -9,7 +9,6 @@ cross-rank check every few steps for divergence and signals), evaluate, record, 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 import time
@@ -34,6 +33,7 @@ from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
 from lbscale.train.metrics import TaskMetrics
 from lbscale.train.models import build_model, check_model
+from lbscale.train.monitors import DivergenceMonitor, EpochClock
 from lbscale.train.optim import OptimizerOptions, build_optimizer
 from lbscale.train.plan import resolve_plan
 from lbscale.train.summary import NO_TARGET, summarize
@@ -68,6 +68,9 @@ class Trial:
             raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
                                "on one process run `lbscale gns` on the trial's checkpoint")
         self.decoder = None
+        self.gns: DDPNoiseScale | None = None
+        self.divergence = DivergenceMonitor(cfg.divergence_factor, cfg.divergence_window)
+        self.clock = EpochClock()  # this epoch's seconds, carried through a preemption checkpoint
         self.stop_signal = None
         self.compile_seconds = None  # the first compiled step's extra time, in this process
         self.diverged_at: dict | None = None  # where the divergence criterion first held
@@ -85,15 +88,15 @@ class Trial:
         self.model = build_model(cfg.model, len(self.data.band_names), self.num_classes, cfg.channels_last,
                                  cfg.drop_rate)
         self.model.to(self.device)
-        options = OptimizerOptions(cfg.momentum, cfg.weight_decay, tuple(cfg.betas), cfg.eps, cfg.trust_coeff,
-                                   cfg.lars_nesterov, cfg.max_grad_norm, cfg.weight_decay_on)
+        options = OptimizerOptions(momentum=cfg.momentum, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas),
+                                   eps=cfg.eps, trust_coeff=cfg.trust_coeff, nesterov=cfg.lars_nesterov,
+                                   max_grad_norm=cfg.max_grad_norm, decay_on=cfg.weight_decay_on)
         self.optimizer = build_optimizer(cfg.optimizer, self.model, self.policy.lr(0), options)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
         self.net = self.model
         if self.env.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-        self.gns = None
         if cfg.gns_every:
             self.gns = DDPNoiseScale(self.env.world_size, plan.local_batch * plan.accum_steps, plan.global_batch,
                                      self.device)
@@ -122,9 +125,8 @@ class Trial:
         self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + self.env.rank)
         self.metrics = {split: TaskMetrics(self.task, self.num_classes, self.device, split)
                         for split in self.eval_loaders}
-        # progress within the epoch, saved in checkpoints with records, step, epoch and target_hit
+        # progress within the epoch, saved in checkpoints with records, step, epoch, target_hit and the clock
         self.batch = 0
-        self.initial_loss, self.above_steps = None, 0
         self.epoch_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         self.epoch_seen = 0
 
@@ -150,7 +152,7 @@ class Trial:
     def save_checkpoint(self, reason: str) -> None:
         main = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scaler": self.scaler.state_dict(), "epoch": self.epoch, "batch": self.batch, "step": self.step,
-                "records": self.records, "initial_loss": self.initial_loss, "above_steps": self.above_steps,
+                "records": self.records, "divergence": self.divergence.state_dict(), "clock": self.clock.state_dict(),
                 "target_hit": self.target_hit, "world_size": self.env.world_size,
                 "gns": self.gns.state_dict() if self.gns else None, "diverged_at": self.diverged_at,
                 "elapsed": self.elapsed_before + time.perf_counter() - self.t_start}
@@ -166,8 +168,14 @@ class Trial:
         if self.gns and main.get("gns"):
             self.gns.load_state_dict(main["gns"])
         self.diverged_at = main.get("diverged_at")
-        for key in ("epoch", "batch", "step", "records", "initial_loss", "above_steps", "target_hit"):
+        for key in ("epoch", "batch", "step", "records", "target_hit"):
             setattr(self, key, main[key])
+        # checkpoints of lbscale before the monitor and the clock: their fields, and no seconds to carry
+        self.divergence.load_state_dict(main.get("divergence") or {
+            "initial_loss": main.get("initial_loss"), "above_steps": main.get("above_steps", 0),
+            "last_step": main["step"]})
+        if main.get("clock"):
+            self.clock.load_state_dict(main["clock"])
         self.elapsed_before = main["elapsed"]
         checkpoint.set_rng_state(rank["rng"], self.augment_rng)
         self.epoch_loss = rank["epoch_loss"].to(self.device)
@@ -175,22 +183,18 @@ class Trial:
 
     # --- the loop -------------------------------------------------------------------------------
     def check(self, window: torch.Tensor) -> str | None:
-        """Cross-rank agreement every few steps: 'diverged', 'stop' (signal or preemption) or None."""
+        """Cross-rank agreement every few steps: 'diverged' (where divergence stops the trial), 'stop' (a signal
+        or the preemption step: checkpoint and requeue, also after a divergence the trial carries on from),
+        or None. The first divergence is recorded either way."""
         stop = 1.0 if (self.stop_signal or self.step == self.cfg.preempt_after_steps) else 0.0
         t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=self.device)])
         loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
         window.zero_()
-        mean = loss_sum / max(count, 1)
-        if not math.isfinite(mean):
-            return "diverged"
-        if self.initial_loss is None:
-            self.initial_loss = mean
-        elif mean > self.cfg.divergence_factor * self.initial_loss:
-            self.above_steps += self.cfg.check_every
-            if self.above_steps >= self.cfg.divergence_window:
+        if self.divergence.update(loss_sum / max(count, 1), self.step):
+            if self.diverged_at is None:
+                self.diverged_at = {"epoch": self.epoch + 1, "step": self.step}
+            if self.cfg.on_divergence != "continue":
                 return "diverged"
-        else:
-            self.above_steps = 0
         return "stop" if stop else None
 
     def train_epoch(self) -> tuple[str | None, dict]:
@@ -234,13 +238,15 @@ class Trial:
                 lr = self.policy.lr(self.step)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
+                measured = self.gns is not None and self.gns.active
+                loss_scale = self.scaler.get_scale() if measured and self.scaler.is_enabled() else 1.0
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
                 self.optimizer.zero_grad(set_to_none=True)
                 self.step += 1
                 steps_here += 1
-                if self.gns and self.gns.active:
-                    self.gns.collect()
+                if measured:
+                    self.gns.collect(loss_scale)  # the scale this step's gradients carry
                 if steps_here == 1 and cfg.compile and self.compile_seconds is None:
                     sync()
                     first_step = time.perf_counter() - t0  # compiles the step (once per process)
@@ -250,10 +256,6 @@ class Trial:
                 end_of_epoch = self.batch == n_micro
                 if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
                     verdict = self.check(window)
-                    if verdict == "diverged" and cfg.on_divergence == "continue":
-                        if self.diverged_at is None:
-                            self.diverged_at = {"epoch": self.epoch + 1, "step": self.step}
-                        verdict = None  # recorded; the trial trains on to its end
                     if verdict:
                         break
         finally:
@@ -261,13 +263,14 @@ class Trial:
         sync()
         t1 = time.perf_counter()
         progress.close()
-        train_seconds = t1 - t0
-        if mark and t1 > mark[0] and images > mark[1]:
+        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds)
+        self.clock.count(images)
+        timing = self.clock.timing()  # the whole epoch's, a part before a preemption included
+        if mark and t1 > mark[0] and images > mark[1]:  # steady pace: this process's steps past the first few
             ips = (images - mark[1]) * plan.world_size / (t1 - mark[0])
         else:
-            ips = images * plan.world_size / max(train_seconds, 1e-9)
-        timing = {"train_seconds": train_seconds, "images_per_second": ips, "data_seconds": data_seconds,
-                  "compute_seconds": train_seconds - data_seconds, "lr": self.policy.lr(max(self.step - 1, 0))}
+            ips = self.clock.images * plan.world_size / max(timing["train_seconds"], 1e-9)
+        timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)))
         if first_step is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
             steady = (t1 - mark[0]) / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
             self.compile_seconds = max(first_step - steady, 0.0)
@@ -305,6 +308,7 @@ class Trial:
         te = time.perf_counter()
         val = self.evaluate()
         eval_seconds = time.perf_counter() - te
+        self.clock.add(eval=eval_seconds)
         record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": float(loss[0] / max(loss[1], 1)),
                   **val, **timing, "eval_seconds": eval_seconds, **(self.gns.end_epoch() if self.gns else {})}
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
@@ -317,6 +321,7 @@ class Trial:
                      f"{timing['images_per_second']:,.0f} img/s")
         self.epoch += 1
         self.batch = 0
+        self.clock.reset()
         self.epoch_loss.zero_()
         self.epoch_seen = 0
         metric, target = self.cfg.target_metric, self.cfg.target
@@ -355,7 +360,6 @@ class Trial:
         while self.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
-                self.diverged_at = {"epoch": self.epoch + 1, "step": self.step}
                 self.record_partial_epoch(timing)
                 return self.finish("diverged")
             if verdict == "stop":

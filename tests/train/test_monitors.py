@@ -1,0 +1,55 @@
+"""The loop's small state objects without training: the divergence monitor and the epoch clock, each checked
+on hand-made sequences and through its state_dict (what a checkpoint carries)."""
+
+import math
+
+import pytest
+
+from lbscale.train.monitors import DivergenceMonitor, EpochClock
+
+
+def test_divergence_counts_the_steps_actually_above_the_threshold():
+    # factor 2 over the first check's mean 1.0; window 6 steps. Checks at steps 4, 8, 9 (an early end of epoch
+    # after 1 step), 12: above at 8 (4 steps), 9 (1 step), 12 (3 steps) = 8 >= 6 only at step 12. The old
+    # count added check_every (4) at every check: 4 + 4 at step 9 already.
+    m = DivergenceMonitor(factor=2.0, window=6)
+    assert [m.update(loss, step) for loss, step in ((1.0, 4), (2.5, 8), (2.5, 9), (2.5, 12))] == \
+        [False, False, False, True]
+    assert m.above_steps == 8
+
+
+def test_divergence_resets_below_the_threshold_and_flags_non_finite():
+    m = DivergenceMonitor(factor=2.0, window=4)
+    assert not m.update(1.0, 2) and not m.update(3.0, 4) and not m.update(1.5, 6)  # back below: reset
+    assert m.above_steps == 0 and not m.update(3.0, 8)  # 2 steps above again, not 4
+    assert m.update(math.nan, 9) and m.update(math.inf, 10)
+
+
+def test_divergence_state_survives_a_checkpoint():
+    m = DivergenceMonitor(2.0, 8)
+    m.update(1.0, 4)
+    m.update(2.5, 8)
+    resumed = DivergenceMonitor(2.0, 8)
+    resumed.load_state_dict(m.state_dict())
+    assert resumed.update(2.5, 10) is False and resumed.update(2.5, 12) is True  # 4 + 2 + 2 steps
+
+
+def test_epoch_clock_adds_the_seconds_before_a_preemption():
+    before = EpochClock()
+    before.add(data=1.5, compute=10.0)
+    before.count(384)
+    resumed = EpochClock()
+    resumed.load_state_dict(before.state_dict())
+    resumed.add(data=0.5, compute=4.0)
+    resumed.count(160)
+    assert resumed.timing() == {"train_seconds": 16.0, "data_seconds": 2.0, "compute_seconds": 14.0}
+    assert resumed.images == 544
+    resumed.add(eval=3.0)
+    assert resumed.seconds["eval"] == 3.0 and resumed.timing()["train_seconds"] == 16.0  # eval is not training
+    resumed.reset()
+    assert resumed.timing() == {"train_seconds": 0.0, "data_seconds": 0.0, "compute_seconds": 0.0}
+
+
+def test_epoch_clock_refuses_unknown_kinds():
+    with pytest.raises(KeyError):
+        EpochClock().add(comms=1.0)
