@@ -167,19 +167,21 @@ def test_zero_norm_tensors_with_a_trust_ratio_match_reference_and_timm(wd, block
             (Lars, dict(lr=0.3, momentum=0.9, trust_coeff=0.01, eps=1e-8, nesterov=False), _lars_reference,
              (0.3, 0.9, wd, 0.01, 1e-8, False, adapt), 0)):
         ours = _params(seed)
-        _run(lambda ps: cls(_all_adapted(ps, wd), **kw), ours, steps=1)
+        _run(lambda ps, cls=cls, kw=kw: cls(_all_adapted(ps, wd), **kw), ours, steps=1)
         first = _params(seed)
         g0 = _grads(first, 0)[1]
         if cls is Lamb:  # one step by hand: m_hat / (sqrt(v_hat) + eps) = g / (|g| + eps)
             torch.testing.assert_close(ours[1], -0.05 * g0 / (g0.abs() + 1e-6), rtol=1e-9, atol=1e-12)
         ours = _params(seed)
-        _run(lambda ps: cls(_all_adapted(ps, wd), **kw), ours)
+        _run(lambda ps, cls=cls, kw=kw: cls(_all_adapted(ps, wd), **kw), ours)
         ref = _params(seed)
         reference(ref, *ref_args)
         timm = _params(seed)
         timm_cls = TimmLamb if cls is Lamb else TimmLars
-        _run(lambda ps: timm_cls([{**g, "always_adapt": g.pop("trust_ratio")} for g in _all_adapted(ps, wd)], **kw),
-             timm)
+        def make_timm(ps, timm_cls=timm_cls, kw=kw):
+            return timm_cls([{**g, "always_adapt": g.pop("trust_ratio")} for g in _all_adapted(ps, wd)], **kw)
+
+        _run(make_timm, timm)
         for a, b, c in zip(ours, ref, timm):
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-12)
             torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-12)
