@@ -17,6 +17,8 @@ from lbscale.task import TASKS
 from lbscale.train.optim import DECAY_ON, OPTIMIZERS, OPTION_FIELDS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
 
+LAST_BATCH = {"drop": "left out (each rank trains whole batches only)",
+              "keep": "trained, as Keras' fit and the papers' full passes (ceil(N / batch) steps per epoch)"}
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
@@ -71,6 +73,7 @@ class TrialConfig:
     milestone_factors: list = _f((), "multistep: cumulative LR factors, e.g. 0.1,0.01,0.001 (default 0.1^i).",
                                  kind="floats")
     epochs: int = _f(10, "Training epochs.")
+    last_batch: str = _choice("drop", "The epoch's last partial batch.", LAST_BATCH)
     seed: int = _f(0, "Seed of weights, data order and augmentation.")
     momentum: float = _f(0.9, "Momentum (sgd, nesterov, lars).")
     weight_decay: float = _f(5e-5, "Weight decay (not on BatchNorm and bias parameters).")

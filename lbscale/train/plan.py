@@ -25,6 +25,9 @@ class Plan:
     peak_lr: float
     warmup_epochs: float
     warmup_steps: int
+    # absent from the config.json of lbscale before --last-batch (which dropped it): None there
+    micro_batches_per_epoch: int | None = None  # per rank; with `keep` the last one may be partial
+    epoch_samples: int | None = None  # trained per epoch, all ranks
 
     def policy(self, cfg: TrialConfig) -> LRPolicy:
         return LRPolicy(self.peak_lr, self.steps_per_epoch, cfg.epochs, self.warmup_epochs, cfg.schedule,
@@ -55,10 +58,23 @@ def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int | None) -
               else float(cfg.warmup_epochs))
     peak = peak_lr(cfg.base_lr, g, cfg.ref_batch, cfg.lr_scaling)
     if train_samples is None:
-        return Plan(world_size, g, local, accum, None, None, None, peak, warmup, None)
-    steps = (train_samples // world_size) // local // accum
-    if steps < 1:
+        return Plan(world_size, g, local, accum, None, None, None, peak, warmup, None, None, None)
+    micro, shard_samples = epoch_batches(train_samples // world_size, local, accum, cfg.last_batch)
+    steps = -(-micro // accum)
+    if steps < 1 or (cfg.last_batch == "drop" and g > train_samples):
         raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
     policy = LRPolicy(peak, steps, cfg.epochs, warmup, cfg.schedule)
     return Plan(world_size, g, local, accum, train_samples, steps, policy.total_steps, peak, warmup,
-                policy.warmup_steps)
+                policy.warmup_steps, micro, shard_samples * world_size)
+
+
+def epoch_batches(shard: int, local: int, accum: int, last_batch: str) -> tuple[int, int]:
+    """(micro-batches, samples) one rank trains per epoch from its shard of `shard` samples. Every rank has the
+    same shard size (the split's N mod world samples sit out the epoch, others each epoch), so all ranks run
+    the same steps and, with `keep`, the same partial last batch. `drop`: whole optimizer steps only. `keep`:
+    every sample, but a last batch of one sample, which BatchNorm cannot train on, is left out."""
+    if last_batch == "drop":
+        micro = shard // local // accum * accum
+        return micro, micro * local
+    usable = shard - 1 if shard % local == 1 else shard
+    return -(-usable // local), usable

@@ -19,10 +19,12 @@ def summarize(records: list[dict], task: Task, status: str, error: str | None = 
     metrics = sorted({k for r in full for k in r if k.startswith(("val_", "test_"))})
     best = {k: task.best(k, [r[k] for r in full if k in r]) for k in metrics}
     # Time per epoch, the one definition (the report and `lbscale train`'s outcome line read this field): the
-    # mean over full epochs after the first, which carries start-up costs (all of them where there is one).
+    # mean time of a full pass of the train split over the epochs after the first, which carries start-up
+    # costs (the first where there is one). Records of lbscale before full_pass_seconds: their train_seconds.
     steady = full[1:] if len(full) > 1 else full
     if full:
-        epoch_seconds, ips = float(np.mean([r["train_seconds"] for r in steady])), None
+        epoch_seconds = float(np.mean([r.get("full_pass_seconds", r["train_seconds"]) for r in steady]))
+        ips = None
     elif partial:
         epoch_seconds, ips = partial["epoch_seconds_estimate"], partial["images_per_second"]
     else:

@@ -115,7 +115,8 @@ class Trial:
             self.decoder = JpegDecoder(self.device, workers)
             jpeg = {"decoder": self.decoder, "crop_size": cfg.crop_size or 224}
         self.train_loader = ShardedLoader(self.data, "train", self.env.rank, plan.world_size, plan.local_batch,
-                                          cfg.seed, drop_last=True, even=True, in_memory=cfg.in_memory,
+                                          cfg.seed, drop_last=cfg.last_batch == "drop", even=True,
+                                          in_memory=cfg.in_memory,
                                           label_key=cfg.label_set, random_crop=cfg.augment, **jpeg)
         self.eval_loaders = {split: ShardedLoader(self.data, split, self.env.rank, plan.world_size, plan.local_batch,
                                                   cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
@@ -201,7 +202,9 @@ class Trial:
         cfg, plan = self.cfg, self.plan
         self.net.train()
         self.train_loader.set_epoch(self.epoch)
-        n_micro = plan.steps_per_epoch * plan.accum_steps
+        n_micro = plan.micro_batches_per_epoch
+        shard_samples = plan.epoch_samples // plan.world_size
+        step_samples = plan.local_batch * plan.accum_steps
         batches = Prefetcher(self.train_loader.iterate(self.batch), pin_memory=self.device.type == "cuda")
         window = torch.zeros(2, dtype=torch.float64, device=self.device)
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
@@ -217,14 +220,17 @@ class Trial:
                 batch = next(batches)  # the wait for data; normalising and augmenting count as compute
                 data_seconds += time.perf_counter() - td
                 x, y = self.inputs(batch, train=True)
-                last_micro = (self.batch + 1) % plan.accum_steps == 0
-                if self.gns and last_micro and (self.step + 1) % cfg.gns_every == 0:
-                    self.gns.active = True  # the hook measures this step's all-reduce
+                last_micro = (self.batch + 1) % plan.accum_steps == 0 or self.batch + 1 == n_micro
+                # the samples of this optimizer step on this rank: fewer in a kept partial last step, whose
+                # micro-batches then weigh by their share (the same on every rank: equal shards)
+                in_step = min(step_samples, shard_samples - self.batch // plan.accum_steps * step_samples)
+                if self.gns and last_micro and (self.step + 1) % cfg.gns_every == 0 and in_step == step_samples:
+                    self.gns.active = True  # the hook measures this (whole) step's all-reduce
                 accumulate = not last_micro and self.env.world_size > 1
                 with self.net.no_sync() if accumulate else contextlib.nullcontext():
                     with self.autocast():
                         loss = self.loss_fn(self.net(x), y)
-                    self.scaler.scale(loss / plan.accum_steps).backward()
+                    self.scaler.scale(loss / (in_step / len(x))).backward()
                 detached = loss.detach().double()
                 window[0] += detached
                 window[1] += 1
@@ -270,7 +276,11 @@ class Trial:
             ips = (images - mark[1]) * plan.world_size / (t1 - mark[0])
         else:
             ips = self.clock.images * plan.world_size / max(timing["train_seconds"], 1e-9)
-        timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)))
+        samples = self.clock.images * plan.world_size
+        # time per epoch for a full pass of the train split, whatever the epoch left out (--last-batch drop,
+        # the N mod world samples of uneven shards) or did not reach (a divergence)
+        timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)), samples=samples,
+                      full_pass_seconds=timing["train_seconds"] * plan.train_samples / max(samples, 1))
         if first_step is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
             steady = (t1 - mark[0]) / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
             self.compile_seconds = max(first_step - steady, 0.0)
@@ -333,17 +343,17 @@ class Trial:
             write_jsonl(self.out / METRICS, self.records)
 
     def record_partial_epoch(self, timing: dict) -> None:
-        """The epoch a divergence cut short still has a time: steps done, seconds, img/s and the time a whole
-        epoch would have taken at that pace (the papers' time per epoch of a diverged run)."""
+        """The epoch a divergence cut short still has a time: steps done, seconds, img/s and the time a full pass
+        would have taken at that pace (the papers' time per epoch of a diverged run)."""
         loss = dist.all_reduce_sum(torch.stack([self.epoch_loss, torch.tensor(float(self.epoch_seen),
                                                                              dtype=torch.float64,
                                                                              device=self.device)]))
-        fraction = self.batch / (self.plan.steps_per_epoch * self.plan.accum_steps)
+        fraction = self.batch / self.plan.micro_batches_per_epoch
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
         self.records.append({"epoch": self.epoch + 1, "step": self.step, "partial": True, "epoch_fraction": fraction,
                              "train_loss": float(loss[0] / max(loss[1], 1)), **timing, "eval_seconds": 0.0,
                              "elapsed_seconds": before + timing["train_seconds"],
-                             "epoch_seconds_estimate": timing["train_seconds"] / max(fraction, 1e-12)})
+                             "epoch_seconds_estimate": timing["full_pass_seconds"]})
         if self.env.is_main:
             write_jsonl(self.out / METRICS, self.records)
 
