@@ -407,7 +407,8 @@ class Trial:
                          target_metric=self.cfg.target_metric, target=self.cfg.target, **(self.target_hit or NO_TARGET),
                          world_size=self.env.world_size, global_batch=self.plan.global_batch,
                          peak_lr=self.plan.peak_lr, param_digests=digests,
-                         gns={"source": "training", "every": self.cfg.gns_every, **self.gns.total.as_dict()}
+                         gns={"source": "training", "every": self.cfg.gns_every, "skipped": self.gns.skipped,
+                              **self.gns.total.as_dict()}
                          if self.gns else None)
 
 
