@@ -18,24 +18,30 @@ from pathlib import Path
 import pandas as pd
 
 from lbscale.errors import LbscaleError
-from lbscale.report.load import FINISHED, Study, load_results
+from lbscale.report.load import Study, load_results
+from lbscale.results import FINISHED
 from lbscale.sweep.state import count_line
 from lbscale.report.render import FORMATS, html_page, integral, latex, markdown
 
 __all__ = ["load_results", "write_report", "published", "Study", "FORMATS"]
 
-PUBLISHED_DIRS = (Path("results/published"), Path(__file__).resolve().parents[2] / "results" / "published")
+def published_tables() -> dict:
+    """The published tables shipped in the package (lbscale/published/*.csv), by name."""
+    from importlib.resources import files
+
+    folder = files("lbscale") / "published"
+    return {p.name.removesuffix(".csv"): p for p in folder.iterdir() if p.name.endswith(".csv")}
 
 
 def published(name_or_file: str) -> tuple[pd.DataFrame, str]:
-    """A published table: a CSV file, or a NAME under results/published/ (sat4-lamb, bigearthnet-lars, ...)."""
+    """A published table: a CSV file, or the NAME of one shipped with lbscale (sat4-lamb, bigearthnet-lars, ...)."""
     path = Path(name_or_file)
     if not path.is_file():
-        candidates = [d / f"{name_or_file}.csv" for d in PUBLISHED_DIRS]
-        path = next((c for c in candidates if c.is_file()), None)
-        if path is None:
-            known = sorted({p.stem for d in PUBLISHED_DIRS if d.is_dir() for p in d.glob("*.csv")})
-            raise LbscaleError(f"--compare: no file or published table {name_or_file!r} (known: {', '.join(known)})")
+        shipped = published_tables()
+        if name_or_file not in shipped:
+            raise LbscaleError(f"--compare: no file or published table {name_or_file!r} "
+                               f"(known: {', '.join(sorted(shipped))})")
+        path = shipped[name_or_file]
     text = path.read_text()
     source = next((line[1:].strip().removeprefix("source:").strip() for line in text.splitlines()
                    if line.startswith("# source:")), str(path))
@@ -83,7 +89,8 @@ def _target(study: Study, metric: str, target: float | None) -> float | None:
 
 
 def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
-    """Per variant: the best mean metric, and the largest batch that stays within `tolerance` of it."""
+    """Per variant: the best mean metric (highest, or lowest for a loss: the task says), and the largest batch
+    that stays within `tolerance` of it."""
     from lbscale.report.tables import batch_label, metric_label
 
     t = study.trials[study.trials["state"] == "completed"]
@@ -93,9 +100,11 @@ def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
     parts = []
     for variant, g in t.groupby(t["variant"].fillna("-")):
         means = g.groupby("global_batch")[col].mean().dropna()
-        best_b = means.idxmax()
-        ok = means[means >= means.max() - tolerance]
-        parts.append(f"{variant}: best {metric_label(metric).lower()} {means.max():.3f} at "
+        if study.task.higher_is_better(metric):
+            best_b, ok = means.idxmax(), means[means >= means.max() - tolerance]
+        else:
+            best_b, ok = means.idxmin(), means[means <= means.min() + tolerance]
+        parts.append(f"{variant}: best {metric_label(metric).lower()} {means[best_b]:.3f} at "
                      f"{batch_label(best_b)}, holds within {tolerance:g} up to {batch_label(ok.index.max())}")
     return "; ".join(parts)
 

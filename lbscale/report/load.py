@@ -28,8 +28,7 @@ from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML
 from lbscale.sweep.state import trial_state
 from lbscale.task import TASKS
-
-FINISHED = ("completed", "diverged")
+from lbscale.train.summary import epoch_seconds
 
 
 @dataclass
@@ -106,17 +105,11 @@ def find_trials(paths) -> list[Path]:
 
 
 def _epoch_seconds(summary: dict, records: list[dict]) -> tuple[float | None, bool]:
-    """Time per epoch: the mean after the first epoch (start-up costs) where there are two or more, else the
-    one epoch, else the pace of a partial epoch extrapolated (diverged in its first epoch)."""
-    full = [r["train_seconds"] for r in records if not r.get("partial") and "train_seconds" in r]
-    if len(full) > 1:
-        return float(sum(full[1:]) / len(full[1:])), False
-    if full:
-        return float(full[0]), False
-    partial = [r for r in records if r.get("partial")]
-    if partial:
-        return float(partial[-1]["epoch_seconds_estimate"]), True
-    return summary.get("mean_epoch_seconds"), bool(summary.get("epoch_seconds_estimated"))
+    """Time per epoch: summary.json's, which `lbscale train` shows too; for a trial without a summary yet
+    (running, interrupted), the same definition over its records so far."""
+    if summary.get("mean_epoch_seconds") is not None:
+        return summary["mean_epoch_seconds"], bool(summary.get("epoch_seconds_estimated"))
+    return epoch_seconds(records)
 
 
 def _variant(grid: dict, cfg: dict) -> str | None:

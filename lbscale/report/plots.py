@@ -10,9 +10,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lbscale.report.load import FINISHED, Study  # noqa: E402
+from lbscale.report.load import Study  # noqa: E402
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
+from lbscale.results import FINISHED  # noqa: E402
 
 plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10})
 
@@ -71,9 +72,11 @@ def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = No
             ax.scatter(div, [bottom] * len(div), marker="x", s=80, color=color, zorder=5,
                        label=f"{variant}: diverged")
     if compare is not None and "metric" in compare:
-        ok = compare[~compare.get("diverged", False).astype(bool)]
+        diverged = (compare["diverged"].fillna(False).astype(bool) if "diverged" in compare
+                    else pd.Series(False, index=compare.index))  # not every table has the column
+        ok = compare[~diverged]
         ax.plot(ok["global_batch"], ok["metric"], "s--", color="gray", label="paper")
-        div = compare[compare.get("diverged", False).astype(bool)]
+        div = compare[diverged]
         if len(div):
             ax.scatter(div["global_batch"], [ax.get_ylim()[0]] * len(div), marker="x", color="gray", s=80,
                        label="paper: diverged")
@@ -195,15 +198,18 @@ def lr_schedules(study: Study):
     from lbscale.train.plan import Plan
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    t = study.trials.dropna(subset=["steps_per_epoch", "peak_lr"]).drop_duplicates(["variant", "global_batch"])
+    t = study.trials.dropna(subset=["steps_per_epoch", "peak_lr"]).drop_duplicates(["variant", "global_batch",
+                                                                                  "warmup"])
+    warmups = t["warmup"].nunique(dropna=True) > 1
     for _, r in t.iterrows():
         described = json.loads((Path(r["results"]) / r["trial"] / "config.json").read_text())
         cfg = load_config(None, **{k: v for k, v in described["config"].items() if v is not None})
         policy = Plan(**described["plan"]).policy(cfg)
         spe = policy.steps_per_epoch
         steps = np.unique(np.linspace(0, policy.total_steps - 1, min(400, policy.total_steps)).astype(int))
+        warm = f" warm-up {r['warmup']}" if warmups else ""
         ax.plot(steps / spe, [policy.lr(int(s)) for s in steps],
-                label=f"{r['variant']} {batch_label(r['global_batch'])}")
+                label=f"{r['variant']} {batch_label(r['global_batch'])}{warm}")
     ax.set_xlabel("epoch")
     ax.set_ylabel("learning rate")
     ax.set_title("LR schedules")

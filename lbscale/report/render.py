@@ -33,11 +33,13 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+_TEX = {"\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}", "±": "$\\pm$",
+        **{ch: "\\" + ch for ch in "&%$#_{}"}}
+
+
 def _tex(v) -> str:
-    s = str(v).replace("\\", "\\textbackslash{}")
-    for ch in "&%$#_{}":
-        s = s.replace(ch, "\\" + ch)
-    return s.replace("±", "$\\pm$").replace("~", "\\textasciitilde{}")
+    """LaTeX text: every special character replaced in one pass (a replacement's own braces stay as they are)."""
+    return "".join(_TEX.get(ch, ch) for ch in str(v))
 
 
 def latex(df: pd.DataFrame, caption: str = "") -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lbscale.report.load import FINISHED, Study
+from lbscale.report.load import Study
+from lbscale.results import FINISHED
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency
 from lbscale.task import Task
 
@@ -54,12 +55,11 @@ class Table:
 
 
 def batch_label(b) -> str:
-    """As the papers write batches: multiples of 1024 in truncated thousands (8K = 8192, 65K = 65536),
-    multiples of 1000 as nK, anything else as the integer."""
+    """As the papers write batches: multiples of 1024 in truncated thousands (8K = 8192, 65K = 65536), anything
+    else as the integer (1000, 7680, 30000). No two batches share a label: a multiple of 1000 written nK would
+    collide with the 1024 multiple next to it (1K: 1000 and 1024)."""
     b = int(b)
     if b >= 1024 and b % 1024 == 0:
-        return f"{b // 1000}K"
-    if b >= 1000 and b % 1000 == 0:
         return f"{b // 1000}K"
     return str(b)
 
@@ -229,10 +229,10 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
     tidy, cells = [], {}
     for (b, a), g in t.groupby(["global_batch", axis], sort=True):
         text, mean, std = _metric_cell(g, f"final_{metric}")
-        cells.setdefault(batch_label(b), {})[str(a)] = text
+        cells.setdefault(b, {})[str(a)] = text  # keyed by the number: labels are for display
         tidy.append({"global_batch": b, axis: a, f"{metric}_mean": mean, f"{metric}_std": std,
                      "seeds": len(g), "diverged": int((g["state"] == "diverged").sum())})
-    display = pd.DataFrame([{"Batch size": b, **c} for b, c in cells.items()]).fillna("-")
+    display = pd.DataFrame([{"Batch size": batch_label(b), **c} for b, c in cells.items()]).fillna("-")
     return Table(f"by-{axis}", f"{label} by global batch and {axis}", display, pd.DataFrame(tidy))
 
 

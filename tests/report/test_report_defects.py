@@ -1,0 +1,174 @@
+"""Report defects, each with the case that exposed it: --compare with every shipped table, the verdict for a
+lower-is-better metric, published tables inside a built wheel, warm-up variants in the LR-schedule figure,
+LaTeX escaping, unique batch labels, one time per epoch; and what each figure plots, checked against values
+computed from the trials by hand."""
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lbscale.report import ReportOptions, headline, load_results, published, write_report
+from lbscale.report import plots
+from lbscale.report.render import _tex
+from lbscale.report.tables import axis_table, batch_label
+from tests.fixtures.make_results import make_study, make_trial
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ["bigearthnet-lars", "imagenet-records", "mlperf-resnet50", "sat4-lamb", "sat6-lamb"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_compare_with_every_shipped_table(tmp_path, name):
+    res = make_study(tmp_path / "sat4", seeds=1)
+    out, line = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md",), compare=name))
+    _, source = published(name)
+    assert source in (out / "report.md").read_text()
+
+
+def test_verdict_of_a_lower_is_better_metric(tmp_path):
+    study = load_results([make_study(tmp_path / "sat4", seeds=2)])
+    done = study.trials[study.trials["state"] == "completed"]
+    means = done.groupby("global_batch")["final_val_loss"].mean()
+    best = means.idxmin()  # by hand: the lowest loss is the best
+    assert best != means.idxmax()
+    holds = means[means <= means.min() + 0.01].index.max()
+    verdict = headline(study, "val_loss")
+    assert f"{means.min():.3f} at {batch_label(best)}" in verdict
+    assert f"up to {batch_label(holds)}" in verdict
+
+
+def test_published_tables_are_in_the_built_wheel(tmp_path):
+    import shutil
+
+    src = tmp_path / "src"  # built from a copy: a build in the checkout would leave build/ behind
+    shutil.copytree(ROOT / "lbscale", src / "lbscale", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(tmp_path), str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    wheel = next(tmp_path.glob("lbscale-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {f"lbscale/published/{n}.csv" for n in SHIPPED} <= set(names)
+    # --compare NAME reads them through the package, from any working directory
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import os, sys; os.chdir(sys.argv[2]); sys.path.insert(0, sys.argv[1]); "
+            "from lbscale.report import published; import lbscale; "
+            "assert lbscale.__file__.startswith(sys.argv[1]), lbscale.__file__; "
+            "print(len(published('sat4-lamb')[0]))")
+    r = subprocess.run([sys.executable, "-c", code, str(site), str(tmp_path)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout) == len(published("sat4-lamb")[0]) > 0
+
+
+def test_lr_schedule_figure_draws_every_warmup(tmp_path):
+    res = tmp_path / "warm"
+    for b in (8192, 16384):
+        for w in (0, 5):
+            make_trial(res, b, b // 2048, 0, warmup=w, epochs=10)
+    fig = plots.lr_schedules(load_results([res]))
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4
+    for line in lines:
+        x, y = line.get_xdata(), line.get_ydata()
+        warm = "warm-up 5" in line.get_label()
+        # with 5 warm-up epochs the LR climbs until the last warm-up step (epoch 5 less one step); without,
+        # it starts at the peak
+        assert (x[np.argmax(y)] == pytest.approx(5, abs=0.3)) if warm else (np.argmax(y) == 0)
+    assert sorted(line.get_label() for line in lines) == [
+        "lamb-sqrt 16K warm-up 0", "lamb-sqrt 16K warm-up 5", "lamb-sqrt 8K warm-up 0", "lamb-sqrt 8K warm-up 5"]
+
+
+def test_latex_escaping_by_hand():
+    assert _tex("a\\b{c}_d%e&f#g$h~i^j") == (
+        "a\\textbackslash{}b\\{c\\}\\_d\\%e\\&f\\#g\\$h\\textasciitilde{}i\\textasciicircum{}j")
+    assert _tex("0.91 ± 0.01") == "0.91 $\\pm$ 0.01"
+
+
+def test_batches_1000_and_1024_stay_apart(tmp_path):
+    assert batch_label(1000) != batch_label(1024)
+    res = tmp_path / "k"
+    for b in (1000, 1024):
+        for v in ("lamb-sqrt", "sgd-linear"):
+            make_trial(res, b, 1, 0, variant=v, break_batch=512)
+    study = load_results([res])
+    t = axis_table(study, "variant", "val_top1")
+    assert len(t.display) == 2 and sorted(t.tidy["global_batch"].unique()) == [1000, 1024]
+
+
+def test_report_time_per_epoch_is_the_summary_s(tmp_path):
+    res = tmp_path / "t"
+    d = make_trial(res, 8192, 4, 0, epochs=4)
+    records = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    for r in records:  # an epoch that left samples out: a full pass takes longer than the samples trained
+        r["full_pass_seconds"] = r["train_seconds"] * 1.25
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    from lbscale.task import get_task
+    from lbscale.train.summary import summarize
+
+    summary = json.loads((d / "summary.json").read_text())
+    summary["mean_epoch_seconds"] = summarize(records, get_task("multiclass"), "completed")["mean_epoch_seconds"]
+    (d / "summary.json").write_text(json.dumps(summary))
+    row = load_results([res]).trials.iloc[0]
+    assert row["epoch_seconds"] == pytest.approx(np.mean([r["full_pass_seconds"] for r in records[1:]]))
+
+
+def test_finished_has_one_home():
+    import lbscale.report.load as load
+    import lbscale.results as results
+
+    assert getattr(load, "FINISHED", results.FINISHED) is results.FINISHED
+
+
+# --- what the figures plot ------------------------------------------------------------------------------------
+
+def _study(tmp_path):
+    return load_results([make_study(tmp_path / "sat4", seeds=2)])
+
+
+def test_metric_vs_batch_plots_the_mean_per_batch(tmp_path):
+    study = _study(tmp_path)
+    done = study.trials[study.trials["state"] == "completed"]
+    means = done.groupby("global_batch")["final_val_top1"].mean()
+    line = plots.metric_vs_batch(study, "val_top1").axes[0].get_lines()[0]
+    assert list(line.get_xdata()) == list(means.index)
+    np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), means.values)
+
+
+def test_time_and_speedup_figures_plot_the_trials_times(tmp_path):
+    study = _study(tmp_path)
+    done = study.trials[study.trials["state"].isin(["completed", "diverged"])]  # a diverged run has a time too
+    per = done.groupby("gpus")["epoch_seconds"].mean()  # one batch per GPU count (weak scaling)
+    measured = plots.time_vs_gpus(study).axes[0].get_lines()[0]
+    assert list(measured.get_xdata()) == list(per.index)
+    np.testing.assert_allclose(measured.get_ydata(), per.values)
+    speed = plots.speedup(study).axes[0].get_lines()[0]
+    np.testing.assert_allclose(speed.get_ydata(), per.values[0] / per.values)
+
+
+def test_time_split_bars_are_the_mean_compute_and_data_seconds(tmp_path):
+    study = _study(tmp_path)
+    done = study.trials[study.trials["state"].isin(["completed", "diverged"])]
+    per = done.groupby("global_batch")[["compute_seconds", "data_seconds"]].mean()
+    ax = plots.time_split(study).axes[0]
+    bars = ax.containers
+    np.testing.assert_allclose([b.get_height() for b in bars[0]], per["compute_seconds"].values)
+    np.testing.assert_allclose([b.get_height() for b in bars[1]], per["data_seconds"].values)
+
+
+def test_steps_to_target_plots_the_mean_steps(tmp_path):
+    from lbscale.report.tables import target_steps
+
+    study = _study(tmp_path)
+    steps = target_steps(study, "val_top1", 0.9, study.task)
+    reached = steps.dropna(subset=["steps"]).groupby("global_batch")["steps"].mean()
+    line = plots.steps_to_target(steps, "val_top1", 0.9).axes[0].get_lines()[0]
+    assert list(line.get_xdata()) == list(reached.index)
+    np.testing.assert_allclose(line.get_ydata(), reached.values)
