@@ -55,11 +55,14 @@ def _batch_axis(ax, batches):
 
 
 def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = None):
-    """Final metric vs global batch: mean ± std over seeds, one line per variant, diverged batches marked."""
+    """Final metric vs global batch: mean ± std over seeds, one line per variant, diverged batches marked at the
+    worst end of the axis (the bottom for accuracy, the top for a loss); the paper's figure of the same metric."""
     label = metric_label(metric)
+    higher = study.task.higher_is_better(metric)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     t = study.trials[study.trials["state"].isin(FINISHED)]
     col = f"final_{metric}"
+    marks = []  # (batches, style): drawn once the data has set the axis
     for variant, g in _variants(t):
         ok = g[g["state"] == "completed"]
         stats = ok.groupby("global_batch")[col].agg(["mean", "std"]) if col in ok else pd.DataFrame()
@@ -67,19 +70,18 @@ def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = No
                            label=variant) if len(stats) else None
         div = g[g["state"] == "diverged"]["global_batch"].unique()
         if len(div):
-            color = line[0].get_color() if line else None
-            bottom = ax.get_ylim()[0] if len(stats) else 0
-            ax.scatter(div, [bottom] * len(div), marker="x", s=80, color=color, zorder=5,
-                       label=f"{variant}: diverged")
-    if compare is not None and "metric" in compare:
+            marks.append((div, {"color": line[0].get_color() if line else None, "label": f"{variant}: diverged"}))
+    column = "metric" if higher else "loss"  # a published table's metric is an accuracy or F1, its loss a loss
+    if compare is not None and column in compare:
         diverged = (compare["diverged"].fillna(False).astype(bool) if "diverged" in compare
                     else pd.Series(False, index=compare.index))  # not every table has the column
         ok = compare[~diverged]
-        ax.plot(ok["global_batch"], ok["metric"], "s--", color="gray", label="paper")
-        div = compare[diverged]
-        if len(div):
-            ax.scatter(div["global_batch"], [ax.get_ylim()[0]] * len(div), marker="x", color="gray", s=80,
-                       label="paper: diverged")
+        ax.plot(ok["global_batch"], ok[column], "s--", color="gray", label="paper")
+        if diverged.any():
+            marks.append((compare[diverged]["global_batch"], {"color": "gray", "label": "paper: diverged"}))
+    worst = ax.get_ylim()[0 if higher else 1] if ax.has_data() else 0
+    for batches, style in marks:
+        ax.scatter(batches, [worst] * len(batches), marker="x", s=80, zorder=5, **style)
     _batch_axis(ax, list(t["global_batch"]) + (list(compare["global_batch"]) if compare is not None else []))
     ax.set_xlabel("global batch [images]")
     ax.set_ylabel(f"{label} (final, {metric})")
