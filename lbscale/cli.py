@@ -128,7 +128,7 @@ def train(config_path, **options):
 @click.option("--seeds", help="A count (3) or a list (0,5).")
 @click.option("--epochs", type=int, help="Override the spec's epochs.")
 @click.option("--results", type=click.Path(path_type=Path), help="Results directory (default results/<name>).")
-@click.option("--system", help="Cluster profile (jureca-dc, juwels-booster, jureca-k80, deep-esb, generic).")
+@click.option("--system", help="Cluster profile (jureca-dc, juwels-booster, jureca-k80, deep-esb, summit, generic).")
 @click.option("--systems", "systems_file", type=click.Path(path_type=Path), help="Your own profiles (YAML).")
 @click.option("--account", help="SLURM account (overrides the profile).")
 @click.option("--partition", help="SLURM partition (overrides the profile).")

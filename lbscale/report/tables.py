@@ -149,8 +149,12 @@ def accuracy_table(study: Study, metric: str, compare: pd.DataFrame | None = Non
                                                                "epoch_seconds": "Paper time [s]"})
     return Table("accuracy", f"{label}, loss and time per epoch by global batch", display, tidy,
                  [f"{label}: final {metric} after the last epoch, mean ± std over seeds (n)",
-                  "Time per epoch: training seconds of an epoch, mean after the first (start-up) epoch; "
+                  "Time per epoch: training seconds of a full pass of the train split (summary.json's "
+                  "mean_epoch_seconds), mean after the first (start-up) epoch; "
                   "a run that diverged in its first epoch shows its pace extrapolated to a whole epoch"])
+
+
+PAPER_DIGITS = {"step_seconds": 3}  # the records' time per step is given to the millisecond
 
 
 def _paper_cell(row, col) -> str:
@@ -158,7 +162,7 @@ def _paper_cell(row, col) -> str:
     missing = v is None or (isinstance(v, float) and math.isnan(v))
     if col == "metric" and bool(row.get("diverged")):
         return "diverges" if missing else f"{_num(float(v), 2)} (diverged)"
-    return "-" if missing else _num(float(v), 2)
+    return "-" if missing else _num(float(v), PAPER_DIGITS.get(col, 2))
 
 
 def _side_by_side(display, tidy, paper: pd.DataFrame, columns: dict):
@@ -206,19 +210,32 @@ def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> 
 
 
 def time_table(study: Study, compare: pd.DataFrame | None = None) -> Table:
-    """BigEarthNet LARS study: Batch size | N. GPUs | Total training time [s]."""
+    """BigEarthNet LARS study: Batch size | N. GPUs | Total training time [s]; beside a published table that
+    gives steps and time per step (the ImageNet records), ours and the paper's too."""
+    with_steps = compare is not None and "steps" in compare and compare["steps"].notna().any()
     disp, tidy = [], []
     for keys, g in _groups(study):
         keys = dict(zip(GROUP, keys))
         text, mean, _, _ = _stat(g["total_train_seconds"], 1)
         ep, _, _, _ = _stat(g["epochs_done"], 0)
-        disp.append({**_lead(keys, study), "Epochs": ep, "Total training time [s]": text})
-        tidy.append({**keys, "epochs_mean": float(g["epochs_done"].mean()), "total_train_seconds_mean": mean})
+        row = {**_lead(keys, study), "Epochs": ep, "Total training time [s]": text}
+        numbers = {"epochs_mean": float(g["epochs_done"].mean()), "total_train_seconds_mean": mean}
+        if with_steps:
+            steps = pd.to_numeric(g["steps"], errors="coerce")
+            row["Steps"], numbers["steps_mean"], _, _ = _stat(steps, 0)
+            per_step = pd.to_numeric(g["total_train_seconds"], errors="coerce") / steps
+            row["Time per step [s]"], numbers["step_seconds_mean"], _, _ = _stat(per_step, 3)
+        disp.append(row)
+        tidy.append({**keys, **numbers})
     display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
     if compare is not None and not display.empty and "total_seconds" in compare:
-        display, tidy = _side_by_side(display, tidy, compare, {"total_seconds": "Paper total time [s]"})
+        paper = {"total_seconds": "Paper total time [s]"}
+        if with_steps:
+            paper.update(steps="Paper steps", step_seconds="Paper time per step [s]")
+        display, tidy = _side_by_side(display, tidy, compare, paper)
     return Table("time", "Total training time by global batch", display, tidy,
-                 ["Total training time: training seconds of all epochs (evaluation excluded)"])
+                 ["Total training time: training seconds of all epochs (evaluation excluded)"]
+                 + (["Time per step: total training time / optimizer steps"] if with_steps else []))
 
 
 def axis_table(study: Study, axis: str, metric: str) -> Table:
