@@ -174,7 +174,8 @@ def status(results):
 @click.option("--metric", default="auto", show_default=True,
               help="Metric of the tables and figures: auto (the task's primary metric), val_top1, val_f1_micro, ...")
 @click.option("--compare", help="Published numbers beside your own: a NAME shipped in lbscale/published "
-                                "(sat4-lamb, sat6-lamb, bigearthnet-lars, mlperf-resnet50, imagenet-records) "
+                                "(sat4-lamb, sat6-lamb, bigearthnet-lars, mlperf-resnet50, imagenet-records, "
+                                "imagenet-records-steps, cifar10-filter, cifar10-filter-wd) "
                                 "or a CSV file.")
 @click.option("--target", type=float, help="Target value of --metric for steps / time to target and the critical "
                                             "batch (default: the trials' own --target).")

@@ -18,7 +18,9 @@ from lbscale.train.optim import DECAY_ON, OPTIMIZERS, OPTION_FIELDS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
 
 LAST_BATCH = {"drop": "left out (each rank trains whole batches only)",
-              "keep": "trained, as Keras' fit and the papers' full passes (ceil(N / batch) steps per epoch)"}
+              "keep": "trained, as Keras' fit counts an epoch: each rank's N // ranks samples in "
+                      "ceil(N // ranks / local batch) micro-batches (a one-sample last batch, which BatchNorm "
+                      "cannot train on, left out)"}
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}

@@ -105,11 +105,12 @@ def find_trials(paths) -> list[Path]:
 
 
 def _epoch_seconds(summary: dict, records: list[dict]) -> tuple[float | None, bool]:
-    """Time per epoch: summary.json's, which `lbscale train` shows too; for a trial without a summary yet
-    (running, interrupted), the same definition over its records so far."""
-    if summary.get("mean_epoch_seconds") is not None:
-        return summary["mean_epoch_seconds"], bool(summary.get("epoch_seconds_estimated"))
-    return epoch_seconds(records)
+    """Time per epoch: the one definition (`lbscale.train.summary.epoch_seconds`, which summary.json's
+    mean_epoch_seconds holds too) over the trial's records, so that summaries written by an older lbscale, whose
+    mean included the first epoch, are read the same way as new ones; summary.json's where no records are."""
+    if records:
+        return epoch_seconds(records)
+    return summary.get("mean_epoch_seconds"), bool(summary.get("epoch_seconds_estimated"))
 
 
 def _variant(grid: dict, cfg: dict) -> str | None:

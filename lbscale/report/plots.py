@@ -76,7 +76,10 @@ def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = No
         diverged = (compare["diverged"].fillna(False).astype(bool) if "diverged" in compare
                     else pd.Series(False, index=compare.index))  # not every table has the column
         ok = compare[~diverged]
-        ax.plot(ok["global_batch"], ok[column], "s--", color="gray", label="paper")
+        arms = ok.groupby(ok["dataset"].fillna("-")) if "dataset" in ok else [("-", ok)]
+        for arm, rows in arms:  # one line per data arm (full / nf / rf) where the table names them
+            ax.plot(rows["global_batch"], rows[column], "s--", color="gray",
+                    label="paper" if arm == "-" else f"paper: {arm}")
         if diverged.any():
             marks.append((compare[diverged]["global_batch"], {"color": "gray", "label": "paper: diverged"}))
     worst = ax.get_ylim()[0 if higher else 1] if ax.has_data() else 0
@@ -196,7 +199,7 @@ def lr_schedules(study: Study):
     import json
     from pathlib import Path
 
-    from lbscale.config import load_config
+    from lbscale.config import FIELDS, TrialConfig
     from lbscale.train.plan import Plan
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -205,7 +208,9 @@ def lr_schedules(study: Study):
     warmups = t["warmup"].nunique(dropna=True) > 1
     for _, r in t.iterrows():
         described = json.loads((Path(r["results"]) / r["trial"] / "config.json").read_text())
-        cfg = load_config(None, **{k: v for k, v in described["config"].items() if v is not None})
+        # the schedule's fields as the trial ran them, not validated again: an older trial may hold an option
+        # that today's validation refuses (e.g. --momentum with lamb), and its schedule is still what it ran
+        cfg = TrialConfig(**{k: v for k, v in described["config"].items() if k in FIELDS and v is not None})
         policy = Plan(**described["plan"]).policy(cfg)
         spe = policy.steps_per_epoch
         steps = np.unique(np.linspace(0, policy.total_steps - 1, min(400, policy.total_steps)).astype(int))

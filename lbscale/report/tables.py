@@ -165,26 +165,60 @@ def _paper_cell(row, col) -> str:
     return "-" if missing else _num(float(v), PAPER_DIGITS.get(col, 2))
 
 
+def _arm(variant) -> str | None:
+    """The data arm of a variant where the data is a grid axis (`nf:sgd-linear` -> `nf`), else None."""
+    return str(variant).split(":", 1)[0] if isinstance(variant, str) and ":" in variant else None
+
+
+def _paper_rows(paper: pd.DataFrame, batch, gpus, variant) -> pd.DataFrame:
+    """The paper's rows for one of ours: same global batch, same GPUs (or none given), and where the table
+    names data arms (full / nf / rf) and our variant has one, the same arm (or none given)."""
+    match = paper[(paper["global_batch"] == batch) & (paper["gpus"].fillna(gpus) == gpus)]
+    arm = _arm(variant)
+    if arm is not None and "dataset" in paper:
+        match = match[match["dataset"].fillna(arm) == arm]
+    return match
+
+
+def _paper_value(match: pd.DataFrame, col: str) -> str:
+    """One paper figure; where several rows still match (arms the table does not name), each with its arm."""
+    if not len(match) or col not in match:
+        return "-"
+    if len(match) == 1:
+        return _paper_cell(match.iloc[0], col)
+    named = "dataset" in match
+    return "; ".join(_paper_cell(r, col) + (f" ({r['dataset']})" if named and isinstance(r["dataset"], str) else "")
+                     for _, r in match.iterrows())
+
+
 def _side_by_side(display, tidy, paper: pd.DataFrame, columns: dict):
-    """Paper figures next to ours, matched on (global batch, GPUs); paper rows without a run of ours stay."""
-    rows = []
-    own_keys = list(zip(tidy["global_batch"], tidy["gpus"]))
-    for i, key in enumerate(own_keys):
-        match = paper[(paper["global_batch"] == key[0]) & (paper["gpus"].fillna(key[1]) == key[1])]
+    """Paper figures next to ours (`_paper_rows`); paper rows without a run of ours stay. The tidy table gets the
+    same figures as numbers where exactly one paper row matches."""
+    prefixed = paper.add_prefix("paper_")
+    rows, numbers, shown, attached = [], [], set(), set()
+    for i, own in tidy.reset_index(drop=True).iterrows():
+        match = _paper_rows(paper, own["global_batch"], own["gpus"], own.get("variant"))
+        shown |= set(match.index)
         row = dict(display.iloc[i])
         for col, title in columns.items():
-            row[title] = _paper_cell(match.iloc[0], col) if len(match) and col in paper else "-"
+            row[title] = _paper_value(match, col)
         rows.append(row)
-    for _, p in paper.iterrows():
-        if not any(p["global_batch"] == b and (pd.isna(p.get("gpus")) or p["gpus"] == g) for b, g in own_keys):
+        one = len(match) == 1 and match.index[0] not in attached
+        if one:
+            attached.add(match.index[0])
+        numbers.append(dict(prefixed.loc[match.index[0]]) if one else {})
+    for j, p in paper.iterrows():
+        if j not in shown:  # a paper row without a run of ours: a row of its own
             row = {c: "-" for c in display.columns}
             row["Batch size"] = batch_label(p["global_batch"])
             row["N. GPUs"] = "-" if pd.isna(p.get("gpus")) else int(p["gpus"])
             for col, title in columns.items():
                 row[title] = _paper_cell(p, col) if col in paper else "-"
             rows.append(row)
-    merged = tidy.merge(paper.add_prefix("paper_"), how="outer", left_on=["global_batch", "gpus"],
-                        right_on=["paper_global_batch", "paper_gpus"])
+    # tidy: every paper row once, beside the one run of ours it alone matches, else on a row of its own
+    alone = prefixed.loc[[j for j in paper.index if j not in attached]]
+    merged = pd.concat([pd.concat([tidy.reset_index(drop=True), pd.DataFrame(numbers, index=range(len(tidy)))],
+                                  axis=1), alone], ignore_index=True)
     return pd.DataFrame(rows), merged
 
 

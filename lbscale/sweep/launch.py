@@ -151,7 +151,10 @@ def failure_reason(log_path: Path, start: int, code: int) -> str:
         lines = []
     if not lines:
         return f"exit {code} without a message"
-    return lines[-1].removeprefix("lbscale: error: ")[:MAX_REASON]
+    # under torchrun or srun the last lines are the launcher's (a ChildFailedError banner, "srun: error: ...
+    # Exited with exit code 2"): the trial's own error line, where it wrote one, is the reason
+    own = [line for line in lines if line.startswith("lbscale: error: ")]
+    return (own[-1] if own else lines[-1]).removeprefix("lbscale: error: ")[:MAX_REASON]
 
 
 def _outcome(p: TrialPlan, code: int) -> str:

@@ -61,7 +61,7 @@ def resolve_plan(cfg: TrialConfig, world_size: int, train_samples: int | None) -
         return Plan(world_size, g, local, accum, None, None, None, peak, warmup, None, None, None)
     micro, shard_samples = epoch_batches(train_samples // world_size, local, accum, cfg.last_batch)
     steps = -(-micro // accum)
-    if steps < 1 or (cfg.last_batch == "drop" and g > train_samples):
+    if steps < 1 or g > train_samples:  # keep would train one partial step an epoch, labelled batch g
         raise LbscaleError(f"global batch {g} is larger than the train split ({train_samples} samples)")
     policy = LRPolicy(peak, steps, cfg.epochs, warmup, cfg.schedule)
     return Plan(world_size, g, local, accum, train_samples, steps, policy.total_steps, peak, warmup,

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lbscale.report import ReportOptions, headline, load_results, published, write_report
@@ -124,10 +125,14 @@ def test_report_time_per_epoch_is_the_summary_s(tmp_path):
 
 
 def test_finished_has_one_home():
+    import lbscale.report as report
     import lbscale.report.load as load
+    import lbscale.report.plots as plots_module
+    import lbscale.report.tables as tables
     import lbscale.results as results
 
-    assert getattr(load, "FINISHED", results.FINISHED) is results.FINISHED
+    assert "FINISHED" not in vars(load)
+    assert all(m.FINISHED is results.FINISHED for m in (report, plots_module, tables))
 
 
 # --- what the figures plot ------------------------------------------------------------------------------------
@@ -175,3 +180,40 @@ def test_steps_to_target_plots_the_mean_steps(tmp_path):
     line = plots.steps_to_target(steps, "val_top1", 0.9).axes[0].get_lines()[0]
     assert list(line.get_xdata()) == list(reached.index)
     np.testing.assert_allclose(line.get_ydata(), reached.values)
+
+
+@pytest.mark.parametrize("name, batch, gpus, want", [
+    ("cifar10-filter", 6272, 8, {"nf": 0.775, "full": 0.752}),
+    ("cifar10-filter-wd", 256, 1, {"nf": 0.832, "full": 0.826, "rf": 0.809}),  # the table gives no GPUs
+])
+def test_compare_matches_the_papers_data_arms(tmp_path, name, batch, gpus, want):
+    res = tmp_path / "arms"
+    for arm in want:
+        d = make_trial(res, batch, gpus, 0, variant=f"sgd-linear-{arm}")
+        grid = json.loads((d / "grid.json").read_text())
+        (d / "grid.json").write_text(json.dumps({**grid, "dataset": arm, "variant": "sgd-linear"}))
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("csv",), compare=name))
+    table = pd.read_csv(out / "tables" / "accuracy.csv").dropna(subset=["variant"])
+    got = {v.split(":")[0]: m for v, m in zip(table["variant"], table["paper_metric"])}
+    assert got == pytest.approx(want)
+
+
+def test_an_older_summary_is_read_with_todays_definition(tmp_path):
+    # lbscale before this version wrote mean_epoch_seconds as the mean of every epoch, the slow first included
+    res = tmp_path / "old"
+    d = make_trial(res, 8192, 4, 0, epochs=4, jitter=False)
+    summary = json.loads((d / "summary.json").read_text())
+    records = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    summary["mean_epoch_seconds"] = float(np.mean([r["train_seconds"] for r in records]))
+    (d / "summary.json").write_text(json.dumps(summary))
+    row = load_results([res]).trials.iloc[0]
+    assert row["epoch_seconds"] == pytest.approx(40.0)  # 160 / 4 GPUs, the first (1.3x) epoch left out
+
+
+def test_lr_schedules_draw_an_older_trial_that_todays_validation_refuses(tmp_path):
+    res = tmp_path / "old"
+    d = make_trial(res, 8192, 4, 0, epochs=4)
+    config = json.loads((d / "config.json").read_text())
+    config["config"]["momentum"] = 0.5  # with lamb: refused today, silently ignored when it ran
+    (d / "config.json").write_text(json.dumps(config))
+    assert len(plots.lr_schedules(load_results([res])).axes[0].get_lines()) == 1

@@ -129,3 +129,16 @@ def test_rerun_over_a_corrupt_summary_names_the_file(tiny_h5, tmp_path):
     assert r.stderr.startswith(f"lbscale: error: {trial / 'summary.json'}: not valid JSON")
     for d in (trial, results / "b32-g1-gone-sgd-linear-s0"):  # nothing was run
         assert not (d / "metrics.jsonl").exists() and not (d / "train.log").exists()
+
+
+def test_failure_reason_of_a_multi_process_trial_is_the_trials_own_line(tmp_path):
+    # torchrun and srun print their own lines after the rank's error: the reason is the rank's line
+    from lbscale.sweep.launch import failure_reason
+
+    log = tmp_path / "train.log"
+    log.write_text("lbscale: error: /data/x.h5: no split 'val'\n"
+                   "E1123 torch.distributed.elastic.multiprocessing.api: failed (exitcode: 2)\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "============================================================\n"
+                   "srun: error: node1: task 0: Exited with exit code 2\n")
+    assert failure_reason(log, 0, 1) == "/data/x.h5: no split 'val'"

@@ -78,3 +78,10 @@ def test_time_per_epoch_is_for_a_full_pass(tiny_h5, tmp_path, run_cli):
             assert r["full_pass_seconds"] == pytest.approx(r["train_seconds"] * 560 / trained)
         assert summary(out)["mean_epoch_seconds"] == pytest.approx(rows[1]["full_pass_seconds"])
         assert math.isfinite(summary(out)["final"]["train_loss"])
+
+
+def test_keep_refuses_a_batch_larger_than_the_split():
+    from lbscale.errors import LbscaleError
+
+    with pytest.raises(LbscaleError, match="larger than the train split"):
+        _plan(1000, 2048, 1, "keep")
