@@ -25,7 +25,7 @@ except ImportError:
 
 from lbscale.analysis.gns import GNS_FILE
 from lbscale.errors import LbscaleError
-from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML
+from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML, read_json
 from lbscale.sweep.state import trial_state
 from lbscale.task import TASKS
 from lbscale.train.summary import epoch_seconds
@@ -48,18 +48,6 @@ class Study:
     def task(self):
         tasks = [t for t in self.trials["task"].dropna().unique()]
         return TASKS[tasks[0]] if len(tasks) == 1 else None
-
-
-def _json(path: Path):
-    """A result file or None if absent; a corrupt one is a user-facing error naming the file."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise LbscaleError(f"{path}: not valid JSON ({e})") from None
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -121,9 +109,9 @@ def _variant(grid: dict, cfg: dict) -> str | None:
 
 
 def _trial_row(d: Path, records: list[dict]) -> dict:
-    summary = _json(d / SUMMARY) or {}
-    config = _json(d / CONFIG) or {}
-    grid = _json(d / GRID) or {}
+    summary = read_json(d / SUMMARY) or {}
+    config = read_json(d / CONFIG) or {}
+    grid = read_json(d / GRID) or {}
     cfg = config.get("config") or {}
     plan = config.get("plan") or {}
     state = summary.get("status", "failed") if summary else trial_state(d)["state"]  # liveness only if needed
@@ -151,7 +139,7 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
         "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),
         "steps_to_target": summary.get("steps_to_target"), "seconds_to_target": summary.get("seconds_to_target"),
-        "gns_b_simple": (_json(d / GNS_FILE) or summary.get("gns") or {}).get("b_simple"),
+        "gns_b_simple": (read_json(d / GNS_FILE) or summary.get("gns") or {}).get("b_simple"),
         "error": summary.get("error"), "eval_split": summary.get("eval_split") or cfg.get("eval_split") or "val",
     }
     for k, v in {**(summary.get("final") or {}), **(summary.get("test") or {})}.items():

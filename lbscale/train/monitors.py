@@ -40,11 +40,11 @@ class DivergenceMonitor:
 
 
 class EpochClock:
-    """Seconds of the current epoch by kind, and the images trained in it. A preemption checkpoint carries it,
+    """Training seconds of the current epoch by kind, and the images trained in it. A preemption checkpoint carries it,
     so the record of a resumed epoch counts the time before the preemption too (time per epoch is a headline
     of every study, and requeued trials must not under-report it). Training time is data + compute."""
 
-    KINDS = ("data", "compute", "eval")
+    KINDS = ("data", "compute")  # evaluation runs after the epoch's record is cut, outside the clock
 
     def __init__(self):
         self.reset()

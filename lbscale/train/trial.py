@@ -318,7 +318,6 @@ class Trial:
         te = time.perf_counter()
         val = self.evaluate()
         eval_seconds = time.perf_counter() - te
-        self.clock.add(eval=eval_seconds)
         record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": float(loss[0] / max(loss[1], 1)),
                   **val, **timing, "eval_seconds": eval_seconds, **(self.gns.end_epoch() if self.gns else {})}
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0

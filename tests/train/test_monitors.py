@@ -44,12 +44,10 @@ def test_epoch_clock_adds_the_seconds_before_a_preemption():
     resumed.count(160)
     assert resumed.timing() == {"train_seconds": 16.0, "data_seconds": 2.0, "compute_seconds": 14.0}
     assert resumed.images == 544
-    resumed.add(eval=3.0)
-    assert resumed.seconds["eval"] == 3.0 and resumed.timing()["train_seconds"] == 16.0  # eval is not training
     resumed.reset()
     assert resumed.timing() == {"train_seconds": 0.0, "data_seconds": 0.0, "compute_seconds": 0.0}
 
 
 def test_epoch_clock_refuses_unknown_kinds():
     with pytest.raises(KeyError):
-        EpochClock().add(comms=1.0)
+        EpochClock().add(eval=1.0)  # evaluation is timed apart, not training time
