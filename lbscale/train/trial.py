@@ -311,14 +311,18 @@ class Trial:
             return {k: v for k, v in last.items() if k.startswith("test_")}
         return self.evaluate("test")
 
+    def epoch_train_loss(self) -> float:
+        """The epoch's mean training loss over every rank's micro-batches so far (collective)."""
+        seen = torch.tensor(float(self.epoch_seen), dtype=torch.float64, device=self.device)
+        loss_sum, count = dist.all_reduce_sum(torch.stack([self.epoch_loss, seen])).tolist()
+        return loss_sum / max(count, 1)
+
     def end_epoch(self, timing: dict) -> None:
-        loss = dist.all_reduce_sum(torch.stack([self.epoch_loss, torch.tensor(float(self.epoch_seen),
-                                                                             dtype=torch.float64,
-                                                                             device=self.device)]))
+        train_loss = self.epoch_train_loss()
         te = time.perf_counter()
         val = self.evaluate()
         eval_seconds = time.perf_counter() - te
-        record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": float(loss[0] / max(loss[1], 1)),
+        record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": train_loss,
                   **val, **timing, "eval_seconds": eval_seconds, **(self.gns.end_epoch() if self.gns else {})}
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
         record["elapsed_seconds"] = before + timing["train_seconds"] + eval_seconds
@@ -344,13 +348,11 @@ class Trial:
     def record_partial_epoch(self, timing: dict) -> None:
         """The epoch a divergence cut short still has a time: steps done, seconds, img/s and the time a full pass
         would have taken at that pace (the papers' time per epoch of a diverged run)."""
-        loss = dist.all_reduce_sum(torch.stack([self.epoch_loss, torch.tensor(float(self.epoch_seen),
-                                                                             dtype=torch.float64,
-                                                                             device=self.device)]))
+        train_loss = self.epoch_train_loss()
         fraction = self.batch / self.plan.micro_batches_per_epoch
         before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
         self.records.append({"epoch": self.epoch + 1, "step": self.step, "partial": True, "epoch_fraction": fraction,
-                             "train_loss": float(loss[0] / max(loss[1], 1)), **timing, "eval_seconds": 0.0,
+                             "train_loss": train_loss, **timing, "eval_seconds": 0.0,
                              "elapsed_seconds": before + timing["train_seconds"],
                              "epoch_seconds_estimate": timing["full_pass_seconds"]})
         if self.env.is_main:
