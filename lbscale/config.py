@@ -16,6 +16,7 @@ from lbscale.errors import LbscaleError
 from lbscale.task import TASKS
 from lbscale.train.optim import DECAY_ON, OPTIMIZERS, OPTION_FIELDS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
+from lbscale.train.pruning import MODES as PRUNE_MODES
 
 LAST_BATCH = {"drop": "left out (each rank trains whole batches only)",
               "keep": "trained, as Keras' fit counts an epoch: each rank's N // ranks samples in "
@@ -105,6 +106,19 @@ class TrialConfig:
         "test": "the test split, as the papers report it (train on all of train with `prepare --val-fraction 0`)"})
     target_metric: str = _f(None, "Metric for time-to-target, e.g. val_top1, test_top1 or val_f1_micro.")
     target: float = _f(None, "Target value of --target-metric.")
+    eval_every: int = _f(None, "Also evaluate every N optimizer steps (step records in metrics.jsonl; steps to "
+                               "target at step resolution).")
+    eval_subset: int = _f(None, "Step evaluations on this many samples of the evaluation split (the same fixed, "
+                                "seeded subset every time; the epoch evaluations stay whole).")
+    stop_at_target: bool = _f(False, "End the trial at the first evaluation that reaches --target (status completed, "
+                                     "stopped: target).")
+    prune: str = _choice("none", "Stop hopeless trials by successive halving against the trials of --prune-group.",
+                         PRUNE_MODES)
+    prune_min_steps: int = _f(None, "First rung, in optimizer steps (rungs at r, r*eta, r*eta^2, ...).")
+    prune_eta: int = _f(3, "Successive halving's reduction factor: the top 1/eta of a rung goes on.")
+    prune_metric: str = _f(None, "Metric compared at the rungs (default: --target-metric, else the primary metric).")
+    prune_group: str = _f(None, "The trials compared with each other: siblings in the results directory with this "
+                                "group (a sweep sets one per batch and variant).")
     divergence_factor: float = _f(10.0, "Diverged when the loss stays above this factor of its initial value...")
     divergence_window: int = _f(20, "...for this many optimizer steps (or is not finite).")
     on_divergence: str = _choice("stop", "At divergence.", {
@@ -210,12 +224,13 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--milestone-factors needs one factor per milestone")
     if (cfg.target is None) != (cfg.target_metric is None):
         raise LbscaleError("--target and --target-metric go together")
+    known = sorted({m for t in TASKS.values() for m in t.metric_names(split=cfg.eval_split)})
     if cfg.target_metric is not None:
-        known = sorted({m for t in TASKS.values() for m in t.metric_names(split=cfg.eval_split)})
         if cfg.target_metric not in known:  # the data's task narrows this further (Trial, sweep plan)
             raise LbscaleError(f"--target-metric: {cfg.target_metric!r} is not a metric of any task "
                                f"(choose one of {', '.join(known)})")
     _check_optimizer_options(cfg)
+    _check_evaluation_options(cfg, known)
     if cfg.divergence_factor <= 0:
         raise LbscaleError("--divergence-factor must be > 0")
     if cfg.divergence_window < 1:
@@ -230,6 +245,26 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
+
+
+def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
+    """Step evaluations, stopping at the target and successive halving: what each needs besides itself."""
+    for name in ("eval_every", "eval_subset", "prune_min_steps"):
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
+            raise LbscaleError(f"--{name.replace('_', '-')} must be >= 1")
+    if cfg.eval_subset is not None and cfg.eval_every is None:
+        raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every too")
+    if cfg.stop_at_target and cfg.target is None:
+        raise LbscaleError("--stop-at-target needs --target-metric and --target")
+    if cfg.prune == "none":
+        return
+    if cfg.prune_min_steps is None:
+        raise LbscaleError(f"--prune {cfg.prune}: give --prune-min-steps (the first rung, in optimizer steps)")
+    if cfg.prune_eta < 2:
+        raise LbscaleError("--prune-eta must be >= 2")
+    if cfg.prune_metric is not None and cfg.prune_metric not in known:
+        raise LbscaleError(f"--prune-metric: {cfg.prune_metric!r} is not a metric of any task "
+                           f"(choose one of {', '.join(known)})")
 
 
 def _check_optimizer_options(cfg: TrialConfig) -> None:

@@ -18,6 +18,7 @@ CONFIG, METRICS, SUMMARY, CHECKPOINT = "config.json", "metrics.jsonl", "summary.
 REQUEUE_EXIT = 75  # a trial's exit code after SIGTERM / SIGUSR1: checkpointed, run again with --resume
 CHECKPOINT_INFO = "info.json"  # inside the checkpoint directory: reason, epoch, step, time written
 PREEMPTED = "preempted"  # the reason recorded in checkpoint/info.json by that checkpoint
+WAITING = "waiting"  # ... by a trial waiting at a rung of synchronous successive halving (exit REQUEUE_EXIT too)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -76,7 +77,7 @@ def read_jsonl(path: Path) -> list[dict]:
 RUN, SUBMITTED, TRIAL_YAML = "run.json", "submitted.json", "trial.yaml"
 GRID = "grid.json"  # a sweep trial's place in its grid: sweep, batch, GPUs, variant, warm-up, seed
 ATTEMPTS = "attempts"  # summaries of earlier attempts of a retried trial: attempts/summary-1.json, ...
-FINISHED = ("completed", "diverged")
+FINISHED = ("completed", "diverged", "pruned")
 
 
 def archive_summary(trial_dir: Path) -> Path | None:

@@ -41,6 +41,9 @@ def _as_tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
+SUBSET_SEED = 0x5EED  # the evaluation subset's draw: fixed, so every trial of a study sees the same samples
+
+
 class ShardedLoader:
     """Iterate one rank's batches of `split`; call `set_epoch(e)` before each epoch (as with DistributedSampler).
 
@@ -51,7 +54,7 @@ class ShardedLoader:
     def __init__(self, data: PreparedFile | str | Path, split: str, rank: int = 0, world_size: int = 1,
                  local_batch: int = 256, seed: int = 0, drop_last: bool = True, even: bool = True,
                  in_memory: bool = False, buffer_blocks: int = 16, label_key: str = "labels",
-                 decoder=None, crop_size: int = 224, random_crop: bool = False):
+                 decoder=None, crop_size: int = 224, random_crop: bool = False, subset: int | None = None):
         self.file = data if isinstance(data, PreparedFile) else open_prepared(data)
         if not self.file.has_split(split):
             raise LbscaleError(f"{self.file.path}: no split {split!r}")
@@ -64,6 +67,9 @@ class ShardedLoader:
         self.images = self.file.images(split)
         self.labels = self.file.labels(split, label_key)
         self.n = self.file.size(split)
+        # a fixed subset (step evaluations): the same samples every time and in every trial of a study
+        self.only = (None if subset is None or subset >= self.n
+                     else np.sort(np.random.default_rng(SUBSET_SEED).choice(self.n, subset, replace=False)))
         self.views = None
         self.encoded = self.file.encoding != "raw"
         if self.encoded:  # JPEG bytes: decoded per batch into crop_size crops
@@ -86,10 +92,11 @@ class ShardedLoader:
         self.epoch = epoch
 
     def _shard_bounds(self) -> tuple[int, int]:
+        n = self.n if self.only is None else len(self.only)
         if self.even:
-            per = self.n // self.world_size
+            per = n // self.world_size
             return self.rank * per, (self.rank + 1) * per
-        bounds = np.linspace(0, self.n, self.world_size + 1).astype(np.int64)
+        bounds = np.linspace(0, n, self.world_size + 1).astype(np.int64)
         return int(bounds[self.rank]), int(bounds[self.rank + 1])
 
     def shard_size(self) -> int:
@@ -103,6 +110,9 @@ class ShardedLoader:
     def indices(self, epoch: int | None = None) -> np.ndarray:
         """This rank's samples for `epoch`, batch after batch (each batch in storage order)."""
         epoch = self.epoch if epoch is None else epoch
+        if self.only is not None:  # evaluation of a subset: its samples in storage order
+            a, b = self._shard_bounds()
+            return self.only[a:b].copy()
         rng = np.random.default_rng([self.seed, epoch])
         n_blocks = -(-self.n // self.block)
         starts = rng.permutation(n_blocks) * self.block

@@ -22,13 +22,14 @@ import yaml
 from lbscale import slurm
 from lbscale.errors import LbscaleError
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED,
-                             SUMMARY, TRIAL_YAML, archive_summary, read_json, write_atomic, write_failed_summary,
-                             write_json)
+                             SUMMARY, TRIAL_YAML, WAITING, archive_summary, read_json, write_atomic,
+                             write_failed_summary, write_json)
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 from lbscale.sweep.state import count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
+RUNG_WAITS = "rung-waits.json"  # how often an array task went back to the queue to wait at a rung
 MAX_REASON = 500  # characters of a failed trial's reason kept in its summary
 
 
@@ -123,14 +124,20 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         code = proc.wait()
     info = read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}
-    if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") == PREEMPTED \
+    if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") in (PREEMPTED, WAITING) \
             and info.get("written", 0) >= started:
         code = REQUEUE_EXIT
     if code not in (0, REQUEUE_EXIT) and not (p.out / SUMMARY).exists() and not _stopped_from_outside(code):
         write_failed_summary(p.out, failure_reason(log_path, log_start, code), exit_code=code, log=str(log_path))
-    if code != REQUEUE_EXIT:
+    if code != REQUEUE_EXIT or waiting(p):
         (p.out / RUN).unlink(missing_ok=True)
     return code
+
+
+def waiting(p: TrialPlan) -> bool:
+    """Checkpointed at a rung of synchronous successive halving, until its peers get there."""
+    return not (p.out / SUMMARY).exists() and \
+        (read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}).get("reason") == WAITING
 
 
 def _stopped_from_outside(code: int) -> bool:
@@ -180,16 +187,29 @@ class LocalLauncher:
         write_trial_files(plans)
         todo = select(plans, run.options.retry_failed)
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
-        failures = 0
-        for i, p in enumerate(todo, 1):
-            wait_for_previous_run(p)
-            argv = train_argv(p)
-            if p.gpus > 1:
-                argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                        f"--nproc_per_node={p.gpus}", *argv[1:]]
-            code = run_process(p, argv)
-            failures += code not in (0, REQUEUE_EXIT)
-            print(f"[{i}/{len(todo)}] {p.trial_id}: {_outcome(p, code)}", flush=True)
+        failures, seen = 0, None
+        while todo:
+            for i, p in enumerate(todo, 1):
+                wait_for_previous_run(p)
+                argv = train_argv(p)
+                if p.gpus > 1:
+                    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                            f"--nproc_per_node={p.gpus}", *argv[1:]]
+                code = run_process(p, argv)
+                failures += code not in (0, REQUEUE_EXIT)
+                print(f"[{i}/{len(todo)}] {p.trial_id}: {_outcome(p, code)}", flush=True)
+            # synchronous halving: trials wait at a rung for peers that ran after them; another round resumes
+            # them, until none waits or a round changes nothing (a peer outside this run never reports)
+            todo = [p for p in todo if waiting(p)]
+            now = [(p.trial_id, (read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}).get("step")) for p in todo]
+            if todo and now == seen:
+                print(f"{len(todo)} trials still wait at a rung for peers that did not report (see rungs.json)",
+                      flush=True)
+                failures += len(todo)
+                break
+            seen = now
+            if todo:
+                print(f"next round of synchronous halving: {len(todo)} waiting trials", flush=True)
         print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
         return 1 if failures else 0
 
@@ -291,8 +311,13 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
                 "--kill-on-bad-exit=1", *map(str, run.system.get("srun_args") or []), *argv]
     code = run_process(p, argv, job=env.job_name)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
+    waits = (read_json(p.out / RUNG_WAITS) or {}).get("requeues", 0)
+    if code == REQUEUE_EXIT and waiting(p) and env.job_name:  # synchronous halving: back in the queue
+        write_json(p.out / RUNG_WAITS, {"requeues": waits + 1})  # not preemptions: --max-requeues skips them
+        slurm.requeue(env.job_name)
+        return 0
     if code == REQUEUE_EXIT and run.options.requeue and env.job_name:
-        if env.restart_count >= run.options.max_requeues:
+        if env.restart_count - waits >= run.options.max_requeues:
             why = (f"preempted {env.restart_count + 1} times; requeue limit {run.options.max_requeues} reached "
                    "(--max-requeues); its checkpoint resumes with --retry-failed")
             write_failed_summary(p.out, why, requeues=env.restart_count)

@@ -8,10 +8,12 @@ import socket
 from pathlib import Path
 
 from lbscale import slurm
-from lbscale.results import CHECKPOINT, CONFIG, METRICS, RUN, SUBMITTED, SUMMARY, TRIAL_YAML, read_json, read_jsonl
+from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, CONFIG, METRICS, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
+                             WAITING, read_json, read_jsonl)
+from lbscale.train.summary import epoch_records
 from lbscale.task import TASKS
 
-STATES = ("pending", "submitted", "running", "interrupted", "completed", "diverged", "failed")
+STATES = ("pending", "submitted", "running", "interrupted", "waiting", "completed", "diverged", "pruned", "failed")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -61,13 +63,15 @@ def trial_state(trial_dir: Path) -> dict:
         state = summary.get("status", "failed")
     elif run_active(run):
         state = "running"
+    elif (read_json(trial_dir / CHECKPOINT / CHECKPOINT_INFO) or {}).get("reason") == WAITING:
+        state = "waiting"  # at a rung of synchronous halving, for its peers
     elif (trial_dir / CHECKPOINT).exists() or run:
         state = "interrupted"
     elif submitted and slurm.job_active(submitted.get("job", "")):
         state = "submitted"
     else:
         state = "pending"
-    last = next((r for r in reversed(records) if not r.get("partial")), {})
+    last = next((r for r in reversed(epoch_records(records)) if not r.get("partial")), {})
     metric = primary_metric(config, last)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
     return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),

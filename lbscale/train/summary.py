@@ -9,11 +9,18 @@ from lbscale.task import Task
 NO_TARGET = {"steps_to_target": None, "epochs_to_target": None, "seconds_to_target": None}
 
 
+def epoch_records(records: list[dict]) -> list[dict]:
+    """The per-epoch records of metrics.jsonl (partial ones included), without the step evaluations
+    (`kind: step`, from --eval-every and successive halving's rungs)."""
+    return [r for r in records if r.get("kind", "epoch") == "epoch"]
+
+
 def epoch_seconds(records: list[dict]) -> tuple[float | None, bool]:
     """Time per epoch, the one definition (summary.json, `lbscale train`'s outcome line and the report): the
     mean time of a full pass of the train split over the full epochs after the first, which carries start-up
     costs (the first where there is only one); else a partial epoch's pace extrapolated to a full pass
     (estimated: True). Records of lbscale before full_pass_seconds count their train_seconds."""
+    records = epoch_records(records)
     full = [r for r in records if not r.get("partial")]
     steady = full[1:] if len(full) > 1 else full
     if steady:
@@ -28,7 +35,9 @@ def summarize(records: list[dict], task: Task, status: str, error: str | None = 
     """The summary of a trial that ended with `status`; `fields` (steps, world size, ...) are added as they are.
 
     A partial last record (an epoch cut short by divergence) counts in the time, not in the metrics; where it
-    is the only record, the time per epoch is its pace extrapolated to a whole epoch (`epoch_seconds_estimated`)."""
+    is the only record, the time per epoch is its pace extrapolated to a whole epoch (`epoch_seconds_estimated`).
+    Step evaluations count in neither (their figures are in metrics.jsonl; steps to target come from them)."""
+    records = epoch_records(records)
     full = [r for r in records if not r.get("partial")]
     partial = records[-1] if records and records[-1].get("partial") else None
     metrics = sorted({k for r in full for k in r if k.startswith(("val_", "test_"))})

@@ -26,7 +26,8 @@ from lbscale.data.loader import Prefetcher, ShardedLoader
 from lbscale.data.transforms import AUGMENT, Normalize
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar, log_line
-from lbscale.results import CONFIG, METRICS, PREEMPTED, REQUEUE_EXIT, SUMMARY, read_json, write_json, write_jsonl
+from lbscale.results import (CONFIG, METRICS, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, read_json, write_json,
+                             write_jsonl)
 from lbscale.slurm import SlurmEnv
 from lbscale.task import get_task
 from lbscale.train import checkpoint, provenance
@@ -36,7 +37,8 @@ from lbscale.train.models import build_model, check_model
 from lbscale.train.monitors import DivergenceMonitor, EpochClock
 from lbscale.train.optim import OptimizerOptions, build_optimizer
 from lbscale.train.plan import resolve_plan
-from lbscale.train.summary import NO_TARGET, summarize
+from lbscale.train.pruning import Pruner, rung_steps
+from lbscale.train.summary import NO_TARGET, epoch_records, summarize
 
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -79,6 +81,18 @@ class Trial:
         self.step, self.epoch = 0, 0
         self.target_hit: dict | None = None
         self.elapsed_before = 0.0
+        self.stopped: str | None = None  # why a trial ended before its last epoch ("target")
+        self.pruner = self._pruner()
+
+    def _pruner(self) -> Pruner | None:
+        cfg = self.cfg
+        if cfg.prune == "none":
+            return None
+        metric = cfg.prune_metric or cfg.target_metric or self.task.primary_on(cfg.eval_split)
+        self.task.check_target_metric(metric, self.num_classes, (cfg.eval_split,))
+        steps = rung_steps(cfg.prune_min_steps, cfg.prune_eta, self.plan.total_steps)
+        return Pruner(self.out, cfg.prune, cfg.prune_group or "all", cfg.prune_eta, metric,
+                      self.task.higher_is_better(metric), steps)
 
     # --- building -------------------------------------------------------------------------------
     def build(self) -> None:
@@ -122,6 +136,14 @@ class Trial:
                                                   cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
                                                   label_key=cfg.label_set, **jpeg)
                              for split in ("val", "test") if self.data.size(split) > 0}
+        self.step_loader = self.eval_loaders.get(cfg.eval_split)  # step evaluations: a fixed subset, or all
+        self.step_subset = None
+        if cfg.eval_subset and self.step_loader is not None:
+            self.step_loader = ShardedLoader(self.data, cfg.eval_split, self.env.rank, plan.world_size,
+                                             plan.local_batch, cfg.seed, drop_last=False, even=False,
+                                             in_memory=cfg.in_memory, label_key=cfg.label_set,
+                                             subset=cfg.eval_subset, **jpeg)
+            self.step_subset = None if self.step_loader.only is None else len(self.step_loader.only)
         self.normalize = Normalize(self.data.mean, self.data.std, self.device)
         self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + self.env.rank)
         self.metrics = {split: TaskMetrics(self.task, self.num_classes, self.device, split)
@@ -156,6 +178,7 @@ class Trial:
                 "records": self.records, "divergence": self.divergence.state_dict(), "clock": self.clock.state_dict(),
                 "target_hit": self.target_hit, "world_size": self.env.world_size,
                 "gns": self.gns.state_dict() if self.gns else None, "diverged_at": self.diverged_at,
+                "pruner": self.pruner.state_dict() if self.pruner else None,
                 "elapsed": self.elapsed_before + time.perf_counter() - self.t_start}
         rank = {"rng": checkpoint.rng_state(self.augment_rng), "epoch_loss": self.epoch_loss.cpu(),
                 "epoch_seen": self.epoch_seen}
@@ -169,6 +192,8 @@ class Trial:
         if self.gns and main.get("gns"):
             self.gns.load_state_dict(main["gns"])
         self.diverged_at = main.get("diverged_at")
+        if self.pruner and main.get("pruner"):
+            self.pruner.load_state_dict(main["pruner"])
         for key in ("epoch", "batch", "step", "records", "target_hit"):
             setattr(self, key, main[key])
         # checkpoints of lbscale before the monitor and the clock: their fields, and no seconds to carry
@@ -212,7 +237,7 @@ class Trial:
         progress.disable = progress.disable or not self.env.is_main
         progress.update(self.batch)
         t0 = time.perf_counter()
-        data_seconds, images, mark, steps_here, first_step = 0.0, 0, None, 0, None
+        data_seconds, eval_seconds, images, mark, steps_here, first_step = 0.0, 0.0, 0, None, 0, None
         verdict = None
         try:
             while self.batch < n_micro:
@@ -258,22 +283,31 @@ class Trial:
                     first_step = time.perf_counter() - t0  # compiles the step (once per process)
                 if steps_here == cfg.timing_warmup_steps:
                     sync()
-                    mark = (time.perf_counter(), images)
+                    mark = (time.perf_counter(), images, eval_seconds)
                 end_of_epoch = self.batch == n_micro
                 if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
                     verdict = self.check(window)
-                    if verdict:
-                        break
+                if not verdict and self.step_evaluation_due():
+                    sync()
+                    te = time.perf_counter()
+                    trained = self.clock.timing()["train_seconds"] + te - t0 - eval_seconds
+                    samples = (self.clock.images + images) * plan.world_size
+                    verdict = self.step_evaluation(trained, samples)
+                    self.net.train()
+                    eval_seconds += time.perf_counter() - te
+                if verdict:
+                    break
         finally:
             batches.close()  # also when the epoch stops early (divergence, preemption, an error)
         sync()
         t1 = time.perf_counter()
         progress.close()
-        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds)
+        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds - eval_seconds)  # step evaluations: out
         self.clock.count(images)
         timing = self.clock.timing()  # the whole epoch's, a part before a preemption included
-        if mark and t1 > mark[0] and images > mark[1]:  # steady pace: this process's steps past the first few
-            ips = (images - mark[1]) * plan.world_size / (t1 - mark[0])
+        steady_seconds = t1 - mark[0] - (eval_seconds - mark[2]) if mark else 0.0
+        if mark and steady_seconds > 0 and images > mark[1]:  # steady pace: this process's steps past the first few
+            ips = (images - mark[1]) * plan.world_size / steady_seconds
         else:
             ips = self.clock.images * plan.world_size / max(timing["train_seconds"], 1e-9)
         samples = self.clock.images * plan.world_size
@@ -281,20 +315,23 @@ class Trial:
         # the N mod world samples of uneven shards) or did not reach (a divergence)
         timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)), samples=samples,
                       full_pass_seconds=timing["train_seconds"] * plan.train_samples / max(samples, 1))
+        if cfg.eval_every or self.pruner:
+            timing["step_eval_seconds"] = eval_seconds  # this process's part of the epoch; left out of the above
         if first_step is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
-            steady = (t1 - mark[0]) / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
+            steady = steady_seconds / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
             self.compile_seconds = max(first_step - steady, 0.0)
             timing["compile_seconds"] = self.compile_seconds
         return verdict, timing
 
     @torch.no_grad()
-    def evaluate(self, split: str | None = None) -> dict:
-        """`{split}_*` metrics of the evaluation split (default: --eval-split); empty where the file has none."""
+    def evaluate(self, split: str | None = None, loader: ShardedLoader | None = None) -> dict:
+        """`{split}_*` metrics of the evaluation split (default: --eval-split; `loader`: a subset of it); empty
+        where the file has none."""
         split = split or self.cfg.eval_split
         if split not in self.eval_loaders:
             return {}
         self.net.eval()
-        for batch in self.eval_loaders[split]:
+        for batch in loader or self.eval_loaders[split]:
             x, y = self.inputs(batch, train=False)
             with self.autocast():
                 logits = self.eval_net(x)
@@ -317,6 +354,54 @@ class Trial:
         loss_sum, count = dist.all_reduce_sum(torch.stack([self.epoch_loss, seen])).tolist()
         return loss_sum / max(count, 1)
 
+    def elapsed_at_epoch_start(self) -> float:
+        """Training and epoch-evaluation seconds before this epoch (step evaluations' time left out)."""
+        return next((r["elapsed_seconds"] for r in reversed(epoch_records(self.records))), 0.0)
+
+    def step_evaluation_due(self) -> bool:
+        every = self.cfg.eval_every
+        return bool(every and self.step % every == 0) or bool(self.pruner and self.pruner.rung_at(self.step))
+
+    def step_evaluation(self, trained_seconds: float, samples: int) -> str | None:
+        """Evaluate inside the epoch (collective) and record it; then 'target' (reached, with --stop-at-target),
+        'pruned' or 'wait' (successive halving at a rung), or None to train on."""
+        te = time.perf_counter()
+        metrics = self.evaluate(loader=self.step_loader)
+        before = self.elapsed_at_epoch_start()
+        record = {"kind": "step", "step": self.step,
+                  "epoch": self.epoch + self.batch / self.plan.micro_batches_per_epoch,
+                  "samples": self.epoch * self.plan.epoch_samples + samples, **metrics,
+                  "elapsed_seconds": before + trained_seconds, "eval_seconds": time.perf_counter() - te,
+                  "subset": self.step_subset}
+        self.records.append(record)
+        if self.env.is_main:
+            write_jsonl(self.out / METRICS, self.records)
+        if self.note_target(record) and self.cfg.stop_at_target:
+            return "target"
+        if self.pruner and self.pruner.rung_at(self.step):
+            if self.env.is_main:
+                value = record.get(self.pruner.metric, float("nan"))
+                self.pruner.publish(self.pruner.rung_at(self.step), self.step, value)
+            return self.rung_decision()
+        return None
+
+    def rung_decision(self) -> str | None:
+        """Rank 0 decides from the peers' records; every rank learns the decision (collective)."""
+        code = 0.0
+        if self.env.is_main:
+            code = {"continue": 0.0, "prune": 1.0, None: 2.0}[self.pruner.decide()]
+        code = dist.all_reduce_sum(torch.tensor(code, dtype=torch.float64, device=self.device)).item()
+        return {0.0: None, 1.0: "pruned", 2.0: "wait"}[code]
+
+    def note_target(self, record: dict) -> bool:
+        """Record the first evaluation (step or epoch) at or past the target; True once it has been reached."""
+        metric, target = self.cfg.target_metric, self.cfg.target
+        if metric and self.target_hit is None and metric in record and self.task.reached(metric, record[metric],
+                                                                                          target):
+            self.target_hit = {"steps_to_target": record["step"], "epochs_to_target": record["epoch"],
+                               "seconds_to_target": record["elapsed_seconds"]}
+        return self.target_hit is not None
+
     def end_epoch(self, timing: dict) -> None:
         train_loss = self.epoch_train_loss()
         te = time.perf_counter()
@@ -324,7 +409,7 @@ class Trial:
         eval_seconds = time.perf_counter() - te
         record = {"epoch": self.epoch + 1, "step": self.step, "train_loss": train_loss,
                   **val, **timing, "eval_seconds": eval_seconds, **(self.gns.end_epoch() if self.gns else {})}
-        before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
+        before = self.elapsed_at_epoch_start()
         record["elapsed_seconds"] = before + timing["train_seconds"] + eval_seconds
         self.records.append(record)
         if self.env.is_main:
@@ -337,20 +422,16 @@ class Trial:
         self.clock.reset()
         self.epoch_loss.zero_()
         self.epoch_seen = 0
-        metric, target = self.cfg.target_metric, self.cfg.target
-        if metric and self.target_hit is None and metric in record:
-            if self.task.reached(metric, record[metric], target):
-                self.target_hit = {"steps_to_target": self.step, "epochs_to_target": self.epoch,
-                                   "seconds_to_target": record["elapsed_seconds"]}
+        self.note_target(record)
         if self.env.is_main:
             write_jsonl(self.out / METRICS, self.records)
 
     def record_partial_epoch(self, timing: dict) -> None:
-        """The epoch a divergence cut short still has a time: steps done, seconds, img/s and the time a full pass
-        would have taken at that pace (the papers' time per epoch of a diverged run)."""
+        """The epoch a divergence, pruning or the target cut short still has a time: steps done, seconds, img/s
+        and the time a full pass would have taken at that pace (the papers' time per epoch of a diverged run)."""
         train_loss = self.epoch_train_loss()
         fraction = self.batch / self.plan.micro_batches_per_epoch
-        before = self.records[-1]["elapsed_seconds"] if self.records else 0.0
+        before = self.elapsed_at_epoch_start()
         self.records.append({"epoch": self.epoch + 1, "step": self.step, "partial": True, "epoch_fraction": fraction,
                              "train_loss": train_loss, **timing, "eval_seconds": 0.0,
                              "elapsed_seconds": before + timing["train_seconds"],
@@ -368,6 +449,10 @@ class Trial:
             write_json(self.out / CONFIG, described)
         for signum in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(signum, self._on_signal)
+        if self.pruner and self.pruner.pending:  # resumed while waiting at a rung: decide first
+            verdict = self.rung_decision()
+            if verdict:
+                return self.stop_early(verdict, None)
         while self.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
@@ -376,9 +461,26 @@ class Trial:
             if verdict == "stop":
                 self.save_checkpoint(PREEMPTED)
                 return REQUEUE_EXIT
+            if verdict:
+                return self.stop_early(verdict, timing)
             self.end_epoch(timing)
             self.save_checkpoint("epoch")
+            if cfg.stop_at_target and self.target_hit:
+                return self.stop_early("target", None)
         return self.finish("diverged" if self.diverged_at else "completed")
+
+    def stop_early(self, verdict: str, timing: dict | None) -> int:
+        """Inside an epoch (`timing`: its part so far) or between epochs: 'wait' checkpoints for the next
+        round of synchronous halving; 'pruned' and 'target' end the trial."""
+        if verdict == "wait":
+            self.save_checkpoint(WAITING)
+            return REQUEUE_EXIT
+        if timing is not None and self.batch:
+            self.record_partial_epoch(timing)
+        if verdict == "target":
+            self.stopped = "target"
+            return self.finish("diverged" if self.diverged_at else "completed")
+        return self.finish("pruned")
 
     def _on_signal(self, signum, frame):
         self.stop_signal = signum
@@ -407,7 +509,9 @@ class Trial:
                          wall_seconds=self.elapsed_before + time.perf_counter() - self.t_start,
                          target_metric=self.cfg.target_metric, target=self.cfg.target, **(self.target_hit or NO_TARGET),
                          world_size=self.env.world_size, global_batch=self.plan.global_batch,
-                         peak_lr=self.plan.peak_lr, param_digests=digests,
+                         peak_lr=self.plan.peak_lr, param_digests=digests, stopped=self.stopped,
+                         pruned_at=self.pruner.records[-1] if self.pruner and status == "pruned" else None,
+                         rungs=self.pruner.records if self.pruner else None,
                          gns={"source": "training", "every": self.cfg.gns_every, "skipped": self.gns.skipped,
                               **self.gns.total.as_dict()}
                          if self.gns else None)

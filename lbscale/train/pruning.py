@@ -1,0 +1,146 @@
+"""Successive halving of hopeless trials (ASHA: Li et al., "A System for Massively Parallel Hyperparameter
+Tuning", MLSys 2020), decided from the peers' records in the results directory.
+
+Rungs sit at r, r*eta, r*eta^2, ... optimizer steps (below the trial's last step). At a rung a trial publishes
+its metric in its own `rungs.json` (atomically, so a reader sees a whole file), and only then reads its peers'
+(the trials of its group, e.g. one batch and variant of a sweep: siblings in the results directory). So of two
+trials deciding at the same moment, the later one always sees the earlier one, whichever array task runs where.
+
+- `asha` (asynchronous): it continues when its value is among the best max(1, n // eta) of the n values
+  published at that rung so far, its own included. The first to arrive always continues: decisions depend on
+  arrival order, and no trial ever waits.
+- `sha` (synchronous): it waits until every peer has published at that rung or ended before it, then applies
+  the same rule to all of them: the same decisions in any order, for studies that must repeat exactly. A
+  waiting trial checkpoints and exits (REQUEUE_EXIT); its sweep runs it again when the others have caught up.
+
+Each rung's record keeps the value, the peers' values the decision was based on, how many were kept and the
+decision, so every prune can be audited after the fact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from lbscale.results import SUMMARY, TRIAL_YAML, read_json, write_json
+
+RUNGS_FILE = "rungs.json"
+MODES = {"none": "every trial trains its whole budget",
+         "asha": "asynchronous successive halving: decide at once from the peers that reached the rung",
+         "sha": "synchronous successive halving: wait for every peer at each rung (repeatable)"}
+
+
+def rung_steps(min_steps: int, eta: int, total_steps: int) -> list[int]:
+    """r, r*eta, r*eta^2, ... below `total_steps` (a rung at the last step would prune nothing)."""
+    out, s = [], min_steps
+    while s < total_steps:
+        out.append(s)
+        s *= eta
+    return out
+
+
+def keep_count(n: int, eta: int) -> int:
+    """How many of n trials at a rung go on: the top 1/eta, at least one."""
+    return max(1, n // eta)
+
+
+def promoted(value: float, values: list[float], eta: int, maximize: bool) -> bool:
+    """Whether `value` is among the best keep_count(len(values), eta) of `values` (which include it); a value
+    that is not finite (a diverging trial) is never promoted, and sorts last."""
+    if value is None or not math.isfinite(value):
+        return False
+    sign = -1.0 if maximize else 1.0
+    ranked = sorted(sign * v if v is not None and math.isfinite(v) else math.inf for v in values)
+    return sign * value <= ranked[keep_count(len(values), eta) - 1]
+
+
+@dataclass
+class Peer:
+    name: str
+    rungs: dict  # rung -> value published there
+    ended: bool  # a summary exists: it will publish nothing more
+
+
+@dataclass
+class Pruner:
+    """One trial's side of successive halving: its rungs, what it published and decided (checkpointed)."""
+
+    out: Path
+    mode: str
+    group: str
+    eta: int
+    metric: str
+    maximize: bool
+    steps: list[int]
+    records: list[dict] = field(default_factory=list)  # one per rung reached: value, peers, decision
+
+    def rung_at(self, step: int) -> int | None:
+        return self.steps.index(step) + 1 if step in self.steps else None
+
+    @property
+    def pending(self) -> dict | None:
+        """The last rung published but not decided (a synchronous wait a checkpoint carried over)."""
+        return self.records[-1] if self.records and self.records[-1]["decision"] is None else None
+
+    def publish(self, rung: int, step: int, value: float) -> None:
+        self.records = [r for r in self.records if r["rung"] != rung]  # a resumed trial may replay a rung
+        self.records.append({"rung": rung, "step": step, "metric": self.metric, "value": value, "decision": None})
+        self._write()
+
+    def decide(self) -> str | None:
+        """'continue' or 'prune' for the pending rung, or None (sha: peers still to report)."""
+        record = self.pending
+        peers = self.peers()
+        rung = record["rung"]
+        values = {p.name: p.rungs[rung] for p in peers if rung in p.rungs}
+        if self.mode == "sha" and any(rung not in p.rungs and not p.ended for p in peers):
+            waiting = sorted(p.name for p in peers if rung not in p.rungs and not p.ended)
+            record["waiting_for"] = waiting
+            self._write()
+            return None
+        record.pop("waiting_for", None)
+        everyone = [record["value"], *values.values()]
+        go_on = promoted(record["value"], everyone, self.eta, self.maximize)
+        record.update(peers=values, kept=keep_count(len(everyone), self.eta), of=len(everyone),
+                      decision="continue" if go_on else "prune")
+        self._write()
+        return record["decision"]
+
+    def peers(self) -> list[Peer]:
+        """The other trials of this group in the results directory: those whose trial.yaml names the group
+        (all of a sweep's, written before any runs) and those that published under it."""
+        found = []
+        for d in sorted(self.out.parent.iterdir()) if self.out.parent.is_dir() else []:
+            if d == self.out or not d.is_dir():
+                continue
+            published = read_json(d / RUNGS_FILE) if (d / RUNGS_FILE).exists() else None
+            if published and published.get("group") == self.group:
+                rungs = {r["rung"]: r["value"] for r in published["rungs"]}
+            elif _declared_group(d) == self.group:
+                rungs = {}
+            else:
+                continue
+            found.append(Peer(d.name, rungs, (d / SUMMARY).exists()))
+        return found
+
+    def _write(self) -> None:
+        write_json(self.out / RUNGS_FILE, {"group": self.group, "mode": self.mode, "eta": self.eta,
+                                           "metric": self.metric, "maximize": self.maximize,
+                                           "rung_steps": self.steps, "rungs": self.records})
+
+    def state_dict(self) -> dict:
+        return {"records": [dict(r) for r in self.records]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.records = [dict(r) for r in state["records"]]
+
+
+def _declared_group(d: Path) -> str | None:
+    try:
+        cfg = yaml.safe_load((d / TRIAL_YAML).read_text())
+    except (FileNotFoundError, yaml.YAMLError):
+        return None
+    return cfg.get("prune_group") if isinstance(cfg, dict) and cfg.get("prune", "none") != "none" else None

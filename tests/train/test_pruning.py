@@ -1,0 +1,92 @@
+"""Successive halving: the rung arithmetic and the decision rule by hand, the asynchronous and synchronous forms
+from real rungs.json files of sibling trials, and a real trial pruned against a peer."""
+
+import json
+import math
+
+import pytest
+
+from lbscale.train.pruning import RUNGS_FILE, Pruner, keep_count, promoted, rung_steps
+
+
+def test_rungs_at_r_times_powers_of_eta_below_the_last_step():
+    assert rung_steps(4, 3, 100) == [4, 12, 36]
+    assert rung_steps(4, 3, 36) == [4, 12]  # a rung at the last step would prune nothing
+    assert rung_steps(50, 2, 40) == []
+
+
+def test_the_top_one_over_eta_goes_on_at_least_one():
+    assert [keep_count(n, 3) for n in (1, 2, 3, 5, 6, 9, 10)] == [1, 1, 1, 1, 2, 3, 3]
+    values = [0.5, 0.9, 0.7, 0.6, 0.8, 0.4]  # top 2 of 6 at eta 3: 0.9 and 0.8
+    assert [promoted(v, values, 3, maximize=True) for v in values] == [False, True, False, False, True, False]
+    losses = [2.0, 1.0, 3.0]  # minimize: the top 1 of 3
+    assert [promoted(v, losses, 3, maximize=False) for v in losses] == [False, True, False]
+    assert not promoted(math.nan, [math.nan], 3, True)  # a diverged value is never promoted
+    assert promoted(0.1, [0.1, math.nan, math.inf], 3, False)
+    assert promoted(0.7, [0.7, 0.7, 0.1], 3, True)  # a tie at the threshold goes on
+
+
+def _pruner(results, name, mode="asha", group="b32-sgd"):
+    out = results / name
+    out.mkdir(parents=True, exist_ok=True)
+    return Pruner(out, mode, group, 3, "val_top1", True, [4, 12])
+
+
+def test_asynchronous_decisions_follow_arrival_order_and_are_recorded(tmp_path):
+    a, b, c = (_pruner(tmp_path, n) for n in "abc")
+    other = _pruner(tmp_path, "x", group="b64-sgd")  # another group: never a peer
+    other.publish(1, 4, 0.99)
+    a.publish(1, 4, 0.5)
+    assert a.decide() == "continue"  # first to arrive: alone at the rung
+    b.publish(1, 4, 0.4)
+    assert b.decide() == "prune"  # 2 values, keep 1: 0.5 beats it
+    c.publish(1, 4, 0.6)
+    assert c.decide() == "continue"
+    saved = json.loads((tmp_path / "b" / RUNGS_FILE).read_text())
+    assert saved["group"] == "b32-sgd" and saved["rungs"] == [
+        {"rung": 1, "step": 4, "metric": "val_top1", "value": 0.4, "decision": "prune", "peers": {"a": 0.5},
+         "kept": 1, "of": 2}]
+
+
+def test_synchronous_decisions_wait_for_every_peer_and_do_not_depend_on_order(tmp_path):
+    for name in "abc":  # the sweep declares the group in each trial.yaml before anything runs
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trial.yaml").write_text("prune: sha\nprune_group: b32-sgd\n")
+    a, b, c = (_pruner(tmp_path, n, mode="sha") for n in "abc")
+    a.publish(1, 4, 0.5)
+    assert a.decide() is None and json.loads((tmp_path / "a" / RUNGS_FILE).read_text())["rungs"][0][
+        "waiting_for"] == ["b", "c"]
+    b.publish(1, 4, 0.4)
+    assert b.decide() is None
+    (tmp_path / "c" / "summary.json").write_text('{"status": "diverged"}')  # ended before the rung: out
+    assert b.decide() == "prune" and a.decide() == "continue"  # 2 values, keep 1; same in either order
+
+
+def test_a_trial_is_pruned_against_a_peer_and_records_it(tiny_h5, tmp_path, run_cli):
+    prune = ["--prune", "asha", "--prune-min-steps", "4", "--prune-eta", "2", "--prune-group", "g",
+             "--prune-metric", "val_loss", "--eval-subset", "40", "--eval-every", "100"]
+    base = ["train", "--data", tiny_h5, "--epochs", "2", "--global-batch", "32", "--model", "test_resnet",
+            "--quiet", "--device", "cpu", "--optimizer", "sgd", *prune]
+    rc, _, err = run_cli(*base, "--out", tmp_path / "good", "--base-lr", "0.05")
+    assert rc == 0, err
+    rc, _, err = run_cli(*base, "--out", tmp_path / "bad", "--base-lr", "1e6", "--on-divergence", "continue")
+    assert rc == 0, err
+    good = json.loads((tmp_path / "good" / RUNGS_FILE).read_text())
+    bad = json.loads((tmp_path / "bad" / "summary.json").read_text())
+    assert good["rung_steps"] == [4, 8, 16, 32] and [r["decision"] for r in good["rungs"]] == ["continue"] * 4
+    assert bad["status"] == "pruned" and bad["steps"] == 4
+    assert bad["pruned_at"]["rung"] == 1 and bad["pruned_at"]["peers"] == {"good": good["rungs"][0]["value"]}
+    records = [json.loads(line) for line in (tmp_path / "bad" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("kind") for r in records] == ["step", None] and records[1]["partial"]
+    assert records[0]["subset"] == 40 and records[0]["step"] == 4
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--prune", "asha"], "--prune-min-steps"),
+    (["--prune", "sha", "--prune-min-steps", "2", "--prune-eta", "1"], "--prune-eta must be >= 2"),
+    (["--eval-subset", "10"], "give --eval-every too"),
+    (["--stop-at-target"], "--stop-at-target needs"),
+])
+def test_inconsistent_options_are_one_line(tiny_h5, tmp_path, run_cli, option, message):
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *option)
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
