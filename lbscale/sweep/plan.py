@@ -88,12 +88,14 @@ class TrialPlan:
     warmup: str | None = None
     sweep: str = ""
     dataset: str | None = None  # the name of grid.datasets' entry
+    point: int | None = None  # grid.search: which point, and its options
+    search: dict | None = None
 
     def axes(self) -> dict:
         """grid.json: where in its sweep's grid this trial sits."""
         return {"sweep": self.sweep, "trial": self.trial_id, "global_batch": self.plan.global_batch,
                 "gpus": self.gpus, "nodes": self.nodes, "variant": self.variant, "warmup": self.warmup,
-                "seed": self.config.seed, "dataset": self.dataset}
+                "seed": self.config.seed, "dataset": self.dataset, "point": self.point, "search": self.search}
 
     @property
     def out(self) -> Path:
@@ -177,6 +179,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         if name is not None and not SAFE_ID.match(name):
             raise LbscaleError(f"{spec.path}: dataset name {name!r} may use letters, digits, '.', '_' and '-' only")
     samples = {name: _train_samples(path) for name, path in datasets.items()}
+    points = list(enumerate(spec.search.points())) if spec.search else [(None, {})]
 
     plans = []
     for b, g, local, where in cells:
@@ -186,28 +189,29 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
             raise LbscaleError(f"{where}{e}") from None
         for (dname, dpath), (vname, voptions) in itertools.product(datasets.items(), variants.items()):
             train_samples = samples[dname]
-            for w in warmups:
-                for seed in seed_list:
-                    parts = ([f"b{b}", f"g{g}"] + ([dname] if dname is not None else []) + [vname]
-                             + ([_warmup_tag(w)] if w is not None else []) + [f"s{seed}"])
-                    trial_id = "-".join(parts)
-                    options = {**spec.trial, **voptions, "global_batch": b, "seed": seed,
-                               "out": str(results / trial_id)}
-                    if dname is not None:
-                        options["data"] = dpath
-                    if epochs is not None:
-                        options["epochs"] = epochs
-                    if w is not None:
-                        options["warmup_epochs"] = str(w)
-                    if local is not None:
-                        options.update(local_batch=local, accum_steps=accum)
-                    try:
-                        cfg = load_config(None, **options)
-                        resolved = resolve_plan(cfg, g, train_samples)
-                    except LbscaleError as e:
-                        raise LbscaleError(f"trial {trial_id}: {e}") from None
-                    plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
-                                           None if w is None else str(w), spec.name, dname))
+            for w, (k, point), seed in itertools.product(warmups, points, seed_list):
+                cell = ([f"b{b}", f"g{g}"] + ([dname] if dname is not None else []) + [vname]
+                        + ([_warmup_tag(w)] if w is not None else []))
+                trial_id = "-".join(cell + ([f"p{k}"] if k is not None else []) + [f"s{seed}"])
+                options = {**spec.trial, **voptions, **point, "global_batch": b, "seed": seed,
+                           "out": str(results / trial_id)}
+                if options.get("prune", "none") != "none":  # halving compares the points of one cell
+                    options.setdefault("prune_group", "-".join(cell))
+                if dname is not None:
+                    options["data"] = dpath
+                if epochs is not None:
+                    options["epochs"] = epochs
+                if w is not None:
+                    options["warmup_epochs"] = str(w)
+                if local is not None:
+                    options.update(local_batch=local, accum_steps=accum)
+                try:
+                    cfg = load_config(None, **options)
+                    resolved = resolve_plan(cfg, g, train_samples)
+                except LbscaleError as e:
+                    raise LbscaleError(f"trial {trial_id}: {e}") from None
+                plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
+                                       None if w is None else str(w), spec.name, dname, k, point or None))
     ids = [p.trial_id for p in plans]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -227,6 +231,9 @@ def _train_samples(data) -> int | None:
 def plan_table(plans: list[TrialPlan]) -> str:
     """The dry-run table: what each trial will run with."""
     head = ["trial", "global", "local", "gpus", "nodes", "accum", "peak_lr", "warmup", "warmup_steps", "steps"]
+    searched = any(p.search for p in plans)
+    if searched:
+        head.append("search")
     def show(v):
         return "?" if v is None else str(v)
 
@@ -235,7 +242,8 @@ def plan_table(plans: list[TrialPlan]) -> str:
         r = p.plan
         rows.append([p.trial_id, str(r.global_batch), str(r.local_batch), str(p.gpus), str(p.nodes),
                      str(r.accum_steps), f"{r.peak_lr:.6g}", f"{r.warmup_epochs:g} ep", show(r.warmup_steps),
-                     show(r.total_steps)])
+                     show(r.total_steps)] + ([" ".join(f"{k}={v}" for k, v in (p.search or {}).items())]
+                                             if searched else []))
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*head)] + [fmt.format(*r) for r in rows]

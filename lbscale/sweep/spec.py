@@ -7,9 +7,10 @@ from pathlib import Path
 
 from lbscale.config import FIELDS, read_yaml_mapping
 from lbscale.errors import LbscaleError
+from lbscale.sweep.search import SearchSpace, parse_search
 
 SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
-GRID_KEYS = {"batch", "points", "gpus", "local_batch", "datasets", "variants", "warmup", "seeds"}
+GRID_KEYS = {"batch", "points", "gpus", "local_batch", "datasets", "variants", "warmup", "seeds", "search"}
 POINT_KEYS = {"batch", "gpus", "local_batch"}
 
 
@@ -27,6 +28,7 @@ class SweepSpec:
     seeds: object = 1  # a count or a list
     points: list | None = None  # explicit (batch, gpus, local_batch) rows instead of batch x gpus
     datasets: dict = field(default_factory=dict)  # name -> prepared file: the data as an axis (full / filtered)
+    search: SearchSpace | None = None  # options sampled per (batch, variant): a tuned study
     system: str = "generic"
     results: str | None = None
     path: str = ""
@@ -88,4 +90,4 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
                      datasets={str(k): v for k, v in datasets.items()},
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
                      seeds=grid.get("seeds", 1), system=str(raw.get("system", "generic")), results=raw.get("results"),
-                     path=str(path))
+                     path=str(path), search=parse_search(grid.get("search"), str(path), FIELDS))

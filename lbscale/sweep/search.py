@@ -1,0 +1,139 @@
+"""The search axis of a sweep spec (`grid.search`): trial options sampled per (batch, variant), as the tuned
+batch-size studies do (Shallue et al. 2020, Nado et al. 2021: every batch size gets its own tuned learning rate,
+momentum and warm-up).
+
+    search:
+      trials: 16              # points drawn from the distributions below
+      sampler: sobol          # sobol | halton | random (scipy.stats.qmc, scrambled, seeded)
+      seed: 0
+      base_lr: {loguniform: [1.0e-3, 10]}
+      momentum: {one_minus_loguniform: [1.0e-3, 0.3]}   # 1 - m log-uniform: 0.7 .. 0.999
+      warmup_epochs: {choice: [0, 2, 5]}
+      weight_decay: [1.0e-4, 5.0e-4]                    # a plain list: every value (a grid)
+
+Every (batch, variant) cell gets the same points (point k means the same draw in every cell; a scaling rule
+still scales base_lr per batch), so the same spec always yields the same trials, whatever --batch selects.
+Sampled values are rounded to 4 significant digits, so trial.yaml shows what ran.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lbscale.errors import LbscaleError
+
+SAMPLERS = {"sobol": "scrambled Sobol' sequence (balanced for a power-of-two number of trials)",
+            "halton": "scrambled Halton sequence",
+            "random": "independent uniform draws"}
+DISTRIBUTIONS = {"loguniform": "log-uniform in [lo, hi]", "uniform": "uniform in [lo, hi]",
+                 "one_minus_loguniform": "1 - x, x log-uniform in [lo, hi] (momentum close to 1)",
+                 "choice": "one of the listed values, equally likely"}
+SEARCH_KEYS = {"trials", "sampler", "seed"}
+
+
+@dataclass
+class SearchSpace:
+    """Sampled dimensions (option -> (distribution, arguments)), grid dimensions (option -> values)."""
+
+    sampled: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)
+    trials: int = 1
+    sampler: str = "sobol"
+    seed: int = 0
+
+    def points(self) -> list[dict]:
+        """Every point: the sampled draws x the grid's values, in a stable order."""
+        draws = [{}]
+        if self.sampled:
+            u = unit_points(len(self.sampled), self.trials, self.sampler, self.seed)
+            draws = [{name: _transform(dist, args, x) for (name, (dist, args)), x in zip(self.sampled.items(), row)}
+                     for row in u]
+        grid = [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
+        return [{**d, **g} for d in draws for g in grid]
+
+
+def unit_points(d: int, n: int, sampler: str, seed: int) -> np.ndarray:
+    """n points in [0, 1)^d from the sampler, seeded (scipy.stats.qmc for the quasi-random ones)."""
+    if sampler == "random":
+        return np.random.default_rng(seed).random((n, d))
+    import warnings
+
+    from scipy.stats import qmc
+
+    engine = {"sobol": qmc.Sobol, "halton": qmc.Halton}[sampler]
+    try:
+        gen = engine(d, scramble=True, rng=seed)
+    except TypeError:  # scipy before 1.15 names it seed
+        gen = engine(d, scramble=True, seed=seed)
+    with warnings.catch_warnings():  # Sobol' warns when n is not a power of two: balance is the user's choice
+        warnings.simplefilter("ignore")
+        return gen.random(n)
+
+
+def _transform(dist: str, args, u: float):
+    if dist == "choice":
+        return args[min(int(u * len(args)), len(args) - 1)]
+    lo, hi = args
+    if dist == "uniform":
+        value = lo + u * (hi - lo)
+    else:
+        value = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
+        if dist == "one_minus_loguniform":
+            value = 1.0 - value
+    return float(f"{value:.4g}")
+
+
+def parse_search(raw, where: str, known_options) -> SearchSpace | None:
+    """grid.search from YAML, checked: unknown options, distributions and samplers are one-line errors."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise LbscaleError(f"{where}: grid.search must map trial options to distributions or lists")
+    space = SearchSpace(trials=raw.get("trials", 1), sampler=str(raw.get("sampler", "sobol")), seed=raw.get("seed", 0))
+    if not isinstance(space.trials, int) or isinstance(space.trials, bool) or space.trials < 1:
+        raise LbscaleError(f"{where}: grid.search.trials must be an integer >= 1")
+    if not isinstance(space.seed, int) or isinstance(space.seed, bool):
+        raise LbscaleError(f"{where}: grid.search.seed must be an integer")
+    if space.sampler not in SAMPLERS:
+        raise LbscaleError(f"{where}: grid.search.sampler {space.sampler!r} is not one of {', '.join(SAMPLERS)}")
+    for key, spec in raw.items():
+        if key in SEARCH_KEYS:
+            continue
+        name = str(key).replace("-", "_")
+        if name not in known_options or name in ("out", "resume", "seed", "global_batch", "data"):
+            raise LbscaleError(f"{where}: grid.search: {key!r} is not a trial option that can be searched")
+        if isinstance(spec, list):
+            if not spec:
+                raise LbscaleError(f"{where}: grid.search.{key}: an empty list")
+            space.grid[name] = spec
+            continue
+        if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in DISTRIBUTIONS:
+            raise LbscaleError(f"{where}: grid.search.{key}: expected a list of values or one of "
+                               f"{', '.join(f'{{{d}: ...}}' for d in DISTRIBUTIONS)}")
+        dist, args = next(iter(spec.items()))
+        space.sampled[name] = (dist, _check_args(dist, args, f"{where}: grid.search.{key}"))
+    if not space.sampled and not space.grid:
+        raise LbscaleError(f"{where}: grid.search names no trial option")
+    if space.trials > 1 and not space.sampled:
+        raise LbscaleError(f"{where}: grid.search.trials needs a distribution to draw from (lists are a grid)")
+    return space
+
+
+def _check_args(dist: str, args, where: str):
+    if dist == "choice":
+        if not isinstance(args, list) or not args:
+            raise LbscaleError(f"{where}: choice takes a non-empty list of values")
+        return args
+    try:
+        lo, hi = (float(a) for a in args)
+    except (TypeError, ValueError):
+        raise LbscaleError(f"{where}: {dist} takes [lo, hi], two numbers") from None
+    if not lo < hi or (dist != "uniform" and lo <= 0):
+        raise LbscaleError(f"{where}: {dist} needs lo < hi{'' if dist == 'uniform' else ' and lo > 0'}")
+    if dist == "one_minus_loguniform" and hi >= 1:
+        raise LbscaleError(f"{where}: one_minus_loguniform needs hi < 1 (the value is 1 - x)")
+    return [lo, hi]

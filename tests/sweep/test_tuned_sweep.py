@@ -1,0 +1,81 @@
+"""A tuned sweep end to end: grid.search with successive halving, synchronous in local rounds and asynchronous
+as a real SLURM job array; every decision recomputed from the values its trial recorded."""
+
+import json
+
+from lbscale.results import read_json
+from lbscale.train.pruning import RUNGS_FILE, keep_count, promoted
+from tests.sweep.test_launch import lbscale
+
+SPEC = """
+name: tuned
+data: {data}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: sgd, lr_scaling: none, check_every: 1, device: cpu, eval_every: 6, eval_subset: 40,
+        prune: {mode}, prune_min_steps: 3, prune_eta: 3, prune_metric: val_loss, target_metric: val_top1,
+        target: 0.5}}
+grid:
+  batch: [32]
+  gpus: [1]
+  search:
+    {search}
+"""
+
+
+def _spec(tmp_path, data, mode, search="base_lr: [0.003, 0.05, 0.4]"):
+    path = tmp_path / "tuned.yaml"
+    path.write_text(SPEC.format(data=data, mode=mode, search=search))
+    return path
+
+
+def _decisions(results):
+    """Every rung record of every trial, checked against the rule: kept iff among the best 1/eta of the values
+    it was compared with (its own and the peers' it recorded)."""
+    out = {}
+    for d in sorted(results.iterdir()):
+        rungs = read_json(d / RUNGS_FILE) if (d / RUNGS_FILE).exists() else None
+        if not rungs:
+            continue
+        for r in rungs["rungs"]:
+            values = [r["value"], *r["peers"].values()]
+            assert r["kept"] == keep_count(len(values), 3) and r["of"] == len(values)
+            assert (r["decision"] == "continue") == promoted(r["value"], values, 3, maximize=False)
+        out[d.name] = rungs["rungs"]
+    return out
+
+
+def test_synchronous_halving_runs_in_rounds_and_prunes_the_same_way_in_any_order(tiny_h5, tmp_path):
+    results = tmp_path / "results"
+    out = lbscale("sweep", _spec(tmp_path, tiny_h5, "sha"), "--results", results).stdout
+    assert "next round of synchronous halving" in out
+    rungs = _decisions(results)
+    assert sorted(rungs) == ["b32-g1-sgd-none-p0-s0", "b32-g1-sgd-none-p1-s0", "b32-g1-sgd-none-p2-s0"]
+    first = {name: r[0] for name, r in rungs.items()}
+    assert all(len(r["peers"]) == 2 for r in first.values())  # each saw both others: it waited for them
+    kept = [name for name, r in first.items() if r["decision"] == "continue"]
+    assert len(kept) == 1
+    states = {name: read_json(results / name / "summary.json")["status"] for name in rungs}
+    assert sorted(states.values()) == ["completed", "pruned", "pruned"] and states[kept[0]] == "completed"
+    steps = sum(read_json(results / name / "summary.json")["steps"] for name in rungs)
+    assert steps == 34 + 3 + 3  # the winner's 2 x 17 steps, each pruned trial's 3
+    status = lbscale("status", results).stdout
+    assert "2 pruned" in status and "1 completed" in status
+    again = lbscale("sweep", _spec(tmp_path, tiny_h5, "sha"), "--results", results).stdout
+    assert "3 of 3 trials already finished" in again
+
+
+def test_asynchronous_halving_as_a_slurm_job_array(slurm, tiny_h5, tmp_path):
+    results = tmp_path / "results"
+    spec = _spec(tmp_path, tiny_h5, "asha", "trials: 4\n    sampler: sobol\n    base_lr: {loguniform: [0.001, 1]}")
+    lbscale("sweep", spec, "--launcher", "slurm", "--results", results, "--wait", "--quiet")
+    rungs = _decisions(results)
+    assert len(rungs) == 4
+    states = [read_json(results / name / "summary.json")["status"] for name in rungs]
+    assert set(states) <= {"completed", "pruned"} and "completed" in states
+    for name, records in rungs.items():
+        s = read_json(results / name / "summary.json")
+        if s["status"] == "pruned":
+            assert s["pruned_at"] == records[-1] and records[-1]["decision"] == "prune"
+        grid = json.loads((results / name / "grid.json").read_text())
+        assert grid["search"]["base_lr"] == read_json(results / name / "config.json")["config"]["base_lr"]
