@@ -108,8 +108,13 @@ class TrialConfig:
     target: float = _f(None, "Target value of --target-metric.")
     eval_every: int = _f(None, "Also evaluate every N optimizer steps (step records in metrics.jsonl; steps to "
                                "target at step resolution).")
+    eval_every_samples: int = _f(None, "Or: evaluate whenever this many more training samples have been seen (the "
+                                       "same cost relative to training, and the same resolution in samples, at "
+                                       "every batch).")
     eval_subset: int = _f(None, "Step evaluations on this many samples of the evaluation split (the same fixed, "
                                 "seeded subset every time; the epoch evaluations stay whole).")
+    eval_batch: int = _f(None, "Evaluation batch per process (default: the local batch; evaluation keeps no "
+                               "activations, so a larger one is cheap).")
     stop_at_target: bool = _f(False, "End the trial at the first evaluation that reaches --target (status completed, "
                                      "stopped: target).")
     prune: str = _choice("none", "Stop hopeless trials by successive halving against the trials of --prune-group.",
@@ -249,11 +254,13 @@ def validate(cfg: TrialConfig) -> None:
 
 def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
     """Step evaluations, stopping at the target and successive halving: what each needs besides itself."""
-    for name in ("eval_every", "eval_subset", "prune_min_steps"):
+    for name in ("eval_every", "eval_every_samples", "eval_subset", "eval_batch", "prune_min_steps"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise LbscaleError(f"--{name.replace('_', '-')} must be >= 1")
-    if cfg.eval_subset is not None and cfg.eval_every is None:
-        raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every too")
+    if cfg.eval_every is not None and cfg.eval_every_samples is not None:
+        raise LbscaleError("--eval-every and --eval-every-samples: give one of them")
+    if cfg.eval_subset is not None and cfg.eval_every is None and cfg.eval_every_samples is None:
+        raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples) too")
     if cfg.stop_at_target and cfg.target is None:
         raise LbscaleError("--stop-at-target needs --target-metric and --target")
     if cfg.prune == "none":

@@ -132,7 +132,8 @@ class Trial:
                                           cfg.seed, drop_last=cfg.last_batch == "drop", even=True,
                                           in_memory=cfg.in_memory,
                                           label_key=cfg.label_set, random_crop=cfg.augment, **jpeg)
-        self.eval_loaders = {split: ShardedLoader(self.data, split, self.env.rank, plan.world_size, plan.local_batch,
+        eval_batch = cfg.eval_batch or plan.local_batch
+        self.eval_loaders = {split: ShardedLoader(self.data, split, self.env.rank, plan.world_size, eval_batch,
                                                   cfg.seed, drop_last=False, even=False, in_memory=cfg.in_memory,
                                                   label_key=cfg.label_set, **jpeg)
                              for split in ("val", "test") if self.data.size(split) > 0}
@@ -140,7 +141,7 @@ class Trial:
         self.step_subset = None
         if cfg.eval_subset and self.step_loader is not None:
             self.step_loader = ShardedLoader(self.data, cfg.eval_split, self.env.rank, plan.world_size,
-                                             plan.local_batch, cfg.seed, drop_last=False, even=False,
+                                             eval_batch, cfg.seed, drop_last=False, even=False,
                                              in_memory=cfg.in_memory, label_key=cfg.label_set,
                                              subset=cfg.eval_subset, **jpeg)
             self.step_subset = None if self.step_loader.only is None else len(self.step_loader.only)
@@ -315,7 +316,7 @@ class Trial:
         # the N mod world samples of uneven shards) or did not reach (a divergence)
         timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)), samples=samples,
                       full_pass_seconds=timing["train_seconds"] * plan.train_samples / max(samples, 1))
-        if cfg.eval_every or self.pruner:
+        if cfg.eval_every or cfg.eval_every_samples or self.pruner:
             timing["step_eval_seconds"] = eval_seconds  # this process's part of the epoch; left out of the above
         if first_step is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
             steady = steady_seconds / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
@@ -359,8 +360,10 @@ class Trial:
         return next((r["elapsed_seconds"] for r in reversed(epoch_records(self.records))), 0.0)
 
     def step_evaluation_due(self) -> bool:
-        every = self.cfg.eval_every
-        return bool(every and self.step % every == 0) or bool(self.pruner and self.pruner.rung_at(self.step))
+        every, samples, b = self.cfg.eval_every, self.cfg.eval_every_samples, self.plan.global_batch
+        return (bool(every and self.step % every == 0)
+                or bool(samples and self.step * b // samples > (self.step - 1) * b // samples)
+                or bool(self.pruner and self.pruner.rung_at(self.step)))
 
     def step_evaluation(self, trained_seconds: float, samples: int) -> str | None:
         """Evaluate inside the epoch (collective) and record it; then 'target' (reached, with --stop-at-target),
@@ -581,5 +584,10 @@ def outcome_line(out: Path) -> str | None:
     shown = f" {metric} {value:.4f}" if value is not None else ""
     pace = summary.get("mean_epoch_seconds")
     timing = f", {pace:.1f} s per epoch" if pace else ""
-    return (f"trial {summary['status']}:{shown} after {summary.get('epochs_completed', 0)} epochs{timing}; "
-            f"results in {out}")
+    at = f"after {summary.get('epochs_completed', 0)} epochs"
+    if summary.get("stopped") == "target":
+        at = f"target reached at step {summary['steps_to_target']} ({summary['epochs_to_target']:.2f} epochs)"
+    elif summary.get("pruned_at"):
+        p = summary["pruned_at"]
+        at = f"at rung {p['rung']} (step {p['step']}, {p['metric']} {p['value']:.4f}, kept {p['kept']} of {p['of']})"
+    return f"trial {summary['status']}:{shown} {at}{timing}; results in {out}"

@@ -84,7 +84,8 @@ def test_a_trial_is_pruned_against_a_peer_and_records_it(tiny_h5, tmp_path, run_
 @pytest.mark.parametrize("option, message", [
     (["--prune", "asha"], "--prune-min-steps"),
     (["--prune", "sha", "--prune-min-steps", "2", "--prune-eta", "1"], "--prune-eta must be >= 2"),
-    (["--eval-subset", "10"], "give --eval-every too"),
+    (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples) too"),
+    (["--eval-every", "5", "--eval-every-samples", "100"], "give one of them"),
     (["--stop-at-target"], "--stop-at-target needs"),
 ])
 def test_inconsistent_options_are_one_line(tiny_h5, tmp_path, run_cli, option, message):

@@ -64,3 +64,12 @@ def test_stop_at_target_ends_the_trial_completed(tiny_h5, tmp_path, run_cli):
     assert [r.get("kind") for r in rows] == ["step", None] and rows[1]["partial"] and rows[0]["subset"] is None
     assert run_cli("train", "--data", tiny_h5, "--out", out, "--resume", *BASE)[0] == 0  # nothing left to do
     assert summary(out)["steps"] == 3
+
+
+def test_evaluation_every_so_many_samples(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "samples"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "1", *BASE,
+                         "--eval-every-samples", "100", "--eval-batch", "64")
+    assert rc == 0, err
+    steps = [r["step"] for r in _rows(out) if r.get("kind") == "step"]
+    assert steps == [s for s in range(1, 18) if 32 * s // 100 > 32 * (s - 1) // 100] == [4, 7, 10, 13, 16]
