@@ -1,7 +1,9 @@
 """`lbscale report`: the papers' tables and figures from one or more sweeps, with published numbers beside them.
 
 `load_results` (the Study as DataFrames) is the entry point for notebooks; `write_report` writes the tables
-(Markdown, LaTeX, CSV, one self-contained HTML page) and the figures (PNG and PDF) into a fresh directory.
+(Markdown, LaTeX, CSV, one self-contained HTML page) and the figures (PNG and PDF) into a fresh directory, the
+verdict and its figure first. A tuned study (a hyperparameter search per batch) is reported by its best trial per
+batch, the optimal LR's exponent and the critical batch (`report.tuned`); a rule-based one by the papers' tables.
 """
 
 from __future__ import annotations
@@ -109,10 +111,26 @@ def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
     return "; ".join(parts)
 
 
-def _build(study: Study, o: ReportOptions):
+@dataclass
+class Built:
+    """What a report shows, in order: the verdict and its figure (`lead`) first, then the tables, then the
+    other figures."""
+    metric: str
+    target: float | None
+    source: str | None
+    verdict: list[str]  # one line per variant (tuned) or the headline (rule-based)
+    metric_line: str
+    tables: list
+    figures: dict  # name -> figure, the lead figure first
+    lead: str | None
+
+
+def _build(study: Study, o: ReportOptions) -> Built:
     from lbscale.report import plots, tables
 
     metric = _metric(study, o.metric)
+    if study.tuned:
+        return _build_tuned(study, o, metric)
     compare, source = published(o.compare) if o.compare else (None, None)
     target = _target(study, tables.per_epoch(study, metric), o.target)
     ts = [tables.accuracy_table(study, metric, compare), tables.lr_table(study, metric, compare),
@@ -137,7 +155,36 @@ def _build(study: Study, o: ReportOptions):
         figs["steps-to-target"] = plots.steps_to_target(steps, tables.per_epoch(study, metric), target,
                                                         compare if o.compare and "epochs_to_target" in compare
                                                         else None)
-    return metric, target, source, ts, figs
+    line = f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}"
+    return Built(metric, target, source, [headline(study, metric)], line, ts, figs, "metric-vs-batch")
+
+
+def _build_tuned(study: Study, o: ReportOptions, metric: str) -> Built:
+    """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
+    bootstrap intervals; the rule-based tables that average over seeds would average over search points here."""
+    from lbscale.report import plots, tables, tuned, tuned_tables
+
+    if o.compare:
+        raise LbscaleError("--compare: published tables are rule-based; a tuned study (a search per batch) "
+                           "has no row to put beside them")
+    m = tuned_tables.step_metric(study, metric)
+    target = _target(study, m, o.target)
+    maximize = study.task.higher_is_better(m)
+    best = tuned.best_trials(study.trials, study.steps, m, target, maximize)
+    fits = tuned.tuned_fits(study.trials, study.steps, m, target, maximize, level=tuned_tables.LEVEL)
+    view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
+    ts = [tuned_tables.best_trial_table(study, best, m, target), tuned_tables.fits_table(study, fits, target),
+          tuned_tables.budget_table(view, m), tables.time_table(study), tables.scaling_table(study),
+          tables.trials_table(study)]
+    figs = {}
+    if target is not None:
+        figs["steps-to-result"] = plots.steps_to_result(best, fits, m, target)
+    figs.update({"optimal-lr": plots.optimal_lr(best, fits), "budget": plots.budget(view, m),
+                 "time-vs-gpus": plots.time_vs_gpus(study), "speedup": plots.speedup(study),
+                 "time-split": plots.time_split(study)})
+    line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
+            + ("" if target is None else f"; target {target:g}"))
+    return Built(m, target, None, tuned_tables.verdict(fits, m, target), line, ts, figs, next(iter(figs)))
 
 
 def _save_figures(figs: dict, folder: Path) -> None:
@@ -177,34 +224,28 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     inside = [p for p in map(Path, paths) if out.resolve() == p.resolve() or p.resolve() in out.resolve().parents]
     if inside and o.out is None:
         raise LbscaleError(f"{out}: inside the results; give --out to write there")
-    metric, target, source, ts, figs = _build(study, o)
+    b = _build(study, o)
     counts = study.trials["state"].value_counts().to_dict()
-    head = headline(study, metric)
-    header = [f"Results: {', '.join(study.sources)}", count_line(list(study.trials["state"])),
-              f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}",
-              f"Verdict: {head}"] + ([f"Published numbers: {source}"] if source else [])
+    header = [f"Results: {', '.join(study.sources)}", count_line(list(study.trials["state"])), b.metric_line] \
+        + ([f"Published numbers: {b.source}"] if b.source else [])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         (tmp / "figures").mkdir()
         (tmp / "tables").mkdir()
-        _save_figures(figs, tmp / "figures")
-        pngs = {name: (tmp / "figures" / f"{name}.png").read_bytes() for name in figs}
-        for fig in figs.values():
+        _save_figures(b.figures, tmp / "figures")
+        pngs = {name: (tmp / "figures" / f"{name}.png").read_bytes() for name in b.figures}
+        for fig in b.figures.values():
             plt.close(fig)
-        for t in ts:
+        for t in b.tables:
             if "csv" in o.formats:
                 integral(t.tidy).to_csv(tmp / "tables" / f"{t.name}.csv", index=False)
             if "latex" in o.formats:
                 (tmp / "tables" / f"{t.name}.tex").write_text(latex(t.display, t.title))
         if "md" in o.formats:
-            md = [f"# Report: {', '.join(Path(p).name for p in study.sources)}", ""] + [f"- {h}" for h in header]
-            for t in ts:
-                md += ["", f"## {t.title}", "", markdown(t.display).rstrip()] + [f"\n_{n}_" for n in t.notes]
-            md += ["", "## Figures", ""] + [f"![{n}](figures/{n}.png)" for n in figs]
-            (tmp / "report.md").write_text("\n".join(md) + "\n")
+            (tmp / "report.md").write_text(_markdown(study, header, b))
         if "html" in o.formats:
-            (tmp / "report.html").write_text(html_page("lbscale report", header, ts, pngs))
+            (tmp / "report.html").write_text(html_page("lbscale report", b.verdict, header, b.tables, pngs, b.lead))
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -216,5 +257,21 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    finished = sum(counts.get(s, 0) for s in FINISHED)
-    return out, f"report of {len(study.trials)} trials ({finished} finished): {head}; written to {out}"
+    # pruned trials are counted apart whether or not results.FINISHED counts them as finished
+    finished = sum(counts.get(s, 0) for s in FINISHED if s != "pruned")
+    pruned = f", {counts['pruned']} pruned" if counts.get("pruned") else ""
+    return out, (f"report of {len(study.trials)} trials ({finished} finished{pruned}): {'; '.join(b.verdict)}; "
+                 f"written to {out}")
+
+
+def _markdown(study: Study, header: list[str], b: Built) -> str:
+    """report.md: the verdict and its figure first, then the run's facts, the tables and the other figures."""
+    md = [f"# Report: {', '.join(Path(p).name for p in study.sources)}", "", "## Verdict", ""]
+    md += b.verdict if len(b.verdict) == 1 else [f"- {line}" for line in b.verdict]
+    if b.lead:
+        md += ["", f"![{b.lead}](figures/{b.lead}.png)"]
+    md += [""] + [f"- {h}" for h in header]
+    for t in b.tables:
+        md += ["", f"## {t.title}", "", markdown(t.display).rstrip()] + [f"\n_{n}_" for n in t.notes]
+    md += ["", "## Figures", ""] + [f"![{n}](figures/{n}.png)" for n in b.figures if n != b.lead]
+    return "\n".join(md) + "\n"

@@ -1,8 +1,10 @@
-"""A study as data: every trial under one or more results directories in two DataFrames.
+"""A study as data: every trial under one or more results directories in three DataFrames.
 
-`trials` has one row per trial (its grid position, plan, state and summary figures); `epochs` one row per
-(trial, epoch) record, partial epochs of diverged runs included. Trials still running, interrupted, submitted
-or never started (pending) are rows too, with their state: nothing is silently dropped.
+`trials` has one row per trial (its grid position, plan, searched hyperparameters `hp_*`, state and summary
+figures); `epochs` one row per (trial, epoch) record, partial epochs of diverged runs included; `steps` one row
+per evaluation, the step evaluations (`"kind": "step"`) and the epoch records alike (`kind` says which), in the
+shape of batch_science's measurements. Trials still running, interrupted, submitted, pruned or never started
+(pending) are rows too, with their state: nothing is silently dropped.
 
     from lbscale.report import load_results
     study = load_results(["results/sat4-lamb"])
@@ -28,7 +30,11 @@ from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML, read_json
 from lbscale.sweep.state import trial_state
 from lbscale.task import TASKS
-from lbscale.train.summary import epoch_seconds
+from lbscale.train.summary import epoch_records, epoch_seconds
+
+
+HP = "hp_"  # the trials' column prefix of a searched hyperparameter (grid.json's "search")
+STEP_KEYS = ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed"]
 
 
 @dataclass
@@ -36,7 +42,15 @@ class Study:
     trials: pd.DataFrame
     epochs: pd.DataFrame
     sources: list[str]
+    steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     _varies: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def tuned(self) -> bool:
+        """A tuned study: some trial is a point of a hyperparameter search (grid.json's "point" / "search")."""
+        t = self.trials
+        cols = [c for c in t if c == "point" or c.startswith(HP)]
+        return bool(cols) and bool(t[cols].notna().any().any())
 
     def varies(self, axis: str) -> bool:
         """Does the grid vary this axis (variant, warm-up)? Tables ask per row, so it is cached."""
@@ -109,6 +123,7 @@ def _variant(grid: dict, cfg: dict) -> str | None:
 
 
 def _trial_row(d: Path, records: list[dict]) -> dict:
+    """One trial's row; `records` are its epoch records only (step evaluations are not epochs)."""
     summary = read_json(d / SUMMARY) or {}
     config = read_json(d / CONFIG) or {}
     grid = read_json(d / GRID) or {}
@@ -116,6 +131,8 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
     plan = config.get("plan") or {}
     state = summary.get("status", "failed") if summary else trial_state(d)["state"]  # liveness only if needed
     task = config.get("task")
+    search = grid.get("search") or {}
+    pruned = summary.get("pruned_at") or {}
     epoch_seconds, estimated = _epoch_seconds(summary, records)
     full = [r for r in records if not r.get("partial")]
     data_s = sum(r.get("data_seconds", 0.0) for r in records)
@@ -127,9 +144,11 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "local_batch": plan.get("local_batch"), "accum_steps": plan.get("accum_steps"),
         "variant": _variant(grid, cfg), "dataset": grid.get("dataset"),
         "warmup": grid.get("warmup"), "seed": grid.get("seed", cfg.get("seed")),
-        "optimizer": cfg.get("optimizer"), "lr_scaling": cfg.get("lr_scaling"), "base_lr": cfg.get("base_lr"),
-        "peak_lr": plan.get("peak_lr"), "warmup_epochs": plan.get("warmup_epochs"),
+        "optimizer": cfg.get("optimizer"), "lr_scaling": cfg.get("lr_scaling"),
+        "base_lr": search.get("base_lr", cfg.get("base_lr")),
+        "peak_lr": plan.get("peak_lr", summary.get("peak_lr")), "warmup_epochs": plan.get("warmup_epochs"),
         "warmup_steps": plan.get("warmup_steps"), "steps_per_epoch": plan.get("steps_per_epoch"),
+        "epoch_samples": plan.get("epoch_samples"),
         "epochs": cfg.get("epochs"), "epochs_done": len(full), "steps": summary.get("steps"),
         "epoch_seconds": epoch_seconds, "epoch_seconds_estimated": estimated,
         "images_per_second": summary.get("images_per_second"),
@@ -138,7 +157,10 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
         "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),
-        "steps_to_target": summary.get("steps_to_target"), "seconds_to_target": summary.get("seconds_to_target"),
+        "steps_to_target": summary.get("steps_to_target"), "epochs_to_target": summary.get("epochs_to_target"),
+        "seconds_to_target": summary.get("seconds_to_target"), "stopped": summary.get("stopped"),
+        "pruned_rung": pruned.get("rung"), "pruned_step": pruned.get("step"),
+        "point": grid.get("point"), "momentum": search.get("momentum", cfg.get("momentum")),
         "gns_b_simple": (read_json(d / GNS_FILE) or summary.get("gns") or {}).get("b_simple"),
         "error": summary.get("error"), "eval_split": summary.get("eval_split") or cfg.get("eval_split") or "val",
     }
@@ -147,7 +169,42 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
             row[f"final_{k}"] = v  # final_test_*: the end-of-training test figures
     for k, v in (summary.get("best") or {}).items():
         row[f"best_{k}"] = v
+    for k, v in search.items():
+        row[f"{HP}{k}"] = v
     return row
+
+
+def _measured(records: list[dict], per_epoch: list[dict]) -> list[dict]:
+    """A trial's evaluations: its full epoch records, whose `samples` (trained in that epoch) become the samples
+    seen so far as a step record's are, then its step records."""
+    out, seen = [], 0
+    for r in per_epoch:
+        seen = seen + r["samples"] if seen is not None and r.get("samples") is not None else None
+        if not r.get("partial"):
+            out.append({**r, "samples": seen})
+    return out + [r for r in records if r.get("kind") == "step"]
+
+
+def _evaluations(records: list[dict], owners: list[int], trials: pd.DataFrame) -> pd.DataFrame:
+    """`Study.steps`: one row per evaluation (step evaluations and full epoch records; an epoch cut short
+    evaluated nothing), ordered by step within each trial. `epoch` is fractional; `samples` the training samples
+    seen (an epoch record's: its epochs' samples summed, else epochs x the plan's epoch_samples, else steps x
+    global batch); `elapsed_seconds` the trial's clock as written (training and epoch evaluations)."""
+    base = STEP_KEYS + ["step", "epoch", "samples", "elapsed_seconds", "kind"]
+    if not records:
+        return pd.DataFrame(columns=base)
+    ev = pd.DataFrame.from_records(records)
+    owner = trials.iloc[owners][["results", "trial"]].reset_index(drop=True)
+    ev = pd.concat([owner, ev.drop(columns=[c for c in STEP_KEYS if c in ev])], axis=1)
+    ev = ev.merge(trials[STEP_KEYS + ["epoch_samples"]], on=["results", "trial"], how="left")
+    for c in ("step", "epoch", "samples", "elapsed_seconds", "epoch_samples"):
+        ev[c] = pd.to_numeric(ev[c], errors="coerce").astype(float) if c in ev else float("nan")
+    batch = pd.to_numeric(ev["global_batch"], errors="coerce")
+    ev["samples"] = ev["samples"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
+    ev["kind"] = ev["kind"].fillna("epoch") if "kind" in ev else "epoch"
+    metrics = [c for c in ev if c.startswith(("val_", "test_")) or c == "train_loss"]
+    ev = ev[base[:-2] + metrics + base[-2:]]
+    return ev.sort_values(["results", "trial", "step", "elapsed_seconds"], kind="stable").reset_index(drop=True)
 
 
 def load_results(paths) -> Study:
@@ -156,12 +213,16 @@ def load_results(paths) -> Study:
     if not dirs:
         raise LbscaleError(f"{', '.join(map(str, paths))}: no trials (directories with trial.yaml, config.json "
                            "or summary.json)")
-    rows, epochs, owners = [], [], []
+    rows, epochs, owners, evals, eval_owners = [], [], [], [], []
     for i, d in enumerate(dirs):
         records = _jsonl(d / METRICS)
-        rows.append(_trial_row(d, records))
-        epochs += records
-        owners += [i] * len(records)
+        per_epoch = epoch_records(records)
+        rows.append(_trial_row(d, per_epoch))
+        epochs += per_epoch
+        owners += [i] * len(per_epoch)
+        measured = _measured(records, per_epoch)
+        evals += measured
+        eval_owners += [i] * len(measured)
     trials = pd.DataFrame(rows)
     ep = pd.DataFrame.from_records(epochs)
     if not ep.empty:
@@ -171,7 +232,7 @@ def load_results(paths) -> Study:
         keys = ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed", "steps_per_epoch"]
         ep = ep.merge(trials[keys], on=["results", "trial"], how="left")
         ep["partial"] = ep["partial"].fillna(False).astype(bool) if "partial" in ep else False
-    return Study(trials, ep, [str(p) for p in paths])
+    return Study(trials, ep, [str(p) for p in paths], _evaluations(evals, eval_owners, trials))
 
 
 def is_number(v) -> bool:

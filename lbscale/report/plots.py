@@ -239,3 +239,91 @@ def time_split(study: Study):
     _legend(ax, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# --- a tuned study (a hyperparameter search per batch): from `tuned.best_trials` and `tuned.tuned_fits` ----------
+
+def _interval(lo, hi, fmt="{:.0f}") -> str:
+    return "" if lo is None or hi is None or pd.isna(lo) or pd.isna(hi) else f" [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def steps_to_result(best: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float):
+    """Steps to target of the best trial per batch (log-log), one line per variant; the fitted
+    S_min (1 + B_noise / B), B_noise with its bootstrap interval marked, and perfect scaling from the smallest batch."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    reached = best[best["reached"].astype(bool)]
+    fits = fits.set_index("variant") if "variant" in fits else fits
+    for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
+        g = g.sort_values("global_batch")
+        b, s = g["global_batch"].to_numpy(float), g["steps_to_target"].to_numpy(float)
+        line = ax.plot(b, s, "o-", label=f"{variant}: best trial")[0]
+        ax.plot(b, s[0] * b[0] / b, ":", color=line.get_color(), label=f"{variant}: perfect scaling")
+        f = fits.loc[variant] if variant in fits.index else None
+        if f is not None and pd.notna(f["b_noise"]) and pd.notna(f["s_min"]):
+            xs = np.geomspace(b.min(), b.max(), 50)
+            ax.plot(xs, f["s_min"] * (1 + f["b_noise"] / xs), "-", color=line.get_color(), alpha=0.6,
+                    label=f"{variant}: fit, B_noise = {f['b_noise']:.0f}{_interval(f['b_noise_lo'], f['b_noise_hi'])}")
+            ax.axvline(f["b_noise"], color=line.get_color(), ls="--", lw=1)
+            if pd.notna(f["b_noise_lo"]) and pd.notna(f["b_noise_hi"]):
+                ax.axvspan(f["b_noise_lo"], f["b_noise_hi"], color=line.get_color(), alpha=0.12)
+    if len(reached):
+        _batch_axis(ax, best["global_batch"])
+        marked = list(reached["global_batch"]) + [b for b in fits.get("b_noise", []) if pd.notna(b) and b > 0]
+        ax.set_xlim(min(marked) / 1.25, max(marked) * 1.25)  # an interval wider than the batches is clipped
+    else:
+        ax.text(0.5, 0.5, "no batch reached the target", ha="center", transform=ax.transAxes)
+    _log_y(ax)
+    ax.set_xlabel("global batch [images]")
+    ax.set_ylabel("optimizer steps to target (best trial)")
+    ax.set_title(f"Steps to {metric_label(metric)} {target:g}, best trial per batch")
+    _legend(ax, fontsize=7)
+    return fig
+
+
+def optimal_lr(best: pd.DataFrame, fits: pd.DataFrame, lr: str = "peak_lr"):
+    """The best trial's peak LR vs batch (log-log) per variant, the fitted c B^alpha with alpha's interval, and
+    the linear (slope 1) and square-root (slope 0.5) rules through the geometric centre of the points."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    pts = best.dropna(subset=[lr])
+    pts = pts[(pts[lr] > 0) & (pts["global_batch"] > 0)]
+    fits = fits.set_index("variant") if "variant" in fits else fits
+    for variant, g in pts.groupby(pts["variant"].fillna("-"), sort=True):
+        g = g.sort_values("global_batch")
+        line = ax.plot(g["global_batch"], g[lr], "o", label=f"{variant}: best trial")[0]
+        f = fits.loc[variant] if variant in fits.index else None
+        if f is not None and pd.notna(f["alpha"]) and pd.notna(f["c"]):
+            xs = np.geomspace(g["global_batch"].min(), g["global_batch"].max(), 50)
+            ax.plot(xs, f["c"] * xs ** f["alpha"], "-", color=line.get_color(),
+                    label=f"{variant}: alpha = {f['alpha']:.2f}{_interval(f['alpha_lo'], f['alpha_hi'], '{:.2f}')}")
+    if len(pts):
+        b0 = float(np.exp(np.log(pts["global_batch"].to_numpy(float)).mean()))
+        lr0 = float(np.exp(np.log(pts[lr].to_numpy(float)).mean()))
+        xs = np.geomspace(pts["global_batch"].min(), pts["global_batch"].max(), 50)
+        ax.plot(xs, lr0 * (xs / b0), "--", color="gray", label="linear rule (slope 1)")
+        ax.plot(xs, lr0 * (xs / b0) ** 0.5, ":", color="gray", label="square-root rule (slope 0.5)")
+        _batch_axis(ax, pts["global_batch"])
+    else:
+        ax.text(0.5, 0.5, "no best trial with a peak LR", ha="center", transform=ax.transAxes)
+    _log_y(ax)
+    ax.set_xlabel("global batch [images]")
+    ax.set_ylabel("peak LR of the best trial")
+    ax.set_title("Optimal learning rate vs global batch")
+    _legend(ax, fontsize=7)
+    return fig
+
+
+def budget(view: pd.DataFrame, metric: str):
+    """The best metric any trial reached within each epoch budget vs batch, one line per (variant,) budget."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    variants = view["variant"].fillna("-").nunique() > 1
+    for (variant, b), g in view.groupby([view["variant"].fillna("-"), "budget"], sort=True):
+        g = g.sort_values("global_batch")
+        ax.plot(g["global_batch"], g["best_value"], "o-",
+                label=(f"{variant}, " if variants else "") + f"{b:g} epoch{'' if b == 1 else 's'}")
+    if len(view):
+        _batch_axis(ax, view["global_batch"])
+    ax.set_xlabel("global batch [images]")
+    ax.set_ylabel(f"best {metric_label(metric)}")
+    ax.set_title(f"Best {metric_label(metric)} within an epoch budget")
+    _legend(ax, fontsize=8, title="budget")
+    return fig

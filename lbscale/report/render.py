@@ -66,16 +66,29 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#22
          "th{background:#eee}img{max-width:100%}.note{color:#555;font-size:90%}")
 
 
-def html_page(title: str, header: list[str], tables, figures: dict[str, bytes]) -> str:
-    """One file to send to a group: tables inline, figures as embedded PNGs."""
+def _img(name: str, png: bytes) -> str:
+    data = base64.b64encode(png).decode()
+    return f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
+
+
+def html_page(title: str, verdict: list[str], header: list[str], tables, figures: dict[str, bytes],
+              lead: str | None = None) -> str:
+    """One file to send to a group: the verdict and its figure (`lead`) first, then the header lines, the tables
+    inline and the other figures, all as embedded PNGs."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1><h2>Verdict</h2>"]
+    if len(verdict) == 1:
+        parts.append(f"<p>{html.escape(verdict[0])}</p>")
+    elif verdict:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in verdict) + "</ul>")
+    if lead in figures:
+        parts.append(_img(lead, figures[lead]))
     parts += [f"<p>{html.escape(line)}</p>" for line in header]
     for t in tables:
         parts.append(f"<h2>{html.escape(t.title)}</h2>{html_table(t.display)}")
         parts += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
     for name, png in figures.items():
-        data = base64.b64encode(png).decode()
-        parts.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>")
+        if name != lead:
+            parts.append(f"<h2>{html.escape(name)}</h2>{_img(name, png)}")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -16,6 +16,7 @@ import pandas as pd
 from lbscale.report.load import Study
 from lbscale.results import FINISHED
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency
+from lbscale.report.tuned import steps_to_result
 from lbscale.task import Task
 
 LABELS = {"top1": "Accuracy", "top5": "Top-5 accuracy", "f1_micro": "F1", "f1_macro": "F1 macro",
@@ -288,19 +289,18 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
 
 
 def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
-    """Steps / epochs / seconds to `target` per finished trial, from the epoch records (an analysis choice
-    made after the runs); trials that never reached it have None."""
+    """Steps / epochs / seconds to `target` per finished trial, from its evaluations (step evaluations where the
+    trial made them, else its epoch records: an analysis choice made after the runs); trials that never reached
+    it have None."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
     keys = ["results", "trial"]
     out = t[keys + GROUP + ["seed"]].copy()
-    ep = study.epochs
-    if len(ep) == 0 or metric not in ep:
+    ev = study.steps
+    if len(ev) == 0 or metric not in ev:
         return out.assign(steps=None, epochs=None, seconds=None)
-    e = ep[~ep["partial"]].dropna(subset=[metric])
-    e = e[e[metric] >= target] if task.higher_is_better(metric) else e[e[metric] <= target]
-    first = e.sort_values("step").groupby(keys, sort=False).first()[["step", "epoch", "elapsed_seconds"]]
-    first.columns = ["steps", "epochs", "seconds"]
-    return out.merge(first.reset_index(), on=keys, how="left")
+    first = steps_to_result(ev, metric, target, task.higher_is_better(metric), keys)
+    first = first.rename(columns={"step": "steps", "epoch": "epochs", "elapsed_seconds": "seconds"})
+    return out.merge(first, on=keys, how="left")
 
 
 def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table:
@@ -319,7 +319,7 @@ def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFra
                          "seconds_mean": t_mean})
     label = metric_label(metric)
     return Table("target", f"Steps and time to {label} {target:g}", pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["First evaluated epoch at or past the target; mean over the seeds that reached it"])
+                 ["First evaluation (step or epoch) at or past the target; mean over the seeds that reached it"])
 
 
 def scaling_table(study: Study) -> Table:

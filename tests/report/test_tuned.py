@@ -1,0 +1,227 @@
+"""The report of a tuned study (a hyperparameter search per batch): the batch_science-shaped functions on hand-made
+frames, the exponent of the optimal LR and the critical batch on result sets that follow a known law
+(tests/report/make_tuned.py), and `write_report` end to end. Expected values come from the hand-made rows or the
+law, never from the functions under test."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lbscale.report import ReportOptions, load_results, plots, write_report
+from lbscale.report.scaling import fit_critical_batch
+from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, bootstrap, budget_view,
+                                  fit_lr_exponent, lr_exponent, steps_to_result, trial_outcomes, tuned_fits)
+from tests.fixtures.make_results import make_study
+from tests.report.make_tuned import critical_steps, make_tuned_study, tuned_frames
+
+
+def _frame(rows):
+    """(trials, steps) from {trial: (batch, state, peak_lr, [(step, epoch, seconds, val_top1), ...])}."""
+    trials = pd.DataFrame([{"results": "r", "trial": t, "variant": "sgd", "global_batch": b, "state": state,
+                            "peak_lr": lr, "base_lr": lr / 2, "hp_base_lr": lr / 2, "hp_momentum": 0.9}
+                           for t, (b, state, lr, _) in rows.items()])
+    steps = pd.DataFrame([{"results": "r", "trial": t, "variant": "sgd", "global_batch": b, "step": s, "epoch": e,
+                           "elapsed_seconds": sec, "val_top1": v, "val_loss": 1 - v}
+                          for t, (b, _, _, evals) in rows.items() for s, e, sec, v in evals])
+    return trials, steps.sample(frac=1, random_state=3)  # row order is no hint: the functions order by step
+
+
+ROWS = {  # batch 256: a, b, c reach 0.9; b and c at step 20, c in fewer seconds; batch 512: nobody reaches 0.9
+    "a": (256, "completed", 0.1,
+          [(10, 0.5, 1.0, 0.50), (20, 1.0, 2.0, 0.70), (30, 1.5, 3.0, 0.90), (40, 2.0, 4.0, 0.95)]),
+    "b": (256, "completed", 0.2, [(10, 0.5, 1.0, 0.60), (20, 1.0, 2.5, 0.91), (30, 1.5, 3.5, 0.93)]),
+    "c": (256, "completed", 0.3,
+          [(10, 0.5, 1.0, 0.55), (20, 1.0, 2.2, 0.90), (30, 1.5, 3.2, 0.89), (40, 2.0, 4.2, 0.92)]),
+    "d": (512, "completed", 0.4, [(10, 1.0, 1.0, 0.40), (20, 2.0, 2.0, 0.80), (30, 3.0, 3.0, 0.78)]),
+    "e": (512, "pruned", 0.5, [(10, 1.0, 1.0, 0.45), (20, 2.0, 2.0, 0.85)]),  # pruned at step 20: its records count
+    "f": (512, "pending", 0.6, []),
+}
+
+
+def test_steps_to_result_is_the_first_evaluation_at_the_threshold_both_directions():
+    _, steps = _frame(ROWS)
+    up = steps_to_result(steps, "val_top1", 0.9, maximize=True).set_index("trial")
+    assert up["step"].to_dict() == {"a": 30, "b": 20, "c": 20}  # d and e never reach 0.9: absent
+    assert up["epoch"].to_dict() == {"a": 1.5, "b": 1.0, "c": 1.0}
+    assert up["elapsed_seconds"].to_dict() == {"a": 3.0, "b": 2.5, "c": 2.2}
+    # loss = 1 - accuracy: at or below 0.2 first where accuracy first reaches 0.8
+    down = steps_to_result(steps, "val_loss", 0.2 + 1e-12, maximize=False).set_index("trial")
+    assert down["step"].to_dict() == {"a": 30, "b": 20, "c": 20, "d": 20, "e": 20}
+    by_batch = steps_to_result(steps, "val_top1", 0.92, maximize=True, group_by=["global_batch"])
+    assert by_batch.to_dict("records") == [{"global_batch": 256, "step": 30, "epoch": 1.5, "elapsed_seconds": 3.5}]
+
+
+def test_best_measurement_and_the_epoch_budget_by_hand():
+    _, steps = _frame(ROWS)
+    best = best_measurement(steps, "val_top1", True, ["trial"]).set_index("trial")
+    assert best["val_top1"].to_dict() == {"a": 0.95, "b": 0.93, "c": 0.92, "d": 0.80, "e": 0.85}
+    assert best["step"].to_dict() == {"a": 40, "b": 30, "c": 40, "d": 20, "e": 20}
+    worst_loss = best_measurement(steps, "val_loss", False, ["global_batch"]).set_index("global_batch")
+    assert worst_loss["trial"].to_dict() == {256: "a", 512: "e"}
+    assert sorted(apply_epoch_budget(steps, 1.0)["step"]) == [10, 10, 10, 10, 10, 20, 20, 20]
+
+
+def test_best_trial_per_batch_fewest_steps_then_seconds_else_the_best_metric():
+    trials, steps = _frame(ROWS)
+    best = best_trials(trials, steps, "val_top1", 0.9, maximize=True).set_index("global_batch")
+    assert best.loc[256, "trial"] == "c"  # b and c reach 0.9 at step 20; c after 2.2 s, b after 2.5 s
+    assert best.loc[256, "reached"] and best.loc[256, "steps_to_target"] == 20
+    assert best.loc[256, "seconds_to_target"] == 2.2 and best.loc[256, "epochs_to_target"] == 1.0
+    assert best.loc[256, "peak_lr"] == 0.3 and best.loc[256, "hp_base_lr"] == 0.15
+    assert best.loc[256, "best_value"] == 0.92
+    # nobody reached 0.9 at 512: the best accuracy wins, the pruned trial's 0.85 over d's 0.80
+    assert best.loc[512, "trial"] == "e" and not best.loc[512, "reached"]
+    assert math.isnan(best.loc[512, "steps_to_target"]) and best.loc[512, "best_value"] == 0.85
+    assert {"hp_base_lr", "hp_momentum", "base_lr", "peak_lr", "best_value"} <= set(best.columns)
+    assert "f" not in set(trial_outcomes(trials, steps, "val_top1", 0.9, True)["trial"])  # pending: no records
+    # a loss: the lowest wins; without a target the best value over all evaluations decides everywhere
+    low = best_trials(trials, steps, "val_loss", None, maximize=False).set_index("global_batch")
+    assert low["trial"].to_dict() == {256: "a", 512: "e"} and not low["reached"].any()
+    assert low["best_value"].to_dict() == pytest.approx({256: 0.05, 512: 0.15})
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_fit_lr_exponent_recovers_an_exact_power_law(alpha):
+    batches = [64, 128, 256, 1000, 4096, 32768]
+    fit = fit_lr_exponent(batches, [0.02 * b ** alpha for b in batches])
+    assert fit.alpha == pytest.approx(alpha, abs=1e-6) and fit.c == pytest.approx(0.02, rel=1e-6) and fit.points == 6
+    assert fit_lr_exponent([512, 512], [0.1, 0.2]) is None  # one batch: nothing to fit
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_best_trials_and_the_bootstrap_recover_the_lr_exponent(alpha):
+    # per batch seven LRs half an octave apart around lr* = 0.02 B^alpha, the grid shifted by up to 0.2 octave;
+    # the LR closest to lr* reaches the target first
+    batches = [2 ** k for k in range(6, 14)]
+    offsets = np.random.default_rng(7).uniform(-0.2, 0.2, len(batches))
+    trials, steps = tuned_frames(batches, [-1.5, -1, -0.5, 0, 0.5, 1, 1.5], alpha, offsets=offsets)
+    best = best_trials(trials, steps, "val_top1", 0.9, maximize=True).set_index("global_batch")
+    law = {b: 0.02 * b ** alpha for b in batches}
+    closest = trials.assign(d=abs(np.log2(trials["peak_lr"] / trials["global_batch"].map(law))))
+    closest = closest.sort_values("d").drop_duplicates("global_batch").set_index("global_batch")
+    assert best["trial"].to_dict() == closest["trial"].to_dict()
+    assert lr_exponent(best.reset_index()) == pytest.approx(alpha, abs=0.05)
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["alpha"] == pytest.approx(alpha, abs=0.05) and fit["c"] > 0
+    assert fit["alpha_lo"] <= alpha <= fit["alpha_hi"] and fit["alpha_lo"] < fit["alpha"] < fit["alpha_hi"]
+    assert fit["alpha_resamples"] == 1000
+    again = bootstrap(trial_outcomes(trials, steps, "val_top1", 0.9, True), lr_exponent, True)
+    assert (again.lo, again.hi) == (fit["alpha_lo"], fit["alpha_hi"])  # seeded: the same interval
+
+
+def test_the_critical_batch_of_the_best_trials():
+    # the best LR of every batch needs S(B) = 1000 (1 + 256 / B) steps; the others 1.25 to 1.75 times that
+    batches = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    trials, steps = tuned_frames(batches, [-1.5, -1, -0.5, 0, 0.5, 1, 1.5], 0.5)
+    best = best_trials(trials, steps, "val_top1", 0.9, True).set_index("global_batch")
+    np.testing.assert_allclose(best["steps_to_target"], np.round(critical_steps(batches)))
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["b_noise"] == pytest.approx(256, rel=0.01) and fit["s_min"] == pytest.approx(1000, rel=0.01)
+    assert fit["b_noise_lo"] <= 256 <= fit["b_noise_hi"] and fit["b_noise_resamples"] == 1000
+    direct = fit_critical_batch(batches, critical_steps(batches))  # the same model without rounding
+    assert direct.b_noise == pytest.approx(256, rel=1e-9)
+
+
+def test_budget_view_by_hand():
+    trials, steps = _frame(ROWS)
+    view = budget_view(trials, steps, "val_top1", True, [1.0, 2.0]).set_index(["global_batch", "budget"])
+    assert view["best_value"].to_dict() == {(256, 1.0): 0.91, (512, 1.0): 0.45, (256, 2.0): 0.95, (512, 2.0): 0.85}
+    assert view["trial"].to_dict() == {(256, 1.0): "b", (512, 1.0): "e", (256, 2.0): "a", (512, 2.0): "e"}
+
+
+# --- result directories written by code ---------------------------------------------------------------------
+
+def test_load_a_tuned_study(tmp_path):
+    study = load_results([make_tuned_study(tmp_path / "tuned")])
+    t = study.trials.set_index("trial")
+    assert study.tuned and t["state"].value_counts().to_dict() == {"completed": 10, "pruned": 2, "pending": 1}
+    assert t.loc["b256-sgd-none-p2-s0", "pruned_rung"] == 1 and t.loc["b256-sgd-none-p2-s0", "pruned_step"] == 500
+    assert t.loc["b256-sgd-none-p1-s0", "stopped"] == "target"
+    assert t.loc["b1024-sgd-none-p1-s0", "hp_base_lr"] == pytest.approx(0.02 * 1024 ** 0.5)
+    assert t.loc["b1024-sgd-none-p1-s0", "point"] == 1 and t.loc["b1024-sgd-none-p1-s0", "hp_momentum"] == 0.9
+    # the best LR of 1K stops at S(1K) = 1,250 steps: epochs of 2^18 / 1K = 256 steps, evaluations every 125
+    one = study.steps[study.steps["trial"] == "b1024-sgd-none-p1-s0"]
+    assert list(one["kind"]).count("step") == 10 and list(one["kind"]).count("epoch") == 4
+    assert list(one["step"]) == sorted(one["step"]) and one["step"].max() == 1250
+    assert list(one.columns) == ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed", "step",
+                                 "epoch", "samples", "train_loss", "val_top1", "val_loss", "elapsed_seconds", "kind"]
+    step_rows = one[one["kind"] == "step"]
+    np.testing.assert_allclose(step_rows["epoch"], step_rows["step"] / 256)
+    # samples seen so far: a step record's as written, an epoch record's summed over its epochs (each 256 x 1K)
+    np.testing.assert_allclose(one["samples"], one["step"] * 1024)
+    assert set(study.epochs[study.epochs["trial"] == "b1024-sgd-none-p1-s0"]["epoch"]) == {1, 2, 3, 4}
+    assert t.loc["b1024-sgd-none-p1-s0", "epochs_done"] == 4  # step evaluations are not epochs
+    assert (study.epochs["epoch"] % 1 == 0).all() and "kind" not in study.epochs
+
+
+def test_old_results_load_as_before(tmp_path):
+    study = load_results([make_study(tmp_path / "sat4", seeds=1)])
+    assert not study.tuned and set(study.steps["kind"]) == {"epoch"}
+    assert len(study.steps) == int((~study.epochs["partial"]).sum())  # every full epoch, no partial one
+
+
+def _sections(md: str) -> list[str]:
+    return md.split("\n## ")
+
+
+def test_tuned_report_opens_with_the_verdict_and_counts_pruned_trials(tmp_path):
+    res = make_tuned_study(tmp_path / "tuned")  # lr* = 0.02 B^0.5 exactly, S(B) = 1000 (1 + 256 / B)
+    out, line = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "html", "csv")))
+    md = (out / "report.md").read_text()
+    first = _sections(md)[1]
+    assert first.startswith("Verdict\n\nsgd-none: ") and "|" not in first  # the first section: before any table
+    assert "alpha = 0.50 [" in first and "critical batch B_noise ~ 256 [" in first
+    assert first.index("![steps-to-result](figures/steps-to-result.png)") < first.index("13 trials")
+    assert "13 trials: 10 completed, 1 pending, 2 pruned" in first
+    assert _sections(md)[2].startswith("Best trial per batch (tuned)")
+    assert "(10 finished, 2 pruned)" in line and "alpha = 0.50" in line
+    html = (out / "report.html").read_text()
+    assert html.index("<h2>Verdict</h2>") < html.index("<img") < html.index("<table>")
+    best = pd.read_csv(out / "tables" / "tuned-best.csv").set_index("global_batch")
+    assert best["steps_to_target"].to_dict() == {b: critical_steps(b) for b in (256, 512, 1024, 2048)}
+    np.testing.assert_allclose(best["peak_lr"], [0.02 * b ** 0.5 for b in best.index])
+    own = load_results([res]).trials.set_index("trial")  # what each trial's summary.json says it took
+    for col in ("steps_to_target", "epochs_to_target", "seconds_to_target"):
+        np.testing.assert_allclose(best[col], own.loc[best["trial"], col].to_numpy(float))
+    for name in ("steps-to-result", "optimal-lr", "budget"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 5000
+
+
+def test_tuned_report_without_a_target_says_so(tmp_path):
+    res = make_tuned_study(tmp_path / "tuned", own_target=False)
+    out, line = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md",)))
+    first = _sections((out / "report.md").read_text())[1]
+    assert "no target" in first and "steps-to-result figure is skipped" in first and "alpha = " in first
+    assert "![optimal-lr](figures/optimal-lr.png)" in first and not (out / "figures" / "steps-to-result.png").exists()
+
+
+def test_untuned_report_still_opens_with_its_verdict(tmp_path):
+    out, line = write_report([make_study(tmp_path / "sat4", seeds=1)], ReportOptions(out=tmp_path / "rep",
+                                                                                     formats=("md",)))
+    first = _sections((out / "report.md").read_text())[1]
+    assert first.startswith("Verdict\n\nlamb-sqrt: best accuracy") and "|" not in first
+    assert "![metric-vs-batch](figures/metric-vs-batch.png)" in first
+    assert "metric-vs-batch.png" not in _sections((out / "report.md").read_text())[-1]  # shown once
+
+
+# --- figures --------------------------------------------------------------------------------------------------
+
+def test_figures_plot_the_best_trials_and_the_reference_slopes():
+    batches = [64, 256, 1024, 4096]
+    trials, steps = tuned_frames(batches, [-1, 0, 1], 0.5)
+    best = best_trials(trials, steps, "val_top1", 0.9, True)
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True, n=50)
+    ax = plots.steps_to_result(best, fits, "val_top1", 0.9).axes[0]
+    points = ax.get_lines()[0]
+    np.testing.assert_allclose(points.get_xdata(), batches)
+    np.testing.assert_allclose(points.get_ydata(), np.round(critical_steps(batches)))
+    lines = {ln.get_label(): ln for ln in plots.optimal_lr(best, fits).axes[0].get_lines()}
+    fitted, = [ln for name, ln in lines.items() if "alpha = 0.50" in name]
+    for name, slope in (("linear rule (slope 1)", 1.0), ("square-root rule (slope 0.5)", 0.5)):
+        x, y = np.asarray(lines[name].get_xdata()), np.asarray(lines[name].get_ydata())
+        assert np.log(y[-1] / y[0]) / np.log(x[-1] / x[0]) == pytest.approx(slope)
+        # through the geometric centre of the best trials' points: at B = 512 (geometric mean), lr* = 0.02 * 512^0.5
+        assert np.interp(np.log(512), np.log(x), np.log(y)) == pytest.approx(np.log(0.02 * 512 ** 0.5))
+    np.testing.assert_allclose(fitted.get_ydata(), 0.02 * np.asarray(fitted.get_xdata()) ** 0.5, rtol=1e-6)
