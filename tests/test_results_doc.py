@@ -56,6 +56,20 @@ def test_every_field_the_writers_write_is_documented(tiny_h5, tmp_path, run_cli,
     fields["gns-every record"] = _keys(json.loads((ddp / "metrics.jsonl").read_text().splitlines()[0]))
     fields["summary gns"] = set(json.loads((ddp / "summary.json").read_text())["gns"])
 
+    prune = ["--prune", "asha", "--prune-min-steps", "4", "--prune-eta", "2", "--prune-group", "g", "--eval-every",
+             "5", "--eval-subset", "40", "--target-metric", "val_loss", "--target", "1e9", "--stop-at-target"]
+    assert run_cli("train", "--data", tiny_h5, "--out", tmp_path / "tuned" / "a", "--epochs", "1", *prune,
+                   *COMMON)[0] == 0
+    assert run_cli("train", "--data", tiny_h5, "--out", tmp_path / "tuned" / "b", "--epochs", "1", *prune[:-5],
+                   "--optimizer", "sgd", "--base-lr", "1e6", "--on-divergence", "continue", *COMMON)[0] == 0
+    step = [json.loads(line) for line in (tmp_path / "tuned" / "a" / "metrics.jsonl").read_text().splitlines()]
+    fields["step record"] = _keys(step[0])
+    pruned = json.loads((tmp_path / "tuned" / "b" / "summary.json").read_text())
+    assert pruned["status"] == "pruned"
+    fields["pruned summary"] = _keys(pruned) | set(pruned["pruned_at"])
+    rungs = json.loads((tmp_path / "tuned" / "b" / "rungs.json").read_text())
+    fields["rungs.json"] = set(rungs) | set().union(*rungs["rungs"])
+
     spec = tmp_path / "broken.yaml"
     spec.write_text(SPEC.format(data=tiny_h5, missing=tmp_path / "gone.h5"))
     run_cli("sweep", spec, "--results", tmp_path / "res", "--quiet")

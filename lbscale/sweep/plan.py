@@ -179,7 +179,9 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         if name is not None and not SAFE_ID.match(name):
             raise LbscaleError(f"{spec.path}: dataset name {name!r} may use letters, digits, '.', '_' and '-' only")
     samples = {name: _train_samples(path) for name, path in datasets.items()}
-    points = list(enumerate(spec.search.points())) if spec.search else [(None, {})]
+    def points_of(variant: str) -> list[tuple[int | None, dict]]:
+        space = spec.variant_search.get(variant, spec.search)
+        return list(enumerate(space.points())) if space else [(None, {})]
 
     plans = []
     for b, g, local, where in cells:
@@ -189,7 +191,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
             raise LbscaleError(f"{where}{e}") from None
         for (dname, dpath), (vname, voptions) in itertools.product(datasets.items(), variants.items()):
             train_samples = samples[dname]
-            for w, (k, point), seed in itertools.product(warmups, points, seed_list):
+            for w, (k, point), seed in itertools.product(warmups, points_of(vname), seed_list):
                 cell = ([f"b{b}", f"g{g}"] + ([dname] if dname is not None else []) + [vname]
                         + ([_warmup_tag(w)] if w is not None else []))
                 trial_id = "-".join(cell + ([f"p{k}"] if k is not None else []) + [f"s{seed}"])

@@ -29,6 +29,7 @@ class SweepSpec:
     points: list | None = None  # explicit (batch, gpus, local_batch) rows instead of batch x gpus
     datasets: dict = field(default_factory=dict)  # name -> prepared file: the data as an axis (full / filtered)
     search: SearchSpace | None = None  # options sampled per (batch, variant): a tuned study
+    variant_search: dict = field(default_factory=dict)  # variant -> its own SearchSpace
     system: str = "generic"
     results: str | None = None
     path: str = ""
@@ -77,6 +78,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     variants = grid.get("variants") or {}
     if not isinstance(variants, dict):
         raise LbscaleError(f"{path}: grid.variants must map names to trial options")
+    searches = {}  # a variant's own search space (optimizers tuned over their own ranges) replaces grid.search
+    for k, v in variants.items():
+        if isinstance(v, dict) and "search" in v:
+            v = dict(v)
+            searches[str(k)] = parse_search(v.pop("search"), f"{path}: variant {k}", FIELDS)
+            variants[k] = v
     variants = {str(k): _check_trial_keys(v, f"{path}: variant {k}") for k, v in variants.items()}
     datasets = grid.get("datasets") or {}
     if not isinstance(datasets, dict) or not all(isinstance(v, str) for v in datasets.values()):
@@ -90,4 +97,5 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
                      datasets={str(k): v for k, v in datasets.items()},
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
                      seeds=grid.get("seeds", 1), system=str(raw.get("system", "generic")), results=raw.get("results"),
-                     path=str(path), search=parse_search(grid.get("search"), str(path), FIELDS))
+                     path=str(path), search=parse_search(grid.get("search"), str(path), FIELDS),
+                     variant_search=searches)

@@ -72,11 +72,13 @@ def trial_state(trial_dir: Path) -> dict:
     else:
         state = "pending"
     last = next((r for r in reversed(epoch_records(records)) if not r.get("partial")), {})
-    metric = primary_metric(config, last)
+    # a trial stopped at its target or pruned inside its first epoch: its last step evaluation's figure
+    shown = last or next((r for r in reversed(records) if r.get("kind") == "step"), {})
+    metric = primary_metric(config, shown)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
     return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),
             "epochs": (config.get("config") or {}).get("epochs"), "metric": metric,
-            "value": last.get(metric) if metric else None,
+            "value": shown.get(metric) if metric else None,
             "job": run.get("job") or submitted.get("job"), "elapsed": elapsed,
             "error": summary.get("error") if summary else None}
 

@@ -109,3 +109,15 @@ def test_bad_search_specs_are_one_line(tmp_path, search, message):
     text = SPEC.split("  search:")[0] + "  search:\n    " + search + "\n"
     with pytest.raises(LbscaleError, match=message.replace("(", r"\(")):
         _plans(tmp_path, text=text)
+
+
+def test_a_variant_searches_its_own_space(tmp_path):
+    text = SPEC.replace("    nesterov: {optimizer: nesterov}",
+                        "    nesterov: {optimizer: nesterov, search: {trials: 2, sampler: random, seed: 1,\n"
+                        "               base_lr: {loguniform: [0.1, 10]}}}")
+    plans = _plans(tmp_path, text=text)
+    own = [p for p in plans if p.trial_id.startswith("b32-g1-nesterov")]
+    u = np.random.default_rng(1).random((2, 1))
+    assert [p.trial_id for p in own] == ["b32-g1-nesterov-p0-s0", "b32-g1-nesterov-p1-s0"]
+    assert [p.config.base_lr for p in own] == pytest.approx(list(10 ** (-1 + 2 * u[:, 0])), rel=1e-3)
+    assert len([p for p in plans if p.trial_id.startswith("b32-g1-sgd")]) == 8  # the grid's search stands

@@ -179,3 +179,25 @@ def test_paper_specs_train_a_full_pass_per_epoch():
     goyal = _steps("imagenet-goyal", 1_281_167, 8192)
     assert (goyal.steps_per_epoch, goyal.total_steps) == (157, 14_130)
     assert all(p.config.last_batch == "keep" for name in STUDIES for p in _shipped(name)[1])
+
+
+def test_sat4_tuned_searches_each_optimizer_per_batch():
+    spec, plans = _shipped("sat4-lamb-tuned")
+    assert len(plans) == 4 * 2 * 16 and _rows(plans) == _rows(_shipped("sat4-lamb")[1])
+    lamb = [p for p in plans if p.variant == "lamb"]
+    nesterov = [p for p in plans if p.variant == "nesterov"]
+    assert {p.config.optimizer for p in lamb} == {"lamb"} and {p.config.optimizer for p in nesterov} == {"nesterov"}
+    assert all(1e-3 <= p.config.base_lr <= 0.1 for p in lamb) and all(0.1 <= p.config.base_lr <= 30 for p in nesterov)
+    assert all(0.7 <= p.config.momentum <= 0.99 for p in nesterov) and "momentum" not in lamb[0].search
+    assert {p.config.prune_group for p in plans} == {f"b{b}-g{g}-{v}" for b, g in
+                                                     [(8192, 4), (16384, 8), (32768, 16), (65536, 32)]
+                                                     for v in ("lamb", "nesterov")}
+    assert all(p.config.stop_at_target and p.config.eval_split == "val" and p.plan.peak_lr == p.config.base_lr
+               for p in plans)  # tuned on val, no scaling rule: the searched LR is the LR
+    assert "sat4-lamb-tuned.yaml" in DOCS and "fair comparison with other optimizers" in _header("sat4-lamb-tuned")
+
+
+def test_cifar10_batch_has_the_lr_axis_of_figures_4_and_5():
+    _, plans = _shipped("cifar10-batch")
+    assert sorted({p.config.base_lr for p in plans}) == [0.01, 0.05, 0.1, 0.5]
+    assert "Figures 4-5" in _header("cifar10-batch")
