@@ -17,18 +17,18 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# The main job on the embedded default: prepare the synthetic set, show the sweep plan, run the sweep
-# (batch 32..2048 x LAMB/SGD x 2 seeds, one process per trial; about 7 minutes on 2 cores), show its status,
-# report it.
+# The main job on the embedded default: prepare the synthetic set, show the sweep plan, run the tuned sweep
+# (batch 32..512 x 6 searched learning rates, stopped at the target, pruned by successive halving; one process
+# per trial, a few minutes on 2 cores), show its status, report it (the tuned verdict first).
 demo: venv
 	mkdir -p data
 	$(LBSCALE) prepare synthetic --out $(DEMO_DATA) --count 6000 --label-noise 0.05 --force
 	$(LBSCALE) data info $(DEMO_DATA)
 	$(LBSCALE) data check $(DEMO_DATA)
-	$(LBSCALE) sweep experiments/demo-sweep.yaml --dry-run
-	$(LBSCALE) sweep experiments/demo-sweep.yaml --quiet
-	$(LBSCALE) status results/demo-sweep
-	$(LBSCALE) report results/demo-sweep --out reports/demo-sweep
+	$(LBSCALE) sweep experiments/demo-tuned.yaml --dry-run
+	$(LBSCALE) sweep experiments/demo-tuned.yaml --quiet
+	$(LBSCALE) status results/demo-tuned
+	$(LBSCALE) report results/demo-tuned --out reports/demo-tuned
 
 test: venv
 	$(PY) -m pytest -q
@@ -40,4 +40,4 @@ lint: venv
 	$(PY) -m ruff check lbscale tests benchmarks
 
 clean:
-	rm -rf $(VENV) data results/demo-sweep results/runs reports .pytest_cache
+	rm -rf $(VENV) data results/demo-tuned results/demo-sweep results/runs reports .pytest_cache

@@ -83,17 +83,18 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
 
 
 def _ranked(outcomes: pd.DataFrame, maximize: bool) -> pd.DataFrame:
-    """Trials best first: reached before not, then fewer steps, fewer seconds, the better value, the name."""
+    """Trials best first: reached before not, then fewer steps, the better value, the name. Not the seconds:
+    measured time is noise on a shared machine, and the best trial must be the same in a rerun."""
     key = -outcomes["best_value"] if maximize else outcomes["best_value"]
     ranked = outcomes.assign(_missed=~outcomes["reached"].astype(bool), _key=key)
-    ranked = ranked.sort_values(["_missed", "steps_to_target", "seconds_to_target", "_key", "trial", "results"],
+    ranked = ranked.sort_values(["_missed", "steps_to_target", "_key", "trial", "results"],
                                 na_position="last", kind="stable")
     return ranked.drop(columns=["_missed", "_key"])
 
 
 def best_trials(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None, maximize: bool,
                 group_by=GROUP) -> pd.DataFrame:
-    """Per group the best trial: the fewest steps to `target` (ties: fewer seconds); where no trial of the group
+    """Per group the best trial: the fewest steps to `target` (ties: the better best value); where no trial of the group
     reached it (or target is None), the best `metric` over its evaluations. Columns: group_by, trial, results,
     reached, steps/epochs/seconds_to_target, best_value, best_step, peak_lr, base_lr, momentum, every hp_*."""
     keys = list(group_by)

@@ -74,8 +74,8 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
         row.update({f"Best {label}": _num(r["best_value"]), "Peak LR": _hp(r.get("peak_lr"))})
         row.update({c.removeprefix(HP): _hp(r[c]) for c in hps if c != f"{HP}peak_lr"})
         disp.append(row)
-    goal = (f"the fewest steps to {label} {target:g} (ties: the fewer seconds); where no trial reached it, the "
-            f"best {metric} of any evaluation" if target is not None
+    goal = (f"the fewest steps to {label} {target:g} (ties: the better best value, then the trial id); where no "
+            f"trial reached it, the best {metric} of any evaluation" if target is not None
             else f"the best {metric} of any evaluation (no target given)")
     return Table("tuned-best", "Best trial per batch (tuned)", pd.DataFrame(disp), best.reset_index(drop=True),
                  [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included",
