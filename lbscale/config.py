@@ -259,8 +259,10 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
             raise LbscaleError(f"--{name.replace('_', '-')} must be >= 1")
     if cfg.eval_every is not None and cfg.eval_every_samples is not None:
         raise LbscaleError("--eval-every and --eval-every-samples: give one of them")
-    if cfg.eval_subset is not None and cfg.eval_every is None and cfg.eval_every_samples is None:
-        raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples) too")
+    if cfg.eval_subset is not None and cfg.eval_every is None and cfg.eval_every_samples is None \
+            and cfg.prune == "none":
+        raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples, "
+                           "or --prune) too")
     if cfg.stop_at_target and cfg.target is None:
         raise LbscaleError("--stop-at-target needs --target-metric and --target")
     if cfg.prune == "none":

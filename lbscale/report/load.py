@@ -47,10 +47,13 @@ class Study:
 
     @property
     def tuned(self) -> bool:
-        """A tuned study: some trial is a point of a hyperparameter search (grid.json's "point" / "search")."""
+        """A tuned study: some trial is a point of a hyperparameter search (grid.json's "point" / "search") that
+        is a tuning, not an axis (`grid.search.tune: false`: each point its own curve, reported by rule)."""
         t = self.trials
-        cols = [c for c in t if c == "point" or c.startswith(HP)]
-        return bool(cols) and bool(t[cols].notna().any().any())
+        if "point" not in t:
+            return False
+        tune = t["tune"] if "tune" in t else pd.Series(True, index=t.index)
+        return bool((t["point"].notna() & (tune.astype(object) != False)).any())  # noqa: E712
 
     def varies(self, axis: str) -> bool:
         """Does the grid vary this axis (variant, warm-up)? Tables ask per row, so it is cached."""
@@ -119,6 +122,8 @@ def _variant(grid: dict, cfg: dict) -> str | None:
     """The curve a trial belongs to: its variant, prefixed by its dataset where the data is a grid axis
     (full / network-filtered / random-filtered arms: `nf:resnet18`)."""
     variant = grid.get("variant") or (f"{cfg['optimizer']}-{cfg['lr_scaling']}" if cfg else None)
+    if grid.get("search") and grid.get("tune") is False:  # the points are an axis: each its own curve
+        variant = " ".join([variant or "-", *(f"{k}={v}" for k, v in grid["search"].items())])
     return f"{grid['dataset']}:{variant}" if grid.get("dataset") else variant
 
 
@@ -160,7 +165,7 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "steps_to_target": summary.get("steps_to_target"), "epochs_to_target": summary.get("epochs_to_target"),
         "seconds_to_target": summary.get("seconds_to_target"), "stopped": summary.get("stopped"),
         "pruned_rung": pruned.get("rung"), "pruned_step": pruned.get("step"),
-        "point": grid.get("point"), "momentum": search.get("momentum", cfg.get("momentum")),
+        "point": grid.get("point"), "tune": grid.get("tune"), "momentum": search.get("momentum", cfg.get("momentum")),
         "gns_b_simple": (read_json(d / GNS_FILE) or summary.get("gns") or {}).get("b_simple"),
         "error": summary.get("error"), "eval_split": summary.get("eval_split") or cfg.get("eval_split") or "val",
     }

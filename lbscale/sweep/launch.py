@@ -30,6 +30,8 @@ from lbscale.sweep.state import count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
 RUNG_WAITS = "rung-waits.json"  # how often an array task went back to the queue to wait at a rung
+RUNG_WAIT_SECONDS = 30  # an array task waiting at a rung sleeps this long before it requeues itself
+MAX_RUNG_WAITS = 500  # then it gives up: a peer that never reports (cancelled, crashed) must not loop forever
 MAX_REASON = 500  # characters of a failed trial's reason kept in its summary
 
 
@@ -129,7 +131,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
         code = REQUEUE_EXIT
     if code not in (0, REQUEUE_EXIT) and not (p.out / SUMMARY).exists() and not _stopped_from_outside(code):
         write_failed_summary(p.out, failure_reason(log_path, log_start, code), exit_code=code, log=str(log_path))
-    if code != REQUEUE_EXIT or waiting(p):
+    if code != REQUEUE_EXIT:
         (p.out / RUN).unlink(missing_ok=True)
     return code
 
@@ -196,6 +198,8 @@ class LocalLauncher:
                     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                             f"--nproc_per_node={p.gpus}", *argv[1:]]
                 code = run_process(p, argv)
+                if waiting(p):  # not interrupted: the next round resumes it
+                    (p.out / RUN).unlink(missing_ok=True)
                 failures += code not in (0, REQUEUE_EXIT)
                 print(f"[{i}/{len(todo)}] {p.trial_id}: {_outcome(p, code)}", flush=True)
             # synchronous halving: trials wait at a rung for peers that ran after them; another round resumes
@@ -228,6 +232,8 @@ def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[st
         lines.append(f"--gres={str(s['gres']).format(gpus=per_node)}")
     if run.options.requeue:
         lines += ["--requeue", f"--signal=USR1@{run.signal_seconds}"]
+    elif p.config.prune == "sha":  # a trial waiting at a rung goes back to the queue
+        lines.append("--requeue")
     return lines
 
 
@@ -311,10 +317,22 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
                 "--kill-on-bad-exit=1", *map(str, run.system.get("srun_args") or []), *argv]
     code = run_process(p, argv, job=env.job_name)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
-    waits = (read_json(p.out / RUNG_WAITS) or {}).get("requeues", 0)
+    record = read_json(p.out / RUNG_WAITS) or {}
+    waits = record.get("requeues", 0) if record.get("job") == env.job_name else 0  # SLURM counts per job
     if code == REQUEUE_EXIT and waiting(p) and env.job_name:  # synchronous halving: back in the queue
-        write_json(p.out / RUNG_WAITS, {"requeues": waits + 1})  # not preemptions: --max-requeues skips them
-        slurm.requeue(env.job_name)
+        if waits >= MAX_RUNG_WAITS:
+            why = (f"waited {waits} times at a rung for peers that did not report (see rungs.json); "
+                   "a rerun of the sweep resumes it")
+            write_failed_summary(p.out, why, requeues=env.restart_count)
+            (p.out / RUN).unlink(missing_ok=True)
+            print(f"{p.trial_id}: failed: {why}", flush=True)
+            return 1
+        write_json(p.out / RUNG_WAITS, {"job": env.job_name, "requeues": waits + 1})  # not preemptions
+        time.sleep(RUNG_WAIT_SECONDS)  # the peers train meanwhile: no instant resubmission loop
+        if not slurm.requeue(env.job_name):
+            print(f"{p.trial_id}: scontrol requeue {env.job_name} failed; the trial waits at its rung until the "
+                  "sweep is run again", flush=True)
+            return 1
         return 0
     if code == REQUEUE_EXIT and run.options.requeue and env.job_name:
         if env.restart_count - waits >= run.options.max_requeues:

@@ -90,12 +90,14 @@ class TrialPlan:
     dataset: str | None = None  # the name of grid.datasets' entry
     point: int | None = None  # grid.search: which point, and its options
     search: dict | None = None
+    tune: bool | None = None  # grid.search.tune: candidates of a tuning (True) or an axis (False)
 
     def axes(self) -> dict:
         """grid.json: where in its sweep's grid this trial sits."""
         return {"sweep": self.sweep, "trial": self.trial_id, "global_batch": self.plan.global_batch,
                 "gpus": self.gpus, "nodes": self.nodes, "variant": self.variant, "warmup": self.warmup,
-                "seed": self.config.seed, "dataset": self.dataset, "point": self.point, "search": self.search}
+                "seed": self.config.seed, "dataset": self.dataset, "point": self.point, "search": self.search,
+                "tune": self.tune}
 
     @property
     def out(self) -> Path:
@@ -179,9 +181,22 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         if name is not None and not SAFE_ID.match(name):
             raise LbscaleError(f"{spec.path}: dataset name {name!r} may use letters, digits, '.', '_' and '-' only")
     samples = {name: _train_samples(path) for name, path in datasets.items()}
+    def space_of(variant: str):
+        return spec.variant_search.get(variant, spec.search)
+
     def points_of(variant: str) -> list[tuple[int | None, dict]]:
-        space = spec.variant_search.get(variant, spec.search)
-        return list(enumerate(space.points())) if space else [(None, {})]
+        space = space_of(variant)
+        if not space:
+            return [(None, {})]
+        # an axis or an override that sets the same option would overwrite the point silently
+        taken = {"warmup_epochs": spec.warmup is not None, "epochs": epochs is not None,
+                 "local_batch": local_batch is not None or spec.local_batch is not None or bool(spec.points),
+                 "accum_steps": local_batch is not None or spec.local_batch is not None or bool(spec.points)}
+        clash = sorted(k for k in space.names if taken.get(k))
+        if clash:
+            raise LbscaleError(f"{spec.path}: grid.search sets {clash[0]}, which the grid (or --{clash[0]}) "
+                               "sets too; search it or give it, not both")
+        return list(enumerate(space.points()))
 
     plans = []
     for b, g, local, where in cells:
@@ -213,7 +228,8 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
                 except LbscaleError as e:
                     raise LbscaleError(f"trial {trial_id}: {e}") from None
                 plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
-                                       None if w is None else str(w), spec.name, dname, k, point or None))
+                                       None if w is None else str(w), spec.name, dname, k, point or None,
+                               space_of(vname).tune if k is not None else None))
     ids = [p.trial_id for p in plans]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)

@@ -10,6 +10,7 @@ momentum and warm-up).
       momentum: {one_minus_loguniform: [1.0e-3, 0.3]}   # 1 - m log-uniform: 0.7 .. 0.999
       warmup_epochs: {choice: [0, 2, 5]}
       weight_decay: [1.0e-4, 5.0e-4]                    # a plain list: every value (a grid)
+      tune: true              # false: the points are an axis (one curve each in the report), not a tuning
 
 Every (batch, variant) cell gets the same points (point k means the same draw in every cell; a scaling rule
 still scales base_lr per batch), so the same spec always yields the same trials, whatever --batch selects.
@@ -32,7 +33,9 @@ SAMPLERS = {"sobol": "scrambled Sobol' sequence (balanced for a power-of-two num
 DISTRIBUTIONS = {"loguniform": "log-uniform in [lo, hi]", "uniform": "uniform in [lo, hi]",
                  "one_minus_loguniform": "1 - x, x log-uniform in [lo, hi] (momentum close to 1)",
                  "choice": "one of the listed values, equally likely"}
-SEARCH_KEYS = {"trials", "sampler", "seed"}
+SEARCH_KEYS = {"trials", "sampler", "seed", "tune"}
+# set by the grid itself (batch, seeds, data, the halving group) or per run, never a point's
+NOT_SEARCHED = {"out", "resume", "preempt_after_steps", "seed", "global_batch", "data", "prune_group"}
 
 
 @dataclass
@@ -44,6 +47,11 @@ class SearchSpace:
     trials: int = 1
     sampler: str = "sobol"
     seed: int = 0
+    tune: bool = True  # False: the points are an axis of the grid (one curve each), not candidates of a tuning
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.sampled) | set(self.grid)
 
     def points(self) -> list[dict]:
         """Every point: the sampled draws x the grid's values, in a stable order."""
@@ -93,7 +101,10 @@ def parse_search(raw, where: str, known_options) -> SearchSpace | None:
         return None
     if not isinstance(raw, dict):
         raise LbscaleError(f"{where}: grid.search must map trial options to distributions or lists")
-    space = SearchSpace(trials=raw.get("trials", 1), sampler=str(raw.get("sampler", "sobol")), seed=raw.get("seed", 0))
+    space = SearchSpace(trials=raw.get("trials", 1), sampler=str(raw.get("sampler", "sobol")), seed=raw.get("seed", 0),
+                        tune=raw.get("tune", True))
+    if not isinstance(space.tune, bool):
+        raise LbscaleError(f"{where}: grid.search.tune must be true or false")
     if not isinstance(space.trials, int) or isinstance(space.trials, bool) or space.trials < 1:
         raise LbscaleError(f"{where}: grid.search.trials must be an integer >= 1")
     if not isinstance(space.seed, int) or isinstance(space.seed, bool):
@@ -104,7 +115,7 @@ def parse_search(raw, where: str, known_options) -> SearchSpace | None:
         if key in SEARCH_KEYS:
             continue
         name = str(key).replace("-", "_")
-        if name not in known_options or name in ("out", "resume", "seed", "global_batch", "data"):
+        if name not in known_options or name in NOT_SEARCHED:
             raise LbscaleError(f"{where}: grid.search: {key!r} is not a trial option that can be searched")
         if isinstance(spec, list):
             if not spec:

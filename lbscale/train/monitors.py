@@ -44,7 +44,9 @@ class EpochClock:
     so the record of a resumed epoch counts the time before the preemption too (time per epoch is a headline
     of every study, and requeued trials must not under-report it). Training time is data + compute."""
 
-    KINDS = ("data", "compute")  # evaluation runs after the epoch's record is cut, outside the clock
+    # the epoch's evaluation runs after its record is cut, outside the clock; step evaluations inside the epoch
+    # are counted apart (step_eval), never in the training time
+    KINDS = ("data", "compute", "step_eval")
 
     def __init__(self):
         self.reset()
@@ -65,7 +67,8 @@ class EpochClock:
     def timing(self) -> dict:
         """The epoch's training time so far and its split, as metrics.jsonl records it."""
         data, compute = self.seconds["data"], self.seconds["compute"]
-        return {"train_seconds": data + compute, "data_seconds": data, "compute_seconds": compute}
+        return {"train_seconds": data + compute, "data_seconds": data, "compute_seconds": compute,
+                "step_eval_seconds": self.seconds["step_eval"]}
 
     def state_dict(self) -> dict:
         return {"seconds": dict(self.seconds), "images": self.images}

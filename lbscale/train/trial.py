@@ -288,12 +288,15 @@ class Trial:
                 end_of_epoch = self.batch == n_micro
                 if self.step % cfg.check_every == 0 or self.step == cfg.preempt_after_steps or end_of_epoch:
                     verdict = self.check(window)
-                if not verdict and self.step_evaluation_due():
+                # a due evaluation runs also when a preemption stops the epoch here: a resumed trial starts
+                # after this step, and a rung it skipped would never be judged ('wait', 'pruned' and 'target'
+                # end the process as the preemption would)
+                if verdict != "diverged" and self.step_evaluation_due():
                     sync()
                     te = time.perf_counter()
                     trained = self.clock.timing()["train_seconds"] + te - t0 - eval_seconds
                     samples = (self.clock.images + images) * plan.world_size
-                    verdict = self.step_evaluation(trained, samples)
+                    verdict = self.step_evaluation(trained, samples) or verdict
                     self.net.train()
                     eval_seconds += time.perf_counter() - te
                 if verdict:
@@ -303,26 +306,35 @@ class Trial:
         sync()
         t1 = time.perf_counter()
         progress.close()
-        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds - eval_seconds)  # step evaluations: out
+        # step evaluations: out of the training time, in their own bucket
+        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds - eval_seconds, step_eval=eval_seconds)
         self.clock.count(images)
-        timing = self.clock.timing()  # the whole epoch's, a part before a preemption included
         steady_seconds = t1 - mark[0] - (eval_seconds - mark[2]) if mark else 0.0
+        ips = None
         if mark and steady_seconds > 0 and images > mark[1]:  # steady pace: this process's steps past the first few
             ips = (images - mark[1]) * plan.world_size / steady_seconds
-        else:
-            ips = self.clock.images * plan.world_size / max(timing["train_seconds"], 1e-9)
-        samples = self.clock.images * plan.world_size
-        # time per epoch for a full pass of the train split, whatever the epoch left out (--last-batch drop,
-        # the N mod world samples of uneven shards) or did not reach (a divergence)
-        timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)), samples=samples,
-                      full_pass_seconds=timing["train_seconds"] * plan.train_samples / max(samples, 1))
-        if cfg.eval_every or cfg.eval_every_samples or self.pruner:
-            timing["step_eval_seconds"] = eval_seconds  # this process's part of the epoch; left out of the above
+        timing = self.epoch_timing(ips)
         if first_step is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
             steady = steady_seconds / max(steps_here - cfg.timing_warmup_steps, 1) if mark else 0.0
             self.compile_seconds = max(first_step - steady, 0.0)
             timing["compile_seconds"] = self.compile_seconds
         return verdict, timing
+
+    def epoch_timing(self, ips: float | None = None) -> dict:
+        """The epoch's timing fields from the clock (the whole epoch's, a part before a preemption included);
+        images/s over the clock's time where no steady pace was measured."""
+        cfg, plan = self.cfg, self.plan
+        timing = self.clock.timing()
+        if not (cfg.eval_every or cfg.eval_every_samples or self.pruner):
+            del timing["step_eval_seconds"]
+        samples = self.clock.images * plan.world_size
+        if ips is None:
+            ips = samples / max(timing["train_seconds"], 1e-9)
+        # time per epoch for a full pass of the train split, whatever the epoch left out (--last-batch drop,
+        # the N mod world samples of uneven shards) or did not reach (a divergence)
+        timing.update(images_per_second=ips, lr=self.policy.lr(max(self.step - 1, 0)), samples=samples,
+                      full_pass_seconds=timing["train_seconds"] * plan.train_samples / max(samples, 1))
+        return timing
 
     @torch.no_grad()
     def evaluate(self, split: str | None = None, loader: ShardedLoader | None = None) -> dict:
@@ -332,7 +344,7 @@ class Trial:
         if split not in self.eval_loaders:
             return {}
         self.net.eval()
-        for batch in loader or self.eval_loaders[split]:
+        for batch in loader if loader is not None else self.eval_loaders[split]:
             x, y = self.inputs(batch, train=False)
             with self.autocast():
                 logits = self.eval_net(x)
@@ -379,14 +391,12 @@ class Trial:
         self.records.append(record)
         if self.env.is_main:
             write_jsonl(self.out / METRICS, self.records)
+        rung = self.pruner.rung_at(self.step) if self.pruner else None
+        if rung and self.env.is_main:  # published first: a trial that stops at its target is still a peer
+            self.pruner.publish(rung, self.step, record.get(self.pruner.metric, float("nan")))
         if self.note_target(record) and self.cfg.stop_at_target:
             return "target"
-        if self.pruner and self.pruner.rung_at(self.step):
-            if self.env.is_main:
-                value = record.get(self.pruner.metric, float("nan"))
-                self.pruner.publish(self.pruner.rung_at(self.step), self.step, value)
-            return self.rung_decision()
-        return None
+        return self.rung_decision() if rung else None
 
     def rung_decision(self) -> str | None:
         """Rank 0 decides from the peers' records; every rank learns the decision (collective)."""
@@ -455,7 +465,7 @@ class Trial:
         if self.pruner and self.pruner.pending:  # resumed while waiting at a rung: decide first
             verdict = self.rung_decision()
             if verdict:
-                return self.stop_early(verdict, None)
+                return self.stop_early(verdict, self.epoch_timing())
         while self.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
@@ -478,7 +488,9 @@ class Trial:
         if verdict == "wait":
             self.save_checkpoint(WAITING)
             return REQUEUE_EXIT
-        if timing is not None and self.batch:
+        if timing is not None and self.batch == self.plan.micro_batches_per_epoch:
+            self.end_epoch(timing)  # its last step: a whole epoch, evaluated and recorded as one
+        elif timing is not None and self.batch:
             self.record_partial_epoch(timing)
         if verdict == "target":
             self.stopped = "target"

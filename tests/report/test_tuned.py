@@ -3,6 +3,7 @@ frames, the exponent of the optimal LR and the critical batch on result sets tha
 (tests/report/make_tuned.py), and `write_report` end to end. Expected values come from the hand-made rows or the
 law, never from the functions under test."""
 
+import json
 import math
 
 import numpy as np
@@ -228,3 +229,22 @@ def test_figures_plot_the_best_trials_and_the_reference_slopes():
         # through the geometric centre of the best trials' points: at B = 512 (geometric mean), lr* = 0.02 * 512^0.5
         assert np.interp(np.log(512), np.log(x), np.log(y)) == pytest.approx(np.log(0.02 * 512 ** 0.5))
     np.testing.assert_allclose(fitted.get_ydata(), 0.02 * np.asarray(fitted.get_xdata()) ** 0.5, rtol=1e-6)
+
+
+def test_a_search_that_is_an_axis_is_reported_by_rule_one_curve_per_point(tmp_path):
+    """grid.search.tune: false (cifar10-batch's LR axis): no tuned verdict, each LR its own variant."""
+    from lbscale.report import load_results
+    from tests.report.make_tuned import make_tuned_trial
+
+    results = tmp_path / "axis"
+    for batch in (256, 512):
+        for point, lr in enumerate((0.01, 0.1)):
+            d = make_tuned_trial(results, batch, lr, point)
+            grid = json.loads((d / "grid.json").read_text())
+            (d / "grid.json").write_text(json.dumps({**grid, "tune": False}))
+    study = load_results([results])
+    assert not study.tuned
+    assert sorted(study.trials["variant"].unique()) == ["sgd-none base_lr=0.01 momentum=0.9",
+                                                        "sgd-none base_lr=0.1 momentum=0.9"]
+    make_tuned_trial(tmp_path / "tuned", 256, 0.01, 0)
+    assert load_results([tmp_path / "tuned"]).tuned  # grid.json without "tune": a tuning, as sweeps write it

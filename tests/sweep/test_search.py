@@ -121,3 +121,16 @@ def test_a_variant_searches_its_own_space(tmp_path):
     assert [p.trial_id for p in own] == ["b32-g1-nesterov-p0-s0", "b32-g1-nesterov-p1-s0"]
     assert [p.config.base_lr for p in own] == pytest.approx(list(10 ** (-1 + 2 * u[:, 0])), rel=1e-3)
     assert len([p for p in plans if p.trial_id.startswith("b32-g1-sgd")]) == 8  # the grid's search stands
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("  warmup: [0, 5]\n", "grid.search sets warmup_epochs, which the grid"),
+])
+def test_a_searched_option_an_axis_also_sets_is_refused(tmp_path, extra, message):
+    text = SPEC.replace("  search:", extra + "  search:")
+    with pytest.raises(LbscaleError, match=message):
+        _plans(tmp_path, text=text)
+    path = tmp_path / "e.yaml"
+    path.write_text(SPEC.replace("SAMPLER", "sobol").replace("weight_decay: [1.0e-4, 5.0e-4]", "epochs: [1, 2]"))
+    with pytest.raises(LbscaleError, match="grid.search sets epochs"):
+        build_plan(load_sweep_spec(path), tmp_path / "r", 4, epochs=3)

@@ -59,6 +59,9 @@ def test_synchronous_halving_runs_in_rounds_and_prunes_the_same_way_in_any_order
     assert sorted(states.values()) == ["completed", "pruned", "pruned"] and states[kept[0]] == "completed"
     steps = sum(read_json(results / name / "summary.json")["steps"] for name in rungs)
     assert steps == 34 + 3 + 3  # the winner's 2 x 17 steps, each pruned trial's 3
+    for name, state in states.items():  # a trial pruned after waiting keeps the time of its 3 steps
+        s = read_json(results / name / "summary.json")
+        assert s["total_train_seconds"] > 0 and (state != "pruned" or s["partial_epoch"]["step"] == 3)
     status = lbscale("status", results).stdout
     assert "2 pruned" in status and "1 completed" in status
     again = lbscale("sweep", _spec(tmp_path, tiny_h5, "sha"), "--results", results).stdout

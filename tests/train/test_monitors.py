@@ -36,16 +36,22 @@ def test_divergence_state_survives_a_checkpoint():
 
 def test_epoch_clock_adds_the_seconds_before_a_preemption():
     before = EpochClock()
-    before.add(data=1.5, compute=10.0)
+    before.add(data=1.5, compute=10.0, step_eval=0.25)
     before.count(384)
     resumed = EpochClock()
     resumed.load_state_dict(before.state_dict())
-    resumed.add(data=0.5, compute=4.0)
+    resumed.add(data=0.5, compute=4.0, step_eval=0.5)
     resumed.count(160)
-    assert resumed.timing() == {"train_seconds": 16.0, "data_seconds": 2.0, "compute_seconds": 14.0}
+    # step evaluations are carried too, and never counted as training time
+    assert resumed.timing() == {"train_seconds": 16.0, "data_seconds": 2.0, "compute_seconds": 14.0,
+                                "step_eval_seconds": 0.75}
     assert resumed.images == 544
     resumed.reset()
-    assert resumed.timing() == {"train_seconds": 0.0, "data_seconds": 0.0, "compute_seconds": 0.0}
+    assert resumed.timing() == {"train_seconds": 0.0, "data_seconds": 0.0, "compute_seconds": 0.0,
+                                "step_eval_seconds": 0.0}
+    old = EpochClock()  # a checkpoint of lbscale before step evaluations
+    old.load_state_dict({"seconds": {"data": 1.0, "compute": 2.0}, "images": 10})
+    assert old.timing()["step_eval_seconds"] == 0.0
 
 
 def test_epoch_clock_refuses_unknown_kinds():

@@ -81,10 +81,22 @@ def test_a_trial_is_pruned_against_a_peer_and_records_it(tiny_h5, tmp_path, run_
     assert records[0]["subset"] == 40 and records[0]["step"] == 4
 
 
+def test_a_preemption_at_a_rung_step_publishes_the_rung_first(tiny_h5, tmp_path, run_cli):
+    args = ["train", "--data", tiny_h5, "--out", tmp_path / "t", "--epochs", "1", "--global-batch", "32", "--model",
+            "test_resnet", "--quiet", "--device", "cpu", "--check-every", "4", "--prune", "asha",
+            "--prune-min-steps", "4", "--prune-eta", "2", "--prune-group", "g"]
+    assert run_cli(*args, "--preempt-after-steps", "4")[0] == 75
+    rungs = json.loads((tmp_path / "t" / RUNGS_FILE).read_text())["rungs"]
+    assert [(r["rung"], r["step"], r["decision"]) for r in rungs] == [(1, 4, "continue")]
+    assert run_cli(*args, "--resume")[0] == 0
+    rungs = json.loads((tmp_path / "t" / RUNGS_FILE).read_text())["rungs"]
+    assert [r["step"] for r in rungs] == [4, 8, 16]  # every rung judged once, none skipped by the resume
+
+
 @pytest.mark.parametrize("option, message", [
     (["--prune", "asha"], "--prune-min-steps"),
     (["--prune", "sha", "--prune-min-steps", "2", "--prune-eta", "1"], "--prune-eta must be >= 2"),
-    (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples) too"),
+    (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples, or --prune) too"),
     (["--eval-every", "5", "--eval-every-samples", "100"], "give one of them"),
     (["--stop-at-target"], "--stop-at-target needs"),
 ])
