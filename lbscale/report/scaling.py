@@ -41,6 +41,13 @@ def speedup_efficiency(gpus, epoch_seconds) -> tuple[np.ndarray, np.ndarray]:
     return speedup, speedup / (k / k[i0])
 
 
+def positive_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) pairs where both are finite and positive, as float arrays (the fits work in logs or 1/x)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    return x[ok], y[ok]
+
+
 @dataclass(frozen=True)
 class CriticalBatchFit:
     s_min: float  # steps needed with an infinite batch
@@ -55,10 +62,7 @@ def fit_critical_batch(batches, steps) -> CriticalBatchFit | None:
     """Least squares of S = S_min + S_min B_noise / B in relative error (each point weighted by 1/S).
 
     None with fewer than two distinct batches or a fit without physical meaning (S_min or B_noise <= 0)."""
-    b = np.asarray(batches, dtype=float)
-    s = np.asarray(steps, dtype=float)
-    ok = np.isfinite(b) & np.isfinite(s) & (b > 0) & (s > 0)
-    b, s = b[ok], s[ok]
+    b, s = positive_pairs(batches, steps)
     if len(np.unique(b)) < 2:
         return None
     design = np.stack([np.ones_like(b), 1.0 / b], axis=1) / s[:, None]

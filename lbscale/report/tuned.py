@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.report.load import HP
-from lbscale.report.scaling import fit_critical_batch
+from lbscale.report.scaling import fit_critical_batch, positive_pairs
 
 TRIAL = ("results", "trial")
 GROUP = ("variant", "global_batch")
@@ -117,10 +117,7 @@ class LrFit:
 
 def fit_lr_exponent(batches, lrs) -> LrFit | None:
     """Least squares of log LR* = log c + alpha log B; None with fewer than two distinct batches."""
-    b = np.asarray(batches, dtype=float)
-    lr = np.asarray(lrs, dtype=float)
-    ok = np.isfinite(b) & np.isfinite(lr) & (b > 0) & (lr > 0)
-    b, lr = b[ok], lr[ok]
+    b, lr = positive_pairs(batches, lrs)
     if len(np.unique(b)) < 2:
         return None
     alpha, log_c = np.polyfit(np.log(b), np.log(lr), 1)

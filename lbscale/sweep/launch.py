@@ -321,12 +321,8 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     waits = record.get("requeues", 0) if record.get("job") == env.job_name else 0  # SLURM counts per job
     if code == REQUEUE_EXIT and waiting(p) and env.job_name:  # synchronous halving: back in the queue
         if waits >= MAX_RUNG_WAITS:
-            why = (f"waited {waits} times at a rung for peers that did not report (see rungs.json); "
-                   "a rerun of the sweep resumes it")
-            write_failed_summary(p.out, why, requeues=env.restart_count)
-            (p.out / RUN).unlink(missing_ok=True)
-            print(f"{p.trial_id}: failed: {why}", flush=True)
-            return 1
+            return _give_up(p, f"waited {waits} times at a rung for peers that did not report (see rungs.json); "
+                               "a rerun of the sweep resumes it", env.restart_count)
         write_json(p.out / RUNG_WAITS, {"job": env.job_name, "requeues": waits + 1})  # not preemptions
         time.sleep(RUNG_WAIT_SECONDS)  # the peers train meanwhile: no instant resubmission loop
         if not slurm.requeue(env.job_name):
@@ -336,15 +332,20 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
         return 0
     if code == REQUEUE_EXIT and run.options.requeue and env.job_name:
         if env.restart_count - waits >= run.options.max_requeues:
-            why = (f"preempted {env.restart_count + 1} times; requeue limit {run.options.max_requeues} reached "
-                   "(--max-requeues); its checkpoint resumes with --retry-failed")
-            write_failed_summary(p.out, why, requeues=env.restart_count)
-            (p.out / RUN).unlink(missing_ok=True)
-            print(f"{p.trial_id}: failed: {why}", flush=True)
-            return 1
+            return _give_up(p, f"preempted {env.restart_count - waits + 1} times; requeue limit "
+                               f"{run.options.max_requeues} reached (--max-requeues); its checkpoint resumes with "
+                               "--retry-failed", env.restart_count)
         slurm.requeue(env.job_name)
         return 0
     return code
+
+
+def _give_up(p: TrialPlan, why: str, requeues: int) -> int:
+    """An array task that stops requeueing its trial: failed, with why (its checkpoint stays for a retry)."""
+    write_failed_summary(p.out, why, requeues=requeues)
+    (p.out / RUN).unlink(missing_ok=True)
+    print(f"{p.trial_id}: failed: {why}", flush=True)
+    return 1
 
 
 LAUNCHERS = {"local": LocalLauncher, "slurm": SlurmLauncher}
