@@ -73,3 +73,16 @@ def test_evaluation_every_so_many_samples(tiny_h5, tmp_path, run_cli):
     assert rc == 0, err
     steps = [r["step"] for r in _rows(out) if r.get("kind") == "step"]
     assert steps == [s for s in range(1, 18) if 32 * s // 100 > 32 * (s - 1) // 100] == [4, 7, 10, 13, 16]
+
+
+def test_a_stop_on_the_epochs_last_step_records_the_whole_epoch(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "edge"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, "--eval-every", "17",
+                         "--target-metric", "val_loss", "--target", "1e9", "--stop-at-target")
+    assert rc == 0, err
+    rows = _rows(out)  # 17 steps per epoch: the target is met at the last step of epoch 1
+    assert [(r.get("kind"), r["step"], r.get("partial", False)) for r in rows] == [("step", 17, False),
+                                                                                 (None, 17, False)]
+    s = summary(out)
+    assert s["epochs_completed"] == 1 and s["partial_epoch"] is None and s["stopped"] == "target"
+    assert s["steps_to_target"] == 17 and s["epochs_to_target"] == pytest.approx(1.0)
