@@ -72,7 +72,7 @@ class BandStats:
                 sq[c] = float(np.square(v, dtype=np.uint32).sum(dtype=np.uint64))
             else:
                 v = v.astype(np.float64)
-                s[c], sq[c] = v.sum(), np.einsum("...,...->", v, v)
+                s[c], sq[c] = v.sum(), np.vdot(v.ravel(), v.ravel())  # einsum("...,...->") fails on numpy 2.4
         if self.sum is None:
             self.sum, self.sumsq = s, sq
         else:
