@@ -48,7 +48,8 @@ def cli():
 @click.option("--force", is_flag=True, help="Replace an existing output.")
 @click.option("--count", type=int, default=6000, show_default=True, help="synthetic: samples in all splits.")
 @click.option("--bands", type=int, default=4, show_default=True, help="synthetic: spectral bands.")
-@click.option("--size", type=int, default=32, show_default=True, help="synthetic: image side in pixels.")
+@click.option("--size", type=int, default=32, show_default=True,
+              help="synthetic: image side in pixels; folder: resize every image to SIZE x SIZE (bilinear).")
 @click.option("--classes", type=int, default=6, show_default=True, help="synthetic: classes.")
 @click.option("--task", type=click.Choice(list(TASKS)), default="multiclass", show_default=True,
               help="synthetic: one class per image or a mosaic of 1-3.")
@@ -56,11 +57,24 @@ def cli():
               help="synthetic: fraction of train labels flipped (recorded in /train/noisy).")
 @click.option("--metadata", help="bigearthnet v2.0: its metadata.parquet (default: SRC/metadata.parquet if there).")
 @click.option("--max-side", type=int, help="imagenet: re-encode images whose short side exceeds this (e.g. 256).")
-@click.option("--skip-bad", is_flag=True, help="imagenet: leave unreadable files out (listed) instead of failing.")
+@click.option("--skip-bad", is_flag=True,
+              help="imagenet, folder: leave unreadable files out (listed) instead of failing.")
 @click.option("--val-labels", help="imagenet: labels of a flat val/ (LOC_val_solution.csv or the devkit).")
+@click.option("--images", help="arrays: the image array: X.npy, X.npz[:KEY] or X.h5:DATASET.")
+@click.option("--labels", help="arrays: the label array (N,) class ids or (N, K) multi-hot, same syntax as "
+                                "--images; folder: a labels CSV.")
+@click.option("--layout", type=click.Choice(["NCHW", "NHWC"], case_sensitive=False),
+              help="arrays: axis order of 4-D images (required for them; (N, H, W) images are one band).")
+@click.option("--split-of", help="arrays: a per-sample array of train/val/test (or 0/1/2); splits it marks no "
+                                  "sample of are carved from train.")
+@click.option("--band-names", help="arrays: comma-separated band names (default B1..Bn).")
+@click.option("--class-names", help="arrays: comma-separated class names (default 0..K-1).")
+@click.option("--encoding", type=click.Choice(["raw", "jpeg"]), default="raw", show_default=True,
+              help="folder: store pixels, or the JPEG bytes (PNG / JPEG; decoded by the loader, nvjpeg on a GPU).")
 @quiet_option
 def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, force, count, bands, size, classes,
-            task, label_noise, metadata, max_side, skip_bad, val_labels):
+            images, labels, layout, split_of, band_names, class_names,
+            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import prepare as run_prepare
 
@@ -70,7 +84,10 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
     ctx = click.get_current_context()
     specific = {name: value for name, value in dict(count=count, bands=bands, size=size, classes=classes, task=task,
                                                       label_noise=label_noise, metadata=metadata, max_side=max_side,
-                                                      skip_bad=skip_bad, val_labels=val_labels).items()
+                                                      images=images, labels=labels, layout=layout, split_of=split_of,
+                                                      band_names=band_names, class_names=class_names,
+                                                      skip_bad=skip_bad, val_labels=val_labels,
+                                                      encoding=encoding).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
                          command=shlex.join(["lbscale", *sys.argv[1:]]), **specific)

@@ -27,7 +27,7 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
         raise LbscaleError(f"{out.parent}: output directory does not exist")
     if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1:
         raise LbscaleError("--val-fraction and --test-fraction must be in [0, 1)")
-    if dataset != "synthetic" and src is None:
+    if dataset not in ("synthetic", "arrays") and src is None:
         raise LbscaleError(f"{dataset}: --src is required")
     cls = SOURCES[dataset]
     if cls.encoding != "raw" and fmt != "hdf5":
@@ -38,6 +38,9 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     common = dict(workers=workers, seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
     options = {**{k: v for k, v in common.items() if k in cls.options}, **source_options}
     source = cls(dataset, src, **options)  # validates the input before any output exists
+    if source.encoding != "raw" and fmt != "hdf5":  # a source whose encoding is an option (folder)
+        raise LbscaleError(f"{dataset}: --format {fmt} does not store {source.encoding.upper()}-encoded samples; "
+                           "use hdf5")
 
     # Splits the source lacks are carved from train, stratified and seeded.
     fractions = {}

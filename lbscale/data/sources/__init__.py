@@ -1,9 +1,11 @@
 """One module per raw dataset, each a `Source`; `SOURCES` maps the CLI name to its class."""
 
+from lbscale.data.sources.arrays import ArraysSource
 from lbscale.data.sources.base import Source, SplitBatch
 from lbscale.data.sources.bigearthnet import BigEarthNetSource
 from lbscale.data.sources.cifar import Cifar10Source
 from lbscale.data.sources.eurosat import EuroSatSource
+from lbscale.data.sources.folder import FolderSource
 from lbscale.data.sources.imagenet import ImagenetSource
 from lbscale.data.sources.sat import SatSource
 from lbscale.data.sources.synthetic import SyntheticSource
@@ -16,6 +18,8 @@ SOURCES = {
     "eurosat": EuroSatSource,
     "imagenet": ImagenetSource,
     "synthetic": SyntheticSource,
+    "arrays": ArraysSource,
+    "folder": FolderSource,
 }
 
 __all__ = ["Source", "SplitBatch", "SOURCES"]

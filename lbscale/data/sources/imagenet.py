@@ -182,34 +182,41 @@ class ImagenetSource(Source):
         return np.asarray([c for _, c in self.files["train"]], dtype=np.int64)
 
     def batches(self, split: str) -> Iterator[SplitBatch]:
-        files = self.files[split]
-        progress = bar(total=len(files), desc=f"imagenet {split}", unit="file")
-        read = partial(_read_one, max_side=self.max_side)
-        pool = worker_context().Pool(self.workers) if self.workers > 0 and len(files) > 1 else None
-        try:
-            results = pool.imap(read, [p for p, _ in files], chunksize=8) if pool else map(read, (p for p, _ in files))
-            for a in range(0, len(files), BATCH):
-                group = files[a:a + BATCH]
-                images = np.empty(len(group), dtype=object)
-                sizes = np.zeros((len(group), 2), dtype=np.int32)
-                stats = np.zeros((len(group), 7))
-                keep = np.ones(len(group), dtype=bool)
-                for i, (path, _) in enumerate(group):
-                    result = next(results)
-                    progress.update(1)
-                    if isinstance(result, str):  # a bad file
-                        if not self.skip_bad:
-                            raise LbscaleError(f"{result} (use --skip-bad to leave such files out)")
-                        log_line(f"skipped {result}")
-                        self.skipped.append(self.name_of(path))
-                        keep[i], images[i] = False, np.empty(0, np.uint8)
-                        continue
-                    data, sizes[i], stats[i] = result
-                    images[i] = np.frombuffer(data, dtype=np.uint8)
-                labels = np.asarray([c for _, c in group], dtype=np.int64)
-                yield SplitBatch(images, labels, [self.name_of(p) for p, _ in group], {"sizes": sizes}, stats, keep)
-            self.meta.notes["skipped"] = json.dumps(self.skipped)  # stamped on the file by the writer's finish
-        finally:
-            progress.close()
-            if pool is not None:
-                pool.terminate()
+        yield from encoded_batches(self, self.files[split], f"imagenet {split}", self.max_side)
+
+
+def encoded_batches(source, files: list[tuple[Path, object]], desc: str, max_side: int | None = None) \
+        -> Iterator[SplitBatch]:
+    """(path, label) pairs as batches of stored JPEG bytes, read by `source.workers` processes (the source also
+    gives `skip_bad`, `skipped`, `name_of` and `meta`); a bad file is an error, or with skip_bad left out and
+    named in `source.skipped` and the file's notes. Labels may be class ids or multi-hot rows."""
+    progress = bar(total=len(files), desc=desc, unit="file")
+    read = partial(_read_one, max_side=max_side)
+    pool = worker_context().Pool(source.workers) if source.workers > 0 and len(files) > 1 else None
+    try:
+        results = pool.imap(read, [p for p, _ in files], chunksize=8) if pool else map(read, (p for p, _ in files))
+        for a in range(0, len(files), BATCH):
+            group = files[a:a + BATCH]
+            images = np.empty(len(group), dtype=object)
+            sizes = np.zeros((len(group), 2), dtype=np.int32)
+            stats = np.zeros((len(group), 7))
+            keep = np.ones(len(group), dtype=bool)
+            for i, (path, _) in enumerate(group):
+                result = next(results)
+                progress.update(1)
+                if isinstance(result, str):  # a bad file
+                    if not source.skip_bad:
+                        raise LbscaleError(f"{result} (use --skip-bad to leave such files out)")
+                    log_line(f"skipped {result}")
+                    source.skipped.append(source.name_of(path))
+                    keep[i], images[i] = False, np.empty(0, np.uint8)
+                    continue
+                data, sizes[i], stats[i] = result
+                images[i] = np.frombuffer(data, dtype=np.uint8)
+            labels = np.asarray([c for _, c in group])
+            yield SplitBatch(images, labels, [source.name_of(p) for p, _ in group], {"sizes": sizes}, stats, keep)
+        source.meta.notes["skipped"] = json.dumps(source.skipped)  # stamped on the file by the writer's finish
+    finally:
+        progress.close()
+        if pool is not None:
+            pool.terminate()
