@@ -133,6 +133,8 @@ class TrialConfig:
     timing_warmup_steps: int = _f(3, "Optimizer steps per epoch left out of images/s.")
     gns_every: int = _f(None, "Measure the gradient noise scale every N optimizer steps (2+ processes; no extra pass).")
     preempt_after_steps: int = _f(None, "Act as if preempted after this many steps: checkpoint, exit 75.")
+    tensorboard: bool = _f(False, "Write TensorBoard scalars under <out>/tensorboard (rank 0; needs the tensorboard "
+                                  "package).")
     resume: bool = _f(False, "Continue from the checkpoint in --out.")
 
     @property

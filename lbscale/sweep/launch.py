@@ -29,6 +29,7 @@ from lbscale.sweep.plan import TrialPlan, trial_yaml
 from lbscale.sweep.state import count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
+WATCHING_ONLY = {"tensorboard"}  # trial options that change what is logged, not what a trial computes
 RUNG_WAITS = "rung-waits.json"  # how often an array task went back to the queue to wait at a rung
 RUNG_WAIT_SECONDS = 30  # an array task waiting at a rung sleeps this long before it requeues itself
 MAX_RUNG_WAITS = 500  # then it gives up: a peer that never reports (cancelled, crashed) must not loop forever
@@ -47,7 +48,7 @@ def same_trial(old_text: str, new: dict) -> bool:
     if not isinstance(old, dict):
         return False
     defaults = {k: v for k, v in to_dict(TrialConfig()).items() if v is not None}
-    for key in set(old) | set(new):
+    for key in (set(old) | set(new)) - WATCHING_ONLY:
         was, now = old.get(key, defaults.get(key)), new.get(key, defaults.get(key))
         if was != now and (key, was, now) not in UPGRADED_VALUES:
             return False

@@ -39,6 +39,7 @@ from lbscale.train.optim import OptimizerOptions, build_optimizer
 from lbscale.train.plan import resolve_plan
 from lbscale.train.pruning import Pruner, rung_steps
 from lbscale.train.summary import NO_TARGET, epoch_records, summarize
+from lbscale.train.tensorboard import TENSORBOARD_DIR, ScalarLog, require_tensorboard
 
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -69,6 +70,9 @@ class Trial:
         if cfg.gns_every and env.world_size < 2:
             raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
                                "on one process run `lbscale gns` on the trial's checkpoint")
+        if cfg.tensorboard:
+            require_tensorboard()
+        self.scalars = ScalarLog()  # a writer on rank 0 once outputs may exist (build)
         self.decoder = None
         self.gns: DDPNoiseScale | None = None
         self.divergence = DivergenceMonitor(cfg.divergence_factor, cfg.divergence_window)
@@ -102,6 +106,8 @@ class Trial:
         self.model = build_model(cfg.model, len(self.data.band_names), self.num_classes, cfg.channels_last,
                                  cfg.drop_rate)
         self.model.to(self.device)
+        if cfg.tensorboard and self.env.is_main:
+            self.scalars = ScalarLog(self.out / TENSORBOARD_DIR)
         options = OptimizerOptions(momentum=cfg.momentum, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas),
                                    eps=cfg.eps, trust_coeff=cfg.trust_coeff, nesterov=cfg.lars_nesterov,
                                    max_grad_norm=cfg.max_grad_norm, decay_on=cfg.weight_decay_on)
@@ -389,6 +395,7 @@ class Trial:
                   "elapsed_seconds": before + trained_seconds, "eval_seconds": time.perf_counter() - te,
                   "subset": self.step_subset}
         self.records.append(record)
+        self.scalars.step(record)
         if self.env.is_main:
             write_jsonl(self.out / METRICS, self.records)
         rung = self.pruner.rung_at(self.step) if self.pruner else None
@@ -425,6 +432,7 @@ class Trial:
         before = self.elapsed_at_epoch_start()
         record["elapsed_seconds"] = before + timing["train_seconds"] + eval_seconds
         self.records.append(record)
+        self.scalars.epoch(record)
         if self.env.is_main:
             shown = ", ".join(f"{k} {record[k]:.4f}" for k in self.task.metric_names(self.num_classes) if k in record)
             log_line(f"epoch {record['epoch']}/{self.cfg.epochs}: train_loss {record['train_loss']:.4f}"
@@ -449,6 +457,7 @@ class Trial:
                              "train_loss": train_loss, **timing, "eval_seconds": 0.0,
                              "elapsed_seconds": before + timing["train_seconds"],
                              "epoch_seconds_estimate": timing["full_pass_seconds"]})
+        self.scalars.epoch(self.records[-1])
         if self.env.is_main:
             write_jsonl(self.out / METRICS, self.records)
 
@@ -562,6 +571,7 @@ def run_trial(cfg: TrialConfig) -> int:
     finally:
         if trial.decoder is not None:
             trial.decoder.close()
+        trial.scalars.close()  # every way out: finished, preempted, waiting at a rung, failed
         dist.teardown(clean)
 
 
