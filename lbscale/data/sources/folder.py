@@ -235,6 +235,7 @@ class FolderSource(Source):
                 if error is not None:
                     log_line(f"skipped {error}")
                     self.skipped.append(name)
-            yield SplitBatch(np.array(images), labels[start:stop], names, keep=None if keep.all() else keep)
+            # the reader's buffer stays valid until the next batch is asked for: prepare writes it before
+            yield SplitBatch(images, labels[start:stop], names, keep=None if keep.all() else keep)
             start = stop
         self.meta.notes["skipped"] = json.dumps(self.skipped)  # stamped on the file by the writer's finish
