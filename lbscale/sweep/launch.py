@@ -26,7 +26,7 @@ from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMP
                              write_failed_summary, write_json)
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
-from lbscale.sweep.state import count_line, running_here, trial_state
+from lbscale.sweep.state import checkpoint_reason, count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
 WATCHING_ONLY = {"tensorboard"}  # trial options that change what is logged, not what a trial computes
@@ -139,8 +139,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
 
 def waiting(p: TrialPlan) -> bool:
     """Checkpointed at a rung of synchronous successive halving, until its peers get there."""
-    return not (p.out / SUMMARY).exists() and \
-        (read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}).get("reason") == WAITING
+    return not (p.out / SUMMARY).exists() and checkpoint_reason(p.out) == WAITING
 
 
 def _stopped_from_outside(code: int) -> bool:

@@ -42,6 +42,11 @@ def run_active(run: dict) -> bool:
     return run.get("host") == socket.gethostname() and _pid_alive(int(run.get("pid", 0)))
 
 
+def checkpoint_reason(trial_dir: Path) -> str | None:
+    """Why the trial's checkpoint was written (`epoch`, `preempted`, `waiting`), or None without one."""
+    return (read_json(Path(trial_dir) / CHECKPOINT / CHECKPOINT_INFO) or {}).get("reason")
+
+
 def primary_metric(config: dict, last: dict) -> str | None:
     """The task's headline metric (from config.json), else the first one the records carry."""
     task = TASKS.get(config.get("task"))
@@ -63,7 +68,7 @@ def trial_state(trial_dir: Path) -> dict:
         state = summary.get("status", "failed")
     elif run_active(run):
         state = "running"
-    elif (read_json(trial_dir / CHECKPOINT / CHECKPOINT_INFO) or {}).get("reason") == WAITING:
+    elif checkpoint_reason(trial_dir) == WAITING:
         state = "waiting"  # at a rung of synchronous halving, for its peers
     elif (trial_dir / CHECKPOINT).exists() or run:
         state = "interrupted"

@@ -8,7 +8,7 @@ import tifffile
 from PIL import Image
 
 from lbscale.data.formats import open_prepared
-from lbscale.data.sources.folder import resize
+from lbscale.data.sources.base import resize
 
 CLASSES = ["crop", "forest", "water"]
 

@@ -19,12 +19,11 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import SPLITS, DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch
+from lbscale.data.sources.base import PIXEL_TYPES, Source, SplitBatch
 from lbscale.errors import LbscaleError
 
 BATCH = 1024
 BATCH_BYTES = 32 << 20
-DTYPES = ("uint8", "uint16", "float32")  # kept as stored
 LAYOUTS = ("NCHW", "NHWC")
 _SPEC = re.compile(r"^(.*?\.(npy|npz|h5|hdf5))(?::(.*))?$", re.IGNORECASE)
 
@@ -246,8 +245,8 @@ class ArraysSource(Source):
         self.nhwc = len(self.images.shape) == 4 and layout.upper() == "NHWC"
         dt = self.images.dtype
         self.dtype = np.dtype(f"{dt.kind}{dt.itemsize}") if dt.kind in "uf" else dt  # native byte order
-        if self.dtype.name not in DTYPES:
-            raise LbscaleError(f"{self.images.spec}: images of dtype {dt} not supported ({', '.join(DTYPES)})")
+        if self.dtype.name not in PIXEL_TYPES:
+            raise LbscaleError(f"{self.images.spec}: images of dtype {dt} not supported ({', '.join(PIXEL_TYPES)})")
         n = len(self.images)
         if n == 0:
             raise LbscaleError(f"{self.images.spec}: no images")

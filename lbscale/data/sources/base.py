@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -70,6 +71,36 @@ class SampleNames:
             return Path(path).resolve().relative_to(self.real_root).as_posix()
         except ValueError:  # a link out of the root (a dataset of links into a shared store): its own place
             return Path(path).relative_to(self.root).as_posix()
+
+
+# The pixel types a prepared file keeps as they are (every source stores these natively).
+PIXEL_TYPES = ("uint8", "uint16", "float32")
+
+
+@lru_cache(maxsize=None)
+def lerp_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source neighbours and weight of 1-D linear interpolation, half-pixel centres, clamped edges."""
+    src = np.clip((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0, n_in - 1)
+    lo = np.floor(src).astype(np.intp)
+    hi = np.minimum(lo + 1, n_in - 1)
+    return lo, hi, (src - lo).astype(np.float32)
+
+
+def resize(image: np.ndarray, size: int) -> np.ndarray:
+    """(C, H, W) -> (C, size, size), bilinear with half-pixel centres and clamped edges (align_corners=False,
+    as torch's interpolate and OpenCV's INTER_LINEAR), rounded and clipped for integer types. Separable
+    gathers and multiply-adds rather than a matrix product: no BLAS threads in forked reader processes."""
+    if image.shape[1:] == (size, size):
+        return image
+    ly, hy, wy = lerp_weights(image.shape[1], size)
+    lx, hx, wx = lerp_weights(image.shape[2], size)
+    x = image.astype(np.float32)
+    rows = x[:, ly] * (1 - wy)[None, :, None] + x[:, hy] * wy[None, :, None]
+    out = rows[:, :, lx] * (1 - wx) + rows[:, :, hx] * wx
+    if image.dtype == np.float32:
+        return out
+    info = np.iinfo(image.dtype)
+    return np.clip(np.rint(out), info.min, info.max).astype(image.dtype)
 
 
 def stratify_key(labels: np.ndarray) -> np.ndarray:

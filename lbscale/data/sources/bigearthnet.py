@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 import warnings
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch, parallel_batches
+from lbscale.data.sources.base import Source, SplitBatch, parallel_batches, resize
 from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
 
@@ -44,27 +44,11 @@ def _ben():
     return base, constants
 
 
-@lru_cache(maxsize=None)
-def lerp_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Source neighbours and weight of 1-D linear interpolation, half-pixel centres, clamped edges."""
-    src = np.clip((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0, n_in - 1)
-    lo = np.floor(src).astype(np.intp)
-    hi = np.minimum(lo + 1, n_in - 1)
-    return lo, hi, (src - lo).astype(np.float32)
-
-
 def upsample(band: np.ndarray, size: int = SIZE) -> np.ndarray:
-    """Bilinear upsampling of one uint16 band to size x size (see the module docstring for the convention).
-
-    Separable gathers and multiply-adds rather than a matrix product: no BLAS threads in forked workers."""
+    """Bilinear upsampling of one uint16 band to size x size (see the module docstring for the convention)."""
     if band.shape == (size, size):
         return band
-    ly, hy, wy = lerp_weights(band.shape[0], size)
-    lx, hx, wx = lerp_weights(band.shape[1], size)
-    x = band.astype(np.float32)
-    rows = x[ly] * (1 - wy)[:, None] + x[hy] * wy[:, None]
-    out = rows[:, lx] * (1 - wx)[None, :] + rows[:, hx] * wx[None, :]
-    return np.clip(np.rint(out), 0, 65535).astype(np.uint16)
+    return resize(band[None], size)[0]
 
 
 def read_bands(folder: Path) -> np.ndarray:

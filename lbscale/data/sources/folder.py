@@ -23,15 +23,13 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import SampleNames, Source, SplitBatch, parallel_batches
-from lbscale.data.sources.bigearthnet import lerp_weights
+from lbscale.data.sources.base import PIXEL_TYPES, SampleNames, Source, SplitBatch, parallel_batches, resize
 from lbscale.data.sources.imagenet import encoded_batches
 from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
 from lbscale.progress import log_line
 
 SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".tif": "tiff", ".tiff": "tiff"}
-DTYPES = (np.uint8, np.uint16, np.float32)
 SPLIT_DIRS = ("train", "val", "test")
 BATCH = 256
 
@@ -61,25 +59,9 @@ def read_pixels(path: Path) -> np.ndarray:
         arr = arr[:, :, None]
     if arr.ndim != 3:
         raise LbscaleError(f"{path}: {arr.ndim}-D image data, expected height x width x bands")
-    if arr.dtype not in DTYPES:
+    if arr.dtype.name not in PIXEL_TYPES:
         raise LbscaleError(f"{path}: pixel type {arr.dtype}; lbscale keeps uint8, uint16 or float32")
     return np.ascontiguousarray(arr.transpose(2, 0, 1))
-
-
-def resize(image: np.ndarray, size: int) -> np.ndarray:
-    """(C, H, W) -> (C, size, size), bilinear with half-pixel centres and clamped edges (as BigEarthNet's
-    upsampling), rounded and clipped for integer types."""
-    if image.shape[1:] == (size, size):
-        return image
-    ly, hy, wy = lerp_weights(image.shape[1], size)
-    lx, hx, wx = lerp_weights(image.shape[2], size)
-    x = image.astype(np.float32)
-    rows = x[:, ly] * (1 - wy)[None, :, None] + x[:, hy] * wy[None, :, None]
-    out = rows[:, :, lx] * (1 - wx) + rows[:, :, hx] * wx
-    if image.dtype == np.float32:
-        return out
-    info = np.iinfo(image.dtype)
-    return np.clip(np.rint(out), info.min, info.max).astype(image.dtype)
 
 
 def read_sample(path: Path, shape: tuple, dtype: str, size: int | None, skip_bad: bool):
