@@ -134,7 +134,7 @@ def _build(study: Study, o: ReportOptions) -> Built:
     compare, source = published(o.compare) if o.compare else (None, None)
     target = _target(study, tables.per_epoch(study, metric), o.target)
     ts = [tables.accuracy_table(study, metric, compare), tables.lr_table(study, metric, compare),
-          tables.time_table(study, compare)]
+          tables.time_table(study, compare), tables.time_split_table(study)]
     for axis in ("variant", "warmup"):
         if study.trials[axis].fillna("-").nunique() > 1:
             ts.append(tables.axis_table(study, axis, metric))
@@ -174,8 +174,8 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str) -> Built:
     fits = tuned.tuned_fits(study.trials, study.steps, m, target, maximize, level=tuned_tables.LEVEL)
     view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
     ts = [tuned_tables.best_trial_table(study, best, m, target), tuned_tables.fits_table(study, fits, target),
-          tuned_tables.budget_table(view, m), tables.time_table(study), tables.scaling_table(study),
-          tables.trials_table(study)]
+          tuned_tables.budget_table(view, m), tables.time_table(study), tables.time_split_table(study),
+          tables.scaling_table(study), tables.trials_table(study)]
     figs = {}
     if target is not None:
         figs["steps-to-result"] = plots.steps_to_result(best, fits, m, target)

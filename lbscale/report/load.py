@@ -142,6 +142,9 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
     full = [r for r in records if not r.get("partial")]
     data_s = sum(r.get("data_seconds", 0.0) for r in records)
     compute_s = sum(r.get("compute_seconds", 0.0) for r in records)
+    # an lbscale before the all-reduce wait was timed apart counted it in compute: unknown (NaN), not 0
+    comm = [r["comm_seconds"] for r in records if "comm_seconds" in r]
+    comm_s = sum(comm) if comm else math.nan
     row = {
         "results": str(d.parent), "trial": d.name, "sweep": grid.get("sweep") or d.parent.name, "state": state,
         "task": task, "global_batch": grid.get("global_batch") or plan.get("global_batch") or cfg.get("global_batch"),
@@ -159,6 +162,7 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "images_per_second": summary.get("images_per_second"),
         "total_train_seconds": summary.get("total_train_seconds") or sum(r.get("train_seconds", 0) for r in records),
         "wall_seconds": summary.get("wall_seconds"), "data_seconds": data_s, "compute_seconds": compute_s,
+        "comm_seconds": comm_s,
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
         "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),

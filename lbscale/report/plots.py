@@ -225,17 +225,25 @@ def lr_schedules(study: Study):
 
 
 def time_split(study: Study):
-    """Training seconds waiting for data vs computing, per (variant, global batch), mean over seeds."""
+    """Training seconds computing, waiting for data and waiting for the gradient all-reduce (stacked in that
+    order), per (variant, global batch), mean over seeds. Trials of an lbscale that did not time the all-reduce
+    apart (it is in their compute) add no communication bar."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
-    per = t.groupby([t["variant"].fillna("-"), "global_batch"])[["compute_seconds", "data_seconds"]].mean()
+    parts = t[["compute_seconds", "data_seconds", "comm_seconds"]].apply(pd.to_numeric, errors="coerce")
+    recorded = bool(parts["comm_seconds"].notna().any())
+    per = parts.fillna({"comm_seconds": 0.0}).groupby([t["variant"].fillna("-"), t["global_batch"]]).mean()
     fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.2))
     x = np.arange(len(per))
-    ax.bar(x, per["compute_seconds"], label="compute")
-    ax.bar(x, per["data_seconds"], bottom=per["compute_seconds"], label="waiting for data")
+    comm = "communication (exposed all-reduce wait)" if recorded else "communication (not recorded)"
+    bottom = np.zeros(len(per))
+    for column, label in (("compute_seconds", "compute"), ("data_seconds", "waiting for data"),
+                          ("comm_seconds", comm)):
+        ax.bar(x, per[column], bottom=bottom, label=label)
+        bottom = bottom + per[column].to_numpy()
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v} {batch_label(b)}" for v, b in per.index], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
-    ax.set_title("Data wait vs compute (mean over seeds)")
+    ax.set_title("Compute, data wait and communication (mean over seeds)")
     _legend(ax, fontsize=8)
     fig.tight_layout()
     return fig

@@ -273,6 +273,30 @@ def time_table(study: Study, compare: pd.DataFrame | None = None) -> Table:
                  + (["Time per step: total training time / optimizer steps"] if with_steps else []))
 
 
+def time_split_table(study: Study) -> Table:
+    """Each finished trial's training seconds: waiting for data, computing and waiting for the gradient
+    all-reduce ("-" where the trial's lbscale counted that wait in compute)."""
+    t = study.trials[study.trials["state"].isin(FINISHED)]
+    t = t.assign(variant=t["variant"].fillna("-")).sort_values(["variant", "global_batch", "gpus", "seed", "trial"])
+    disp, tidy = [], []
+    for _, r in t.iterrows():
+        data, compute, comm = (float(pd.to_numeric(r[c], errors="coerce"))
+                               for c in ("data_seconds", "compute_seconds", "comm_seconds"))
+        train = data + compute + (0.0 if math.isnan(comm) else comm)
+        row = {"Trial": r["trial"], **({"Variant": r["variant"]} if study.varies("variant") else {}),
+               "Batch size": batch_label(r["global_batch"]), "N. GPUs": int(r["gpus"])}
+        disp.append({**row, "Data [s]": _num(data), "Compute [s]": _num(compute), "Communication [s]": _num(comm),
+                     "Communication share": "-" if math.isnan(comm) or not train else f"{100 * comm / train:.1f}%"})
+        tidy.append({"trial": r["trial"], "variant": r["variant"], "global_batch": r["global_batch"],
+                     "gpus": r["gpus"], "seed": r["seed"], "data_seconds": data, "compute_seconds": compute,
+                     "comm_seconds": comm, "train_seconds": train})
+    return Table("time-split", "Training time per trial: data wait, compute, communication", pd.DataFrame(disp),
+                 pd.DataFrame(tidy),
+                 ["Seconds over all epochs; communication: the time each step still waited for the gradient "
+                  "all-reduce after its backward finished (docs/results.md), '-' for trials of an lbscale that "
+                  "counted it in compute"])
+
+
 def axis_table(study: Study, axis: str, metric: str) -> Table:
     """The metric by batch (rows) and by one more axis of the grid (columns: variant or warm-up)."""
     label = metric_label(metric)

@@ -42,11 +42,13 @@ class DivergenceMonitor:
 class EpochClock:
     """Training seconds of the current epoch by kind, and the images trained in it. A preemption checkpoint carries it,
     so the record of a resumed epoch counts the time before the preemption too (time per epoch is a headline
-    of every study, and requeued trials must not under-report it). Training time is data + compute."""
+    of every study, and requeued trials must not under-report it). Training time is data + compute + comm:
+    the wait for the next batch, the exposed wait for the gradient all-reduce (`commtime.CommTimer`), and the
+    rest."""
 
     # the epoch's evaluation runs after its record is cut, outside the clock; step evaluations inside the epoch
     # are counted apart (step_eval), never in the training time
-    KINDS = ("data", "compute", "step_eval")
+    KINDS = ("data", "compute", "comm", "step_eval")
 
     def __init__(self):
         self.reset()
@@ -66,13 +68,14 @@ class EpochClock:
 
     def timing(self) -> dict:
         """The epoch's training time so far and its split, as metrics.jsonl records it."""
-        data, compute = self.seconds["data"], self.seconds["compute"]
-        return {"train_seconds": data + compute, "data_seconds": data, "compute_seconds": compute,
-                "step_eval_seconds": self.seconds["step_eval"]}
+        data, compute, comm = self.seconds["data"], self.seconds["compute"], self.seconds["comm"]
+        return {"train_seconds": data + compute + comm, "data_seconds": data, "compute_seconds": compute,
+                "comm_seconds": comm, "step_eval_seconds": self.seconds["step_eval"]}
 
     def state_dict(self) -> dict:
         return {"seconds": dict(self.seconds), "images": self.images}
 
     def load_state_dict(self, state: dict) -> None:
+        # a checkpoint of an earlier lbscale lacks the later kinds (step_eval, comm): none of that time was counted
         self.seconds = {**dict.fromkeys(self.KINDS, 0.0), **state["seconds"]}
         self.images = state["images"]

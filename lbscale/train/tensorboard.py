@@ -16,7 +16,8 @@ TENSORBOARD_DIR = "tensorboard"
 # epoch record field -> tag (metrics of an evaluation split: "val_top1" -> "val/top1")
 EPOCH_TAGS = {"train_loss": "train/loss", "lr": "lr", "images_per_second": "images_per_second",
               "data_seconds": "time/data_seconds", "compute_seconds": "time/compute_seconds",
-              "train_seconds": "time/train_seconds", "gns_b_simple": "gns_b_simple"}
+              "comm_seconds": "time/comm_seconds", "train_seconds": "time/train_seconds",
+              "gns_b_simple": "gns_b_simple"}
 SPLITS = ("val_", "test_")
 
 

@@ -32,6 +32,7 @@ from lbscale.slurm import SlurmEnv
 from lbscale.task import get_task
 from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
+from lbscale.train.commtime import CommTimer
 from lbscale.train.metrics import TaskMetrics
 from lbscale.train.models import build_model, check_model
 from lbscale.train.monitors import DivergenceMonitor, EpochClock
@@ -75,6 +76,7 @@ class Trial:
         self.scalars = ScalarLog()  # a writer on rank 0 once outputs may exist (build)
         self.decoder = None
         self.gns: DDPNoiseScale | None = None
+        self.comm: CommTimer | None = None  # with 2 or more processes: the exposed all-reduce wait
         self.divergence = DivergenceMonitor(cfg.divergence_factor, cfg.divergence_window)
         self.clock = EpochClock()  # this epoch's seconds, carried through a preemption checkpoint
         self.stop_signal = None
@@ -114,13 +116,16 @@ class Trial:
         self.optimizer = build_optimizer(cfg.optimizer, self.model, self.policy.lr(0), options)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
         self.net = self.model
-        if self.env.world_size > 1:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         if cfg.gns_every:
             self.gns = DDPNoiseScale(self.env.world_size, plan.local_batch * plan.accum_steps, plan.global_batch,
                                      self.device)
-            self.net.register_comm_hook(None, self.gns.hook)
+        if self.env.world_size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+            # DDP takes one communication hook: the timer, handing each bucket on to the noise-scale hook or
+            # torch's default all-reduce
+            self.comm = CommTimer(self.device, self.gns.hook if self.gns else None)
+            self.net.register_comm_hook(None, self.comm.hook)
         self.eval_net = self.net
         if cfg.compile:
             mode = compile_mode(cfg.compile_mode, self.device)
@@ -263,6 +268,8 @@ class Trial:
                     with self.autocast():
                         loss = self.loss_fn(self.net(x), y)
                     self.scaler.scale(loss / (in_step / len(x))).backward()
+                if self.comm:
+                    self.comm.backward_done()
                 detached = loss.detach().double()
                 window[0] += detached
                 window[1] += 1
@@ -312,8 +319,10 @@ class Trial:
         sync()
         t1 = time.perf_counter()
         progress.close()
+        comm_seconds = self.comm.take() if self.comm else 0.0
         # step evaluations: out of the training time, in their own bucket
-        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds - eval_seconds, step_eval=eval_seconds)
+        self.clock.add(data=data_seconds, compute=t1 - t0 - data_seconds - comm_seconds - eval_seconds,
+                       comm=comm_seconds, step_eval=eval_seconds)
         self.clock.count(images)
         steady_seconds = t1 - mark[0] - (eval_seconds - mark[2]) if mark else 0.0
         ips = None

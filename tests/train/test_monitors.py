@@ -44,14 +44,38 @@ def test_epoch_clock_adds_the_seconds_before_a_preemption():
     resumed.count(160)
     # step evaluations are carried too, and never counted as training time
     assert resumed.timing() == {"train_seconds": 16.0, "data_seconds": 2.0, "compute_seconds": 14.0,
-                                "step_eval_seconds": 0.75}
+                                "comm_seconds": 0.0, "step_eval_seconds": 0.75}
     assert resumed.images == 544
     resumed.reset()
     assert resumed.timing() == {"train_seconds": 0.0, "data_seconds": 0.0, "compute_seconds": 0.0,
-                                "step_eval_seconds": 0.0}
+                                "comm_seconds": 0.0, "step_eval_seconds": 0.0}
     old = EpochClock()  # a checkpoint of lbscale before step evaluations
     old.load_state_dict({"seconds": {"data": 1.0, "compute": 2.0}, "images": 10})
     assert old.timing()["step_eval_seconds"] == 0.0
+
+
+def test_epoch_clock_counts_communication_as_training_time_apart_from_compute():
+    before = EpochClock()
+    before.add(data=1.0, compute=6.0, comm=2.5, step_eval=0.5)
+    before.count(64)
+    state = before.state_dict()
+    assert state["seconds"]["comm"] == 2.5
+    resumed = EpochClock()
+    resumed.load_state_dict(state)
+    resumed.add(data=0.5, compute=3.0, comm=0.25)
+    assert resumed.timing() == {"train_seconds": 13.25, "data_seconds": 1.5, "compute_seconds": 9.0,
+                                "comm_seconds": 2.75, "step_eval_seconds": 0.5}
+    t = resumed.timing()
+    assert t["train_seconds"] == t["data_seconds"] + t["compute_seconds"] + t["comm_seconds"]
+    resumed.reset()
+    assert resumed.timing()["comm_seconds"] == 0.0
+    # a checkpoint of lbscale before communication was timed apart: its all-reduce wait is in compute
+    old = EpochClock()
+    old.load_state_dict({"seconds": {"data": 1.0, "compute": 2.0, "step_eval": 0.5}, "images": 10})
+    assert old.timing() == {"train_seconds": 3.0, "data_seconds": 1.0, "compute_seconds": 2.0, "comm_seconds": 0.0,
+                            "step_eval_seconds": 0.5}
+    old.add(comm=1.0)
+    assert old.timing()["comm_seconds"] == 1.0 and old.timing()["train_seconds"] == 4.0
 
 
 def test_epoch_clock_refuses_unknown_kinds():

@@ -182,6 +182,7 @@ def test_gradient_noise_scale_during_ddp_training_leaves_training_unchanged(tiny
     assert g["b_simple"] is not None and g["trace"] > 0
     rows = [json.loads(line) for line in (tmp_path / "gns" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["gns_measurements"] > 0 for r in rows)
+    assert all(r["comm_seconds"] > 0 for r in rows)  # the comm timer hands its buckets to the noise-scale hook
 
 
 def test_gns_every_needs_several_processes(tiny_h5, tmp_path, run_cli):

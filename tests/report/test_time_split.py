@@ -1,0 +1,85 @@
+"""The report's time split: data wait, compute and communication per trial (the table) and per batch (the
+figure), against the closed forms of make_results (an epoch of 160 / GPUs s, the first 1.3x: 5.3 x 160 / GPUs
+over 5 epochs; 5 % waiting for data, `comm_share` communicating, the rest computing). Results written before
+communication was timed apart have no `comm_seconds`: no communication bar, "-" in the table."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lbscale.report import ReportOptions, load_results, write_report
+from lbscale.report import plots
+from lbscale.report.tables import time_split_table
+from tests.fixtures.make_results import make_trial
+
+
+def total(gpus: int) -> float:
+    return 5.3 * 160 / gpus
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    """8K on 4 GPUs (2 seeds, 20 % communication), 16K on 8 (10 %), and 32K on 16 from an older lbscale."""
+    res = tmp_path / "mixed"
+    for seed in (0, 1):
+        make_trial(res, 8192, 4, seed, jitter=False, comm_share=0.2)
+    make_trial(res, 16384, 8, 0, jitter=False, comm_share=0.1)
+    make_trial(res, 32768, 16, 0, jitter=False)
+    return load_results([res])
+
+
+def test_the_trials_carry_their_communication_seconds(mixed):
+    t = mixed.trials.set_index("trial")
+    assert t.loc["b8192-g4-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.2 * total(4))
+    assert t.loc["b8192-g4-lamb-sqrt-s0", "compute_seconds"] == pytest.approx(0.75 * total(4))
+    assert t.loc["b16384-g8-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.1 * total(8))
+    assert pd.isna(t.loc["b32768-g16-lamb-sqrt-s0", "comm_seconds"])  # not recorded, not zero
+    assert mixed.epochs["comm_seconds"].notna().sum() == 3 * 5
+
+
+def test_time_split_stacks_compute_data_and_communication(mixed):
+    ax = plots.time_split(mixed).axes[0]
+    computing, waiting, communicating = ax.containers
+    compute = [0.75 * total(4), 0.85 * total(8), 0.95 * total(16)]
+    data = [0.05 * total(4), 0.05 * total(8), 0.05 * total(16)]
+    comm = [0.2 * total(4), 0.1 * total(8), 0.0]  # the older trial's bar: none
+    np.testing.assert_allclose([b.get_height() for b in computing], compute)
+    np.testing.assert_allclose([b.get_height() for b in waiting], data)
+    np.testing.assert_allclose([b.get_height() for b in communicating], comm)
+    np.testing.assert_allclose([b.get_y() for b in communicating], np.add(compute, data))
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["compute", "waiting for data", "communication (exposed all-reduce wait)"]
+
+
+def test_time_split_of_results_without_communication_says_so(tmp_path):
+    res = tmp_path / "old"
+    make_trial(res, 8192, 4, 0, jitter=False)
+    ax = plots.time_split(load_results([res])).axes[0]
+    assert [b.get_height() for b in ax.containers[2]] == [0.0]
+    assert ax.get_legend_handles_labels()[1][2] == "communication (not recorded)"
+
+
+def test_time_split_table_has_one_row_per_trial(mixed):
+    table = time_split_table(mixed)
+    assert table.name == "time-split"
+    shown = table.display.set_index("Trial")
+    assert list(shown.columns) == ["Batch size", "N. GPUs", "Data [s]", "Compute [s]", "Communication [s]",
+                                   "Communication share"]
+    assert len(shown) == 4
+    row = shown.loc["b8192-g4-lamb-sqrt-s1"]
+    assert (row["Data [s]"], row["Compute [s]"], row["Communication [s]"]) == ("10.6", "159", "42.4")
+    assert row["Communication share"] == "20.0%"
+    old = shown.loc["b32768-g16-lamb-sqrt-s0"]
+    assert (old["Communication [s]"], old["Communication share"]) == ("-", "-")
+    tidy = table.tidy.set_index("trial")
+    assert tidy.loc["b16384-g8-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.1 * total(8))
+    assert tidy.loc["b16384-g8-lamb-sqrt-s0", "train_seconds"] == pytest.approx(total(8))
+    assert pd.isna(tidy.loc["b32768-g16-lamb-sqrt-s0", "comm_seconds"])
+
+
+def test_the_report_writes_the_time_split_table(mixed, tmp_path):
+    res = tmp_path / "mixed"
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "csv")))
+    csv = pd.read_csv(out / "tables" / "time-split.csv").set_index("trial")
+    assert csv.loc["b8192-g4-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.2 * total(4))
+    assert "Communication [s]" in (out / "report.md").read_text()
