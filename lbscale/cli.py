@@ -282,6 +282,33 @@ def check(file):
     click.echo(f"{file}: OK")
 
 
+@cli.group()
+def bench():
+    """Measure the machine: the communication cost behind the scaling model (docs/scaling-model.md)."""
+
+
+@bench.command()
+@click.option("--procs", default="2,4", show_default=True, help="Process counts to measure, e.g. 2,4,8 (each >= 2).")
+@click.option("--sizes", default="4K..64M", show_default=True,
+              help="Message bytes (float32 tensors): a doubling range LO..HI or a list like 4K,1M,64M.")
+@click.option("--repeats", type=int, default=20, show_default=True, help="Timed all-reduces per size (median).")
+@click.option("--warmup", type=int, default=5, show_default=True, help="Untimed all-reduces before each size.")
+@click.option("--backend", type=click.Choice(["nccl", "gloo"]), help="Default: nccl where there are GPUs, else gloo.")
+@click.option("--system", default="local", show_default=True,
+              help="A label for the machine (on a cluster: the sweep's profile name, e.g. jureca-dc).")
+@click.option("--out", type=click.Path(path_type=Path), help="The JSON file (default allreduce-<system>.json).")
+@click.option("--fit-procs", help="Fit on these process counts only and compare the prediction with the others, "
+                                  "e.g. 2 (default: fit on all).")
+@quiet_option
+def allreduce(**options):
+    """All-reduce time over message sizes and process counts, and the fitted ring model
+    T = 2 (p-1) alpha + 2 (p-1)/p n beta. Starts torchrun here, or srun inside a SLURM allocation."""
+    from lbscale.bench.allreduce import AllreduceOptions, run_allreduce_bench
+
+    _, line = run_allreduce_bench(AllreduceOptions(**options))
+    click.echo(line)
+
+
 def _terminate(signum, frame):
     # Turn SIGTERM into an exception so that `finally` blocks remove partial outputs.
     raise SystemExit(128 + signum)
