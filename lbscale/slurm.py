@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -98,6 +99,21 @@ def expand_nodelist(nodelist: str) -> list[str]:
             for i in range(int(lo), int(hi or lo) + 1):
                 hosts.append(f"{prefix}{str(i).zfill(len(lo))}")
     return hosts
+
+
+def rendezvous_address(first_host: str, suffix: str | None = None) -> str:
+    """The address the ranks meet at: the first node's name plus `suffix` (on JSC's systems "i", the name on
+    the InfiniBand network; the plain name is the management Ethernet, which other nodes may not reach),
+    resolved to an IP address on this machine so every rank uses the same one. Without a suffix a name that
+    does not resolve here stays a name (each rank resolves it); with one it is an error."""
+    name = first_host + (suffix or "")
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        if suffix:
+            raise LbscaleError(f"rendezvous: {name} (the first node {first_host} + the profile's rendezvous_suffix "
+                               f"{suffix!r}) does not resolve on {socket.gethostname()}") from None
+        return name
 
 
 def port_for_job(job_id: str | int) -> int:

@@ -107,7 +107,7 @@ def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
         time.sleep(1)
 
 
-def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
+def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env: dict | None = None) -> int:
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
     outlives a killed sweep by the few seconds it needs to checkpoint.
 
@@ -118,7 +118,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None) -> int:
     reason is its last line of output: else it would look pending, and be rerun, forever."""
     started = time.time()
     archive_summary(p.out)  # a retried failed trial: its record moves to attempts/, its checkpoint is resumed
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     log_path = p.out / LOG
     with open(log_path, "a") as log:
         log_start = log.tell()
@@ -251,6 +251,11 @@ def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str
         out.append("module load " + " ".join(q(str(m)) for m in run.system["modules"]))
     for k, v in (run.system.get("environment") or {}).items():
         out.append(f"export {k}={q(str(v))}")
+    if run.system.get("cpus_per_task") is not None:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
+        out.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
+    if run.system.get("rendezvous_suffix"):
+        suffix = run.system["rendezvous_suffix"]
+        out.append(f"# the array task exports MASTER_ADDR: the first node of the job + {suffix!r}, resolved there")
     out.append("TRIALS=(" + " ".join(q(t.trial_id) for t in group) + ")")
     cmd = [sys.executable, "-m", "lbscale.cli", "sweep", run.spec_path, *run.plan_args, "--results",
            str(run.results), "--launcher", "slurm", "--system", run.system["name"]]
@@ -310,12 +315,11 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
               "--retry-failed)")
         return 0
     env = slurm.SlurmEnv.current()
-    argv = train_argv(p)
+    argv, extra = train_argv(p), {}
     if env.in_job:
-        per_node = min(p.gpus, run.system["gpus_per_node"])
-        argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
-                "--kill-on-bad-exit=1", *map(str, run.system.get("srun_args") or []), *argv]
-    code = run_process(p, argv, job=env.job_name)
+        argv = srun_argv(p, run.system) + argv
+        extra = rendezvous_env(env, run.system)
+    code = run_process(p, argv, job=env.job_name, extra_env=extra)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
     record = read_json(p.out / RUNG_WAITS) or {}
     waits = record.get("requeues", 0) if record.get("job") == env.job_name else 0  # SLURM counts per job
@@ -338,6 +342,29 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
         slurm.requeue(env.job_name)
         return 0
     return code
+
+
+def srun_argv(p: TrialPlan, system: dict) -> list[str]:
+    """One task per GPU of the trial, over its nodes; the profile's CPUs per task passed on (srun no longer
+    inherits them from the batch script since Slurm 22.05)."""
+    per_node = min(p.gpus, system["gpus_per_node"])
+    argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
+            "--kill-on-bad-exit=1"]
+    if system.get("cpus_per_task") is not None:
+        argv.append(f"--cpus-per-task={system['cpus_per_task']}")
+    return argv + [str(a) for a in system.get("srun_args") or []]
+
+
+def rendezvous_env(env: slurm.SlurmEnv, system: dict) -> dict:
+    """MASTER_ADDR for every rank of the step, resolved here, on the job's first node, where rank 0 runs: the
+    first node's name plus the profile's rendezvous_suffix (JSC: "i"). A MASTER_ADDR the profile's environment
+    sets is left alone; one inherited from the submitting shell is not (sbatch exports the user's environment)."""
+    if "MASTER_ADDR" in (system.get("environment") or {}):
+        return {}
+    hosts = env.hostnames()
+    if not hosts:
+        return {}
+    return {"MASTER_ADDR": slurm.rendezvous_address(hosts[0], system.get("rendezvous_suffix"))}
 
 
 def _give_up(p: TrialPlan, why: str, requeues: int) -> int:

@@ -11,7 +11,8 @@ import yaml
 from lbscale.errors import LbscaleError
 
 KEYS = {"extends", "account", "partition", "time", "gpus_per_node", "gres", "cpus_per_task", "modules",
-        "environment", "srun_args"}
+        "environment", "srun_args", "rendezvous_suffix"}
+HOST_PART = re.compile(r"^[A-Za-z0-9.-]*$")  # what a rendezvous suffix may add to a host name
 SBATCH_SAFE = re.compile(r"^[A-Za-z0-9._:@%/+=,{}-]+$")
 
 
@@ -63,6 +64,9 @@ def get_system(name: str, user_file: str | Path | None = None, **overrides) -> d
         value = prof.get(key)
         if value is not None and not SBATCH_SAFE.match(str(value)):
             raise LbscaleError(f"system {name}: unsafe {key} value {str(value)!r} for an #SBATCH line")
+    suffix = prof.get("rendezvous_suffix")
+    if suffix is not None and not (isinstance(suffix, str) and HOST_PART.match(suffix)):
+        raise LbscaleError(f"system {name}: rendezvous_suffix must be letters, digits, '.' or '-' (got {suffix!r})")
     for key in ("modules", "srun_args"):
         if not isinstance(prof.get(key) or [], list):
             raise LbscaleError(f"system {name}: {key} must be a list")

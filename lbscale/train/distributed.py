@@ -37,8 +37,10 @@ def detect_env(environ=None) -> DistEnv:
     slurm = SlurmEnv.current(env)
     if slurm.in_multitask_step:
         hosts = slurm.hostnames()
-        return DistEnv(slurm.procid, slurm.step_tasks, slurm.localid, hosts[0] if hosts else "127.0.0.1",
-                       slurm.port, "slurm", slurm.tasks_per_node or slurm.step_tasks)
+        # MASTER_ADDR where the launcher resolved it (the profile's rendezvous_suffix), else the first node
+        addr = env.get("MASTER_ADDR") or (hosts[0] if hosts else "127.0.0.1")
+        return DistEnv(slurm.procid, slurm.step_tasks, slurm.localid, addr, slurm.port, "slurm",
+                       slurm.tasks_per_node or slurm.step_tasks)
     return DistEnv()
 
 

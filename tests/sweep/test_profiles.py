@@ -1,0 +1,91 @@
+"""Cluster profiles as rendered scripts: a golden sbatch script per shipped profile, the JSC systems'
+rendezvous, CPUs per task under srun and network settings."""
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from lbscale.errors import LbscaleError
+from lbscale.slurm import SlurmEnv, rendezvous_address
+from lbscale.sweep.launch import rendezvous_env, srun_argv
+from lbscale.sweep.systems import get_system
+from tests.sweep.golden import make_golden
+
+GOLDEN = Path(make_golden.__file__).parent
+JSC = ("jureca-dc", "juwels-booster", "jusuf")
+
+
+def test_every_shipped_profile_has_its_golden_script():
+    assert sorted(p.stem for p in GOLDEN.glob("*.sh")) == make_golden.shipped()
+
+
+@pytest.mark.parametrize("name", make_golden.shipped())
+def test_rendered_script_equals_its_golden_copy(name):
+    # a deliberate change: rerun tests/sweep/golden/make_golden.py and review the diff
+    assert make_golden.render(name) == (GOLDEN / f"{name}.sh").read_text()
+
+
+@pytest.mark.parametrize("name", JSC)
+def test_jsc_scripts_follow_jsc_job_scripts(name):
+    script = (GOLDEN / f"{name}.sh").read_text().splitlines()
+    prof = get_system(name)
+    assert prof["rendezvous_suffix"] == "i"
+    # srun no longer inherits --cpus-per-task (Slurm >= 22.05): JSC's scripts export it
+    assert 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in script
+    assert f"#SBATCH --cpus-per-task={prof['cpus_per_task']}" in script
+    for line in ("export NCCL_SOCKET_IFNAME=ib0", "export GLOO_SOCKET_IFNAME=ib0"):
+        assert line in script
+    ib_timeout = next(int(x.split("=")[1]) for x in script if x.startswith("export NCCL_IB_TIMEOUT="))
+    assert 1 <= ib_timeout <= 31  # the InfiniBand QP timeout field has 5 bits
+    # the profile settings come before the command they are for
+    assert script.index('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"') < next(
+        i for i, x in enumerate(script) if x.startswith("exec "))
+
+
+def _plan(gpus, nodes):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(gpus=gpus, nodes=nodes)
+
+
+def test_srun_gets_the_profiles_cpus_per_task():
+    argv = srun_argv(_plan(8, 2), get_system("juwels-booster"))
+    assert argv[:5] == ["srun", "--ntasks=8", "--nodes=2", "--ntasks-per-node=4", "--kill-on-bad-exit=1"]
+    assert "--cpus-per-task=12" in argv and "--cpu-bind=none" in argv
+    assert not any(a.startswith("--cpus-per-task") for a in srun_argv(_plan(2, 1), get_system("generic")))
+
+
+def test_rendezvous_address_resolves_the_suffixed_name_once():
+    assert rendezvous_address("localhost") == "127.0.0.1"
+    assert rendezvous_address("no-such-node-lbscale") == "no-such-node-lbscale"  # each rank resolves it
+    with pytest.raises(LbscaleError, match=r"no-such-node-lbscalei .*rendezvous_suffix 'i'"):
+        rendezvous_address("no-such-node-lbscale", "i")
+    host = socket.gethostname()
+    assert rendezvous_address(host[:-1], host[-1:]) == socket.gethostbyname(host)
+
+
+def test_rendezvous_env_from_the_job_node_list():
+    env = SlurmEnv(job_id="7", nodelist="localhost")
+    assert rendezvous_env(env, get_system("generic")) == {"MASTER_ADDR": "127.0.0.1"}
+    mine = {**get_system("generic"), "environment": {"MASTER_ADDR": "10.0.0.1"}}
+    assert rendezvous_env(env, mine) == {}  # the profile's own setting wins
+
+
+def test_detect_env_takes_the_resolved_master_addr():
+    from lbscale.train.distributed import detect_env
+
+    step = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "nodex1",
+            "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
+    assert detect_env(step).master_addr == "nodex1"
+    assert detect_env({**step, "MASTER_ADDR": "10.1.2.3"}).master_addr == "10.1.2.3"
+
+
+@pytest.mark.parametrize("value", ["i;x", "a b", 3, "$(x)"])
+def test_a_bad_rendezvous_suffix_is_refused(tmp_path, value):
+    import yaml
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"mine": {"extends": "generic", "rendezvous_suffix": value}}))
+    with pytest.raises(LbscaleError, match="rendezvous_suffix"):
+        get_system("mine", f)
