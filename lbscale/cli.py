@@ -196,12 +196,18 @@ def status(results):
                                 "or a CSV file.")
 @click.option("--target", type=float, help="Target value of --metric for steps / time to target and the critical "
                                             "batch (default: the trials' own --target).")
-def report(results, out, formats, metric, compare, target):
+@click.option("--allreduce", type=click.Path(path_type=Path),
+              help="The all-reduce fit of `lbscale bench allreduce`: predict each scaling series' time per epoch "
+                   "at its GPU counts and beyond (docs/scaling-model.md).")
+@click.option("--predict-gpus", help="With --allreduce: GPU counts to predict, e.g. 128,1024 (default: doubling "
+                                     "from twice the largest measured up to 1024).")
+def report(results, out, formats, metric, compare, target, allreduce, predict_gpus):
     """Tables and figures of the trials under RESULTS (one or more sweeps or trial directories)."""
     from lbscale.report import ReportOptions, write_report
 
     fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target))
+    _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
+                                                        predict_gpus))
     click.echo(line)
 
 

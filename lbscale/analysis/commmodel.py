@@ -119,6 +119,8 @@ def validate_allreduce(doc, where: str) -> dict:
 
 def load_allreduce(path: Path) -> dict:
     """A validated all-reduce file: doc['fit']['alpha_seconds'] and ['beta_seconds_per_byte'] feed the model."""
+    if Path(path).exists() and not Path(path).is_file():
+        raise LbscaleError(f"{path}: not a file (give the JSON file `lbscale bench allreduce` writes)")
     doc = read_json(path)
     if doc is None:
         raise LbscaleError(f"{path}: no such file (write one with `lbscale bench allreduce`)")
@@ -138,7 +140,7 @@ class EpochPrediction:
     gpus: int
     epoch_seconds: float
     step_seconds: float  # compute + comm
-    compute_seconds: float  # data + compute without communication: the same at every GPU count
+    compute_seconds: float  # data + compute without communication (weak scaling: the same at every GPU count)
     comm_seconds: float  # exposed communication: exposed_fraction x ring_seconds
     ring_seconds: float  # the full ring all-reduce of the gradients at `gpus`
     exposed_fraction: float
@@ -151,11 +153,17 @@ class EpochPrediction:
         return self.comm_seconds / self.step_seconds if self.step_seconds > 0 else 0.0
 
 
+REGIMES = ("weak", "strong")
+
+
 def predict_epoch_seconds(gpus: int, *, train_samples: float, local_batch: float, measured_gpus: int,
                           step_seconds: float, comm_seconds: float | None, gradient_bytes: float, alpha: float,
-                          beta: float, bucket_bytes: float = DDP_BUCKET_BYTES) -> EpochPrediction:
-    """Seconds per epoch at `gpus` GPUs, from one measured step at `measured_gpus` (weak scaling: the per-GPU
-    batch is fixed, so an epoch is train_samples / (gpus x local_batch) steps).
+                          beta: float, bucket_bytes: float = DDP_BUCKET_BYTES, regime: str = "weak") -> EpochPrediction:
+    """Seconds per epoch at `gpus` GPUs, from one measured step at `measured_gpus` with `local_batch` images per
+    GPU per step. Weak scaling (the default): the per-GPU batch is fixed, so an epoch is
+    train_samples / (gpus x local_batch) steps and the compute per step stays. Strong scaling: the global batch
+    measured_gpus x local_batch is fixed, so the steps per epoch stay and each GPU's batch, and with it (linearly)
+    its compute per step, shrinks by measured_gpus / gpus.
 
     step_seconds: measured training seconds per step at measured_gpus (an epoch's train_seconds / steps: data +
     compute + the exposed communication); comm_seconds: of those, the exposed communication per step (the
@@ -171,6 +179,8 @@ def predict_epoch_seconds(gpus: int, *, train_samples: float, local_batch: float
                                          ("beta", beta, 0, False), ("bucket_bytes", bucket_bytes, 0, True)):
         if not _number(value, minimum, strict):
             raise LbscaleError(f"scaling model: {name} must be a number {'>' if strict else '>='} 0, got {value!r}")
+    if regime not in REGIMES:
+        raise LbscaleError(f"scaling model: regime must be one of {', '.join(REGIMES)}, got {regime!r}")
     for name, value in (("gpus", gpus), ("measured_gpus", measured_gpus)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise LbscaleError(f"scaling model: {name} must be an integer >= 1, got {value!r}")
@@ -182,10 +192,11 @@ def predict_epoch_seconds(gpus: int, *, train_samples: float, local_batch: float
     if measured_gpus > 1 and comm_seconds is not None:
         ring0 = ring_allreduce_seconds(measured_gpus, gradient_bytes, alpha, beta, buckets)
         exposed = min(1.0, comm_seconds / ring0) if ring0 > 0 else 1.0
-    compute = step_seconds - (comm_seconds or 0.0)
+    share = 1.0 if regime == "weak" else measured_gpus / gpus  # of the measured per-GPU batch, at `gpus`
+    compute = (step_seconds - (comm_seconds or 0.0)) * share
     ring = ring_allreduce_seconds(gpus, gradient_bytes, alpha, beta, buckets)
     comm = exposed * ring
-    steps = train_samples / (gpus * local_batch)
+    steps = train_samples / (gpus * local_batch * share)
     return EpochPrediction(gpus=gpus, epoch_seconds=steps * (compute + comm), step_seconds=compute + comm,
                            compute_seconds=compute, comm_seconds=comm, ring_seconds=ring, exposed_fraction=exposed,
                            steps_per_epoch=steps, buckets=buckets)

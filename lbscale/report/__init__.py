@@ -65,6 +65,8 @@ class ReportOptions:
     metric: str = "auto"
     compare: str | None = None
     target: float | None = None
+    allreduce: Path | None = None  # `lbscale bench allreduce`'s fit: predict the scaling series' time per epoch
+    predict_gpus: str | None = None  # "128,1024": where to predict (default: doubling up to 1,024)
 
 
 def _metric(study: Study, metric: str) -> str:
@@ -123,14 +125,31 @@ class Built:
     tables: list
     figures: dict  # name -> figure, the lead figure first
     lead: str | None
+    prediction: str | None = None  # with --allreduce: the scaling model's headline
 
 
-def _build(study: Study, o: ReportOptions) -> Built:
+def _scaling(study: Study, model, compare=None) -> tuple[list, dict, str | None]:
+    """The scaling table, its figures and, given an all-reduce fit (`scaling_model`), the model's table right
+    after it, its points in the figures and its headline."""
+    from lbscale.report import plots, tables
+    from lbscale.report.scaling_model import predict_scaling, prediction_line, scaling_model_table
+
+    ts, predicted, line = [tables.scaling_table(study)], None, None
+    if model is not None:
+        predicted, notes = predict_scaling(study.trials, model.doc, model.gpus)
+        ts.append(scaling_model_table(study, predicted, notes, model))
+        line = prediction_line(predicted)
+    figs = {"time-vs-gpus": plots.time_vs_gpus(study, compare, predicted),
+            "speedup": plots.speedup(study, predicted)}
+    return ts, figs, line
+
+
+def _build(study: Study, o: ReportOptions, model=None) -> Built:
     from lbscale.report import plots, tables
 
     metric = _metric(study, o.metric)
     if study.tuned:
-        return _build_tuned(study, o, metric)
+        return _build_tuned(study, o, metric, model)
     compare, source = published(o.compare) if o.compare else (None, None)
     target = _target(study, tables.per_epoch(study, metric), o.target)
     ts = [tables.accuracy_table(study, metric, compare), tables.lr_table(study, metric, compare),
@@ -142,12 +161,12 @@ def _build(study: Study, o: ReportOptions) -> Built:
     if target is not None:
         steps = tables.target_steps(study, tables.per_epoch(study, metric), target, study.task)
         ts.append(tables.target_table(study, tables.per_epoch(study, metric), target, steps))
-    ts.append(tables.scaling_table(study))
+    scaling, scaling_figs, prediction = _scaling(study, model, compare)
+    ts += scaling
     if steps is not None or study.trials["gns_b_simple"].notna().any():
         ts.append(tables.critical_batch_table(study, steps if steps is not None else pd.DataFrame()))
     ts.append(tables.trials_table(study))
-    figs = {"metric-vs-batch": plots.metric_vs_batch(study, metric, compare),
-            "time-vs-gpus": plots.time_vs_gpus(study, compare), "speedup": plots.speedup(study),
+    figs = {"metric-vs-batch": plots.metric_vs_batch(study, metric, compare), **scaling_figs,
             "training-curves": plots.training_curves(study, tables.per_epoch(study, metric)),
             "lr-schedules": plots.lr_schedules(study),
             "time-split": plots.time_split(study)}
@@ -156,10 +175,10 @@ def _build(study: Study, o: ReportOptions) -> Built:
                                                         compare if o.compare and "epochs_to_target" in compare
                                                         else None)
     line = f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}"
-    return Built(metric, target, source, [headline(study, metric)], line, ts, figs, "metric-vs-batch")
+    return Built(metric, target, source, [headline(study, metric)], line, ts, figs, "metric-vs-batch", prediction)
 
 
-def _build_tuned(study: Study, o: ReportOptions, metric: str) -> Built:
+def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Built:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     bootstrap intervals; the rule-based tables that average over seeds would average over search points here."""
     from lbscale.report import plots, tables, tuned, tuned_tables
@@ -173,18 +192,19 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str) -> Built:
     best = tuned.best_trials(study.trials, study.steps, m, target, maximize)
     fits = tuned.tuned_fits(study.trials, study.steps, m, target, maximize, level=tuned_tables.LEVEL)
     view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
+    scaling, scaling_figs, prediction = _scaling(study, model)
     ts = [tuned_tables.best_trial_table(study, best, m, target), tuned_tables.fits_table(study, fits, target),
           tuned_tables.budget_table(view, m), tables.time_table(study), tables.time_split_table(study),
-          tables.scaling_table(study), tables.trials_table(study)]
+          *scaling, tables.trials_table(study)]
     figs = {}
     if target is not None:
         figs["steps-to-result"] = plots.steps_to_result(best, fits, m, target)
-    figs.update({"optimal-lr": plots.optimal_lr(best, fits), "budget": plots.budget(view, m),
-                 "time-vs-gpus": plots.time_vs_gpus(study), "speedup": plots.speedup(study),
+    figs.update({"optimal-lr": plots.optimal_lr(best, fits), "budget": plots.budget(view, m), **scaling_figs,
                  "time-split": plots.time_split(study)})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
-    return Built(m, target, None, tuned_tables.verdict(fits, m, target), line, ts, figs, next(iter(figs)))
+    return Built(m, target, None, tuned_tables.verdict(fits, m, target), line, ts, figs, next(iter(figs)),
+                 prediction)
 
 
 def _save_figures(figs: dict, folder: Path) -> None:
@@ -216,15 +236,18 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     """Load, build and write the report atomically (a temp dir renamed into place); returns (dir, summary line)."""
     import matplotlib.pyplot as plt
 
+    from lbscale.report.scaling_model import scaling_model
+
     bad = [f for f in o.formats if f not in FORMATS]
     if bad:
         raise LbscaleError(f"--format: {bad[0]!r} is not one of {', '.join(FORMATS)}")
+    model = scaling_model(o.allreduce, o.predict_gpus)  # a bad file stops the report before anything is written
     study = load_results(paths)
     out = Path(o.out) if o.out else Path("reports") / Path(paths[0]).resolve().name
     inside = [p for p in map(Path, paths) if out.resolve() == p.resolve() or p.resolve() in out.resolve().parents]
     if inside and o.out is None:
         raise LbscaleError(f"{out}: inside the results; give --out to write there")
-    b = _build(study, o)
+    b = _build(study, o, model)
     counts = study.trials["state"].value_counts().to_dict()
     header = [f"Results: {', '.join(study.sources)}", count_line(list(study.trials["state"])), b.metric_line] \
         + ([f"Published numbers: {b.source}"] if b.source else [])
@@ -260,8 +283,9 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     # pruned trials are counted apart whether or not results.FINISHED counts them as finished
     finished = sum(counts.get(s, 0) for s in FINISHED if s != "pruned")
     pruned = f", {counts['pruned']} pruned" if counts.get("pruned") else ""
+    prediction = f"{b.prediction}; " if b.prediction else ""
     return out, (f"report of {len(study.trials)} trials ({finished} finished{pruned}): {'; '.join(b.verdict)}; "
-                 f"written to {out}")
+                 f"{prediction}written to {out}")
 
 
 def _markdown(study: Study, header: list[str], b: Built) -> str:

@@ -157,6 +157,10 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "peak_lr": plan.get("peak_lr", summary.get("peak_lr")), "warmup_epochs": plan.get("warmup_epochs"),
         "warmup_steps": plan.get("warmup_steps"), "steps_per_epoch": plan.get("steps_per_epoch"),
         "epoch_samples": plan.get("epoch_samples"),
+        "train_samples": plan.get("train_samples") or config.get("train_samples"),
+        # what DDP all-reduces per step, for the scaling model; unknown (NaN) in an older lbscale's config.json
+        "trainable_parameters": config.get("trainable_parameters", math.nan),
+        "gradient_bytes": config.get("gradient_bytes", math.nan),
         "epochs": cfg.get("epochs"), "epochs_done": len(full), "steps": summary.get("steps"),
         "epoch_seconds": epoch_seconds, "epoch_seconds_estimated": estimated,
         "images_per_second": summary.get("images_per_second"),

@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 
 from lbscale.report.load import Study  # noqa: E402
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
+from lbscale.report.scaling_model import series_rows  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
 
@@ -93,15 +94,21 @@ def metric_vs_batch(study: Study, metric: str, compare: pd.DataFrame | None = No
     return fig
 
 
-def time_vs_gpus(study: Study, compare: pd.DataFrame | None = None):
-    """Time per epoch vs GPUs (log-log) per scaling series, with the ideal 1/K line from the fewest GPUs."""
+def time_vs_gpus(study: Study, compare: pd.DataFrame | None = None, predicted: pd.DataFrame | None = None):
+    """Time per epoch vs GPUs (log-log) per scaling series, with the ideal 1/K line from the fewest GPUs; with
+    `predicted` (`scaling_model.predict_scaling`), the model's time per epoch as hollow markers on a dashed line."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for variant, regime, per in scaling_series(study.trials[study.trials["state"].isin(FINISHED)]):
         name = f"{variant}, {regime} (local {int(per['local_batch'].iloc[0])})" if regime == "weak" else \
             f"{variant}, {regime} (batch {batch_label(per['global_batch'].iloc[0])})"
         line = ax.plot(per["gpus"], per["epoch_seconds"], "o-", label=name)[0]
+        model = series_rows(predicted, variant, regime, per)
+        k = np.union1d(per["gpus"], model["gpus"]).astype(float)
         k0, t0 = per["gpus"].iloc[0], per["epoch_seconds"].iloc[0]
-        ax.plot(per["gpus"], t0 * k0 / per["gpus"], ":", color=line.get_color(), label="ideal 1/K")
+        ax.plot(k, t0 * k0 / k, ":", color=line.get_color(), label="ideal 1/K")
+        if len(model):
+            ax.plot(model["gpus"], model["predicted_epoch_seconds"], "o--", mfc="none", color=line.get_color(),
+                    label=f"{name}: model")
     if compare is not None and "epoch_seconds" in compare and compare["gpus"].notna().any():
         c = compare.dropna(subset=["epoch_seconds", "gpus"])
         ax.plot(c["gpus"], c["epoch_seconds"], "s--", color="gray", label="paper")
@@ -116,20 +123,30 @@ def time_vs_gpus(study: Study, compare: pd.DataFrame | None = None):
     return fig
 
 
-def speedup(study: Study):
-    """Speedup and scaling efficiency vs GPUs per scaling series, the regime named (weak / strong)."""
+def speedup(study: Study, predicted: pd.DataFrame | None = None):
+    """Speedup and scaling efficiency vs GPUs per scaling series, the regime named (weak / strong); with
+    `predicted`, the model's as hollow markers on a dashed line."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     ks = []
     for variant, regime, per in scaling_series(study.trials[study.trials["state"].isin(FINISHED)]):
         s, e = speedup_efficiency(per["gpus"], per["epoch_seconds"])
-        a1.plot(per["gpus"], s, "o-", label=f"{variant} ({regime} scaling)")
-        a2.plot(per["gpus"], 100 * e, "o-", label=f"{variant} ({regime} scaling)")
+        name = f"{variant} ({regime} scaling)"
+        line = a1.plot(per["gpus"], s, "o-", label=name)[0]
+        a2.plot(per["gpus"], 100 * e, "o-", label=name)
         ks += list(per["gpus"])
+        model = series_rows(predicted, variant, regime, per)
+        if len(model):
+            style = {"ls": "--", "marker": "o", "mfc": "none", "color": line.get_color(), "label": f"{name}: model"}
+            a1.plot(model["gpus"], model["speedup"], **style)
+            a2.plot(model["gpus"], 100 * model["efficiency"], **style)
+            ks += list(model["gpus"])
     if ks:
         k = np.array(sorted(set(ks)), dtype=float)
         a1.plot(k, k / k[0], "k:", label="ideal")
     else:
         a1.text(0.5, 0.5, "no series with two or more GPU counts", ha="center", transform=a1.transAxes)
+    if predicted is not None and len(predicted):  # predictions reach far past the measured counts
+        _log_y(a1)
     a1.set_xlabel("GPUs (processes)")
     a1.set_ylabel("speedup of the time per epoch [x]")
     a1.set_title("Speedup vs fewest GPUs")

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def scaling_series(trials):
+def scaling_series(trials, means=()):
     """Groups of finished trials that scale over GPUs: per variant, a fixed local batch (weak scaling) or a
     fixed global batch (strong scaling), each over two or more GPU counts. Yields (variant, regime, per-GPU
-    means of epoch_seconds, images_per_second, global_batch, local_batch)."""
+    means of epoch_seconds, images_per_second and the trial columns `means`, global_batch, local_batch)."""
     t = trials.dropna(subset=["epoch_seconds"]).assign(variant=trials["variant"].fillna("-"))
     for variant, g in t.groupby("variant", sort=True):
         for regime, key in (("weak", "local_batch"), ("strong", "global_batch")):
@@ -24,6 +24,7 @@ def scaling_series(trials):
                     continue
                 per = s.groupby("gpus").agg(epoch_seconds=("epoch_seconds", "mean"),
                                             images_per_second=("images_per_second", "mean"),
+                                            **{c: (c, "mean") for c in means},
                                             global_batch=("global_batch", "first"),
                                             local_batch=("local_batch", "first")).reset_index()
                 yield variant, regime, per

@@ -25,6 +25,14 @@ def build_model(name: str, in_chans: int, num_classes: int, channels_last: bool 
     return model
 
 
+def gradient_size(model: torch.nn.Module) -> dict:
+    """What DDP all-reduces each step: the trainable parameters (requires_grad) and their gradients' bytes
+    (numel x element size: 4 per fp32 parameter), as config.json records them for the scaling model."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return {"trainable_parameters": sum(p.numel() for p in trainable),
+            "gradient_bytes": sum(p.numel() * p.element_size() for p in trainable)}
+
+
 def load_trial_model(trial_dir, bands: int, num_classes: int | None = None) -> tuple[torch.nn.Module, dict, dict]:
     """The model of a trial directory (config.json + checkpoint/model.pt) with its checkpointed weights, built
     for `bands` bands (and `num_classes` outputs, default the trial's): (model, config.json, checkpoint).

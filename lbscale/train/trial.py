@@ -34,7 +34,7 @@ from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
 from lbscale.train.commtime import CommTimer
 from lbscale.train.metrics import TaskMetrics
-from lbscale.train.models import build_model, check_model
+from lbscale.train.models import build_model, check_model, gradient_size
 from lbscale.train.monitors import DivergenceMonitor, EpochClock
 from lbscale.train.optim import OptimizerOptions, build_optimizer
 from lbscale.train.plan import resolve_plan
@@ -525,7 +525,7 @@ class Trial:
                 "dataset": self.data.dataset, "task": self.task.name, "augmentation": self.augmentation,
                 "primary_metric": self.task.primary_on(self.cfg.eval_split), "eval_split": self.cfg.eval_split,
                 "num_classes": self.num_classes, "train_samples": self.plan.train_samples,
-                **provenance.environment(self.device, self.backend, self.env.launcher)}
+                **gradient_size(self.model), **provenance.environment(self.device, self.backend, self.env.launcher)}
 
     def finish(self, status: str, error: str | None = None) -> int:
         digests = dist.all_gather_object(provenance.param_digest(self.model)) if status != "failed" else []

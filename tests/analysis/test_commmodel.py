@@ -116,6 +116,28 @@ def test_predict_epoch_by_hand():
     assert r.comm_efficiency_loss == pytest.approx(comm8 / (0.275 + comm8))
 
 
+def test_predict_strong_scaling_by_hand():
+    # the global batch 2 x 32 = 64 fixed: 100000 / 64 = 1562.5 steps per epoch at every K; the measured step
+    # (K0 = 2, as in test_predict_epoch_by_hand: compute 0.275 s, f = 0.025 / 0.05004) at 8 GPUs computes a
+    # quarter of the batch per GPU: 0.275 * 2/8 = 0.06875 s, plus the exposed ring f * 0.08778
+    f = 0.025 / 0.05004
+    r = predict_epoch_seconds(8, train_samples=100_000, local_batch=32, measured_gpus=2, step_seconds=0.3,
+                              comm_seconds=0.025, gradient_bytes=50e6, alpha=1e-5, beta=1e-9, bucket_bytes=25e6,
+                              regime="strong")
+    assert r.steps_per_epoch == pytest.approx(1562.5)
+    assert r.compute_seconds == pytest.approx(0.06875)
+    assert r.comm_seconds == pytest.approx(f * 0.08778)
+    assert r.epoch_seconds == pytest.approx(1562.5 * (0.06875 + f * 0.08778))
+    # at the measured count both regimes give the measured step back
+    same = predict_epoch_seconds(2, train_samples=100_000, local_batch=32, measured_gpus=2, step_seconds=0.3,
+                                 comm_seconds=0.025, gradient_bytes=50e6, alpha=1e-5, beta=1e-9, bucket_bytes=25e6,
+                                 regime="strong")
+    assert same.epoch_seconds == pytest.approx(1562.5 * 0.3)
+    with pytest.raises(LbscaleError, match="regime"):
+        predict_epoch_seconds(8, train_samples=100_000, local_batch=32, measured_gpus=2, step_seconds=0.3,
+                              comm_seconds=0.025, gradient_bytes=50e6, alpha=1e-5, beta=1e-9, regime="both")
+
+
 def test_predict_from_one_gpu_assumes_no_overlap():
     # K0 = 1: nothing to calibrate, f = 1. Ring at 4: 1 bucket * 6 * 1e-5 + 1.5 * 1e6 * 1e-9 = 0.00156 s
     r = predict_epoch_seconds(4, train_samples=1000, local_batch=10, measured_gpus=1, step_seconds=0.1,
@@ -181,3 +203,5 @@ def test_malformed_file_is_one_clear_error(tmp_path, text, message):
 def test_missing_file_is_an_error(tmp_path):
     with pytest.raises(LbscaleError, match="no such file"):
         load_allreduce(tmp_path / "absent.json")
+    with pytest.raises(LbscaleError, match="not a file"):
+        load_allreduce(tmp_path)

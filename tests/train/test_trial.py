@@ -31,6 +31,16 @@ def test_single_process_learns_and_writes_results(tiny_h5, tmp_path, run_cli):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["plan"]["warmup_epochs"] == 1.0 and cfg["plan"]["warmup_steps"] == 17  # auto: 2 x 32/64
     assert cfg["plan"]["local_batch"] == 32 and cfg["versions"]["torch"] == torch.__version__
+    assert cfg["trainable_parameters"] > 0 and cfg["gradient_bytes"] == 4 * cfg["trainable_parameters"]  # fp32
+
+
+def test_gradient_size_counts_what_ddp_all_reduces():
+    from lbscale.train.models import gradient_size
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2).to(torch.bfloat16))
+    model[0].bias.requires_grad_(False)  # frozen: no gradient, nothing to all-reduce
+    # trainable: 3 x 4 fp32 weights (4 bytes each), 4 x 2 + 2 bf16 (2 bytes each)
+    assert gradient_size(model) == {"trainable_parameters": 12 + 10, "gradient_bytes": 12 * 4 + 10 * 2}
 
 
 @pytest.mark.slow
