@@ -19,6 +19,8 @@
 set -euo pipefail
 module load Stages/2024 GCC OpenMPI CUDA NCCL PyTorch
 [ -f "${VENV:-.venv}/bin/activate" ] && source "${VENV:-.venv}/bin/activate"
+export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun no longer inherits --cpus-per-task (Slurm >= 22.05)
+# the profile (--system) adds NCCL/Gloo on ib0 and MASTER_ADDR = first node + "i" (JSC's InfiniBand name)
 SPEC=${SPEC:-experiments/sat4-lamb.yaml}
 read -r -a EXTRA <<< "${LBSCALE_ARGS:-}"
 lbscale sweep "$SPEC" --system jureca-dc --requeue --array-task "$SLURM_ARRAY_TASK_ID" "${EXTRA[@]}"

@@ -318,7 +318,7 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     argv, extra = train_argv(p), {}
     if env.in_job:
         argv = srun_argv(p, run.system) + argv
-        extra = rendezvous_env(env, run.system)
+        extra = step_env(env, run.system)
     code = run_process(p, argv, job=env.job_name, extra_env=extra)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
     record = read_json(p.out / RUNG_WAITS) or {}
@@ -355,16 +355,17 @@ def srun_argv(p: TrialPlan, system: dict) -> list[str]:
     return argv + [str(a) for a in system.get("srun_args") or []]
 
 
-def rendezvous_env(env: slurm.SlurmEnv, system: dict) -> dict:
-    """MASTER_ADDR for every rank of the step, resolved here, on the job's first node, where rank 0 runs: the
-    first node's name plus the profile's rendezvous_suffix (JSC: "i"). A MASTER_ADDR the profile's environment
-    sets is left alone; one inherited from the submitting shell is not (sbatch exports the user's environment)."""
-    if "MASTER_ADDR" in (system.get("environment") or {}):
-        return {}
+def step_env(env: slurm.SlurmEnv, system: dict) -> dict:
+    """The srun step's additions to the environment: the profile's `environment` (NCCL, Gloo settings; the
+    rendered script exports them too, a hand-written one may not) and MASTER_ADDR for every rank, resolved here,
+    on the job's first node, where rank 0 runs: the first node's name plus the profile's rendezvous_suffix (JSC:
+    "i"). A MASTER_ADDR the profile sets wins; one inherited from the submitting shell does not (sbatch exports
+    the user's environment)."""
+    extra = {str(k): str(v) for k, v in (system.get("environment") or {}).items()}
     hosts = env.hostnames()
-    if not hosts:
-        return {}
-    return {"MASTER_ADDR": slurm.rendezvous_address(hosts[0], system.get("rendezvous_suffix"))}
+    if "MASTER_ADDR" not in extra and hosts:
+        extra["MASTER_ADDR"] = slurm.rendezvous_address(hosts[0], system.get("rendezvous_suffix"))
+    return extra
 
 
 def _give_up(p: TrialPlan, why: str, requeues: int) -> int:

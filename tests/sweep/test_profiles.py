@@ -8,7 +8,7 @@ import pytest
 
 from lbscale.errors import LbscaleError
 from lbscale.slurm import SlurmEnv, rendezvous_address
-from lbscale.sweep.launch import rendezvous_env, srun_argv
+from lbscale.sweep.launch import step_env, srun_argv
 from lbscale.sweep.systems import get_system
 from tests.sweep.golden import make_golden
 
@@ -65,11 +65,13 @@ def test_rendezvous_address_resolves_the_suffixed_name_once():
     assert rendezvous_address(host[:-1], host[-1:]) == socket.gethostbyname(host)
 
 
-def test_rendezvous_env_from_the_job_node_list():
+def test_step_env_from_the_job_node_list_and_the_profile():
     env = SlurmEnv(job_id="7", nodelist="localhost")
-    assert rendezvous_env(env, get_system("generic")) == {"MASTER_ADDR": "127.0.0.1"}
-    mine = {**get_system("generic"), "environment": {"MASTER_ADDR": "10.0.0.1"}}
-    assert rendezvous_env(env, mine) == {}  # the profile's own setting wins
+    assert step_env(env, get_system("generic")) == {"MASTER_ADDR": "127.0.0.1"}
+    mine = {**get_system("generic"), "environment": {"MASTER_ADDR": "10.0.0.1", "NCCL_IB_TIMEOUT": 22}}
+    assert step_env(env, mine) == {"MASTER_ADDR": "10.0.0.1", "NCCL_IB_TIMEOUT": "22"}  # the profile's own wins
+    jsc = {**get_system("juwels-booster"), "rendezvous_suffix": ""}  # localhost has no "i" name here
+    assert step_env(env, jsc)["GLOO_SOCKET_IFNAME"] == "ib0"  # also where a hand-written script runs the task
 
 
 def test_detect_env_takes_the_resolved_master_addr():
