@@ -26,7 +26,7 @@ NEW=$(mktemp)
 
 # the two namespaced nodes: bridge, veth pairs, addresses, /etc/netns/<ns>/hosts (ip netns exec mounts it)
 two_nodes() {
-  command -v ip >/dev/null || return 1
+  command -v ip >/dev/null || { echo "no ip command (iproute2)" >&2; return 1; }
   ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge || return 1
   ip addr show dev "$BRIDGE" | grep -q "$NET.0.1/24" || ip addr add "$NET.0.1/24" dev "$BRIDGE" || return 1
   ip link set "$BRIDGE" up || return 1
@@ -63,7 +63,7 @@ fi
 # cred_expire: SLURM holds a requeued job until the old job credential has expired (default 120 s);
 # 10 s keeps the requeue test short without starting a job whose credential is still revoked.
 cat > "$NEW" <<CONF
-# lbscale-test: single-node SLURM for the lbscale test suite (tests/slurm/start-slurm.sh)
+# lbscale-test: the SLURM of the lbscale test suite (tests/slurm/start-slurm.sh)
 ClusterName=lbscale-test
 SlurmctldHost=$CTL($CTL_ADDR)
 AuthType=auth/none
