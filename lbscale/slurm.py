@@ -102,18 +102,19 @@ def expand_nodelist(nodelist: str) -> list[str]:
 
 
 def rendezvous_address(first_host: str, suffix: str | None = None) -> str:
-    """The address the ranks meet at: the first node's name plus `suffix` (on JSC's systems "i", the name on
-    the InfiniBand network; the plain name is the management Ethernet, which other nodes may not reach),
-    resolved to an IP address on this machine so every rank uses the same one. Without a suffix a name that
-    does not resolve here stays a name (each rank resolves it); with one it is an error."""
-    name = first_host + (suffix or "")
+    """The address the ranks meet at. Without `suffix`: the first node's name, which each rank resolves itself
+    (resolving it here could give the first node's own loopback name, 127.0.1.1 on Debian-style hosts). With
+    one (on JSC's systems "i", the name on the InfiniBand network; the plain name is the management Ethernet,
+    which other nodes may not reach): that name resolved on this machine, the first node, so every rank uses
+    the same address; a name that does not resolve is an error."""
+    if not suffix:
+        return first_host
+    name = first_host + suffix
     try:
         return socket.gethostbyname(name)
     except OSError:
-        if suffix:
-            raise LbscaleError(f"rendezvous: {name} (the first node {first_host} + the profile's rendezvous_suffix "
-                               f"{suffix!r}) does not resolve on {socket.gethostname()}") from None
-        return name
+        raise LbscaleError(f"rendezvous: {name} (the first node {first_host} + the profile's rendezvous_suffix "
+                           f"{suffix!r}) does not resolve on {socket.gethostname()}") from None
 
 
 def port_for_job(job_id: str | int) -> int:

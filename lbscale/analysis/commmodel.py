@@ -121,7 +121,10 @@ def load_allreduce(path: Path) -> dict:
     """A validated all-reduce file: doc['fit']['alpha_seconds'] and ['beta_seconds_per_byte'] feed the model."""
     if Path(path).exists() and not Path(path).is_file():
         raise LbscaleError(f"{path}: not a file (give the JSON file `lbscale bench allreduce` writes)")
-    doc = read_json(path)
+    try:
+        doc = read_json(path)
+    except OSError as e:
+        raise LbscaleError(f"{path}: cannot read it ({e.strerror})") from None
     if doc is None:
         raise LbscaleError(f"{path}: no such file (write one with `lbscale bench allreduce`)")
     return validate_allreduce(doc, str(path))

@@ -98,13 +98,33 @@ def run_allreduce_bench(o: AllreduceOptions) -> tuple[dict, str]:
         raise LbscaleError("run `lbscale bench allreduce` once inside the allocation (salloc or an sbatch script), "
                            "not under srun: it starts its own srun steps")
     out = Path(o.out or f"allreduce-{o.system}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=out.parent.resolve(), prefix=".allreduce-"))
+    step = _step(o.system, slurm) if slurm.in_job else {}
     try:
-        runs = [_measure(p, i, sizes, o, slurm, scratch) for i, p in enumerate(procs)]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=out.parent.resolve(), prefix=".allreduce-"))
+    except OSError as e:
+        raise LbscaleError(f"--out {out}: cannot write there ({e.strerror})") from None
+    try:
+        runs = [_measure(p, i, sizes, o, slurm, scratch, step) for i, p in enumerate(procs)]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return _document(runs, fit_procs, o, slurm, out)
+    try:
+        return _document(runs, fit_procs, o, slurm, out)
+    except OSError as e:
+        raise LbscaleError(f"--out {out}: cannot write there ({e.strerror})") from None
+
+
+def _step(system: str, slurm: SlurmEnv) -> dict:
+    """Inside an allocation, where --system names a cluster profile: its srun arguments and the step's
+    environment as a sweep's array task sets them (NCCL / Gloo interfaces, the rendezvous address with the
+    profile's suffix). Another name is a label only."""
+    from lbscale.sweep.launch import step_env
+    from lbscale.sweep.systems import get_system, load_systems
+
+    if system not in load_systems():
+        return {"srun_args": [], "env": {}}
+    prof = get_system(system)
+    return {"srun_args": [str(a) for a in prof.get("srun_args") or []], "env": step_env(slurm, prof)}
 
 
 def _document(runs: list[dict], fit_procs: list[int], o: AllreduceOptions, slurm: SlurmEnv, out: Path):
@@ -139,16 +159,18 @@ def outcome_line(doc: dict, out: Path) -> str:
     return line + f"; saved {out} (next: lbscale report RESULTS --allreduce {out})"
 
 
-def _measure(p: int, index: int, sizes: list[int], o: AllreduceOptions, slurm: SlurmEnv, scratch: Path) -> dict:
+def _measure(p: int, index: int, sizes: list[int], o: AllreduceOptions, slurm: SlurmEnv, scratch: Path,
+             step: dict) -> dict:
     """One torchrun / srun run of the worker at `p` processes; its rank 0's measurements."""
     result = scratch / f"procs-{p}.json"
     worker = ["-m", "lbscale.bench.allreduce", "--sizes", ",".join(map(str, sizes)), "--repeats", str(o.repeats),
               "--warmup", str(o.warmup), "--out", str(result)] + (["--backend", o.backend] if o.backend else [])
     env = dict(os.environ)
     if slurm.in_job:
+        env.update(step["env"])
         # a port per step, apart from the job's own (a trial of the same job may hold that one)
-        env["MASTER_PORT"] = str(port_for_job(slurm.job_id) + 1 + index)
-        argv = ["srun", f"--ntasks={p}", "--kill-on-bad-exit=1", sys.executable, *worker]
+        env["LBSCALE_MASTER_PORT"] = str(port_for_job(slurm.job_id) + 1 + index)
+        argv = ["srun", f"--ntasks={p}", "--kill-on-bad-exit=1", *step["srun_args"], sys.executable, *worker]
     else:
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={p}", *worker]
     if not is_quiet():

@@ -317,8 +317,13 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     env = slurm.SlurmEnv.current()
     argv, extra = train_argv(p), {}
     if env.in_job:
-        argv = srun_argv(p, run.system) + argv
-        extra = step_env(env, run.system)
+        argv = srun_argv(p, run.system, env.cpus_per_task) + argv
+        try:
+            extra = step_env(env, run.system)
+        except LbscaleError as e:  # the trial's own files say why, not only the job's output
+            with open(p.out / LOG, "a") as log:
+                log.write(f"lbscale: error: {e}\n")
+            return _give_up(p, str(e), env.restart_count)
     code = run_process(p, argv, job=env.job_name, extra_env=extra)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
     record = read_json(p.out / RUNG_WAITS) or {}
@@ -344,28 +349,46 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     return code
 
 
-def srun_argv(p: TrialPlan, system: dict) -> list[str]:
-    """One task per GPU of the trial, over its nodes; the profile's CPUs per task passed on (srun no longer
-    inherits them from the batch script since Slurm 22.05)."""
+def srun_argv(p: TrialPlan, system: dict, cpus_per_task: int | None = None) -> list[str]:
+    """One task per GPU of the trial, over its nodes; CPUs per task passed on (srun no longer inherits them
+    from the batch script since Slurm 22.05): the job's (`cpus_per_task`, SLURM_CPUS_PER_TASK, so an edited
+    #SBATCH line wins), else the profile's."""
     per_node = min(p.gpus, system["gpus_per_node"])
     argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
             "--kill-on-bad-exit=1"]
-    if system.get("cpus_per_task") is not None:
-        argv.append(f"--cpus-per-task={system['cpus_per_task']}")
+    cpus = cpus_per_task or system.get("cpus_per_task")
+    if cpus is not None:
+        argv.append(f"--cpus-per-task={cpus}")
     return argv + [str(a) for a in system.get("srun_args") or []]
 
 
 def step_env(env: slurm.SlurmEnv, system: dict) -> dict:
     """The srun step's additions to the environment: the profile's `environment` (NCCL, Gloo settings; the
-    rendered script exports them too, a hand-written one may not) and MASTER_ADDR for every rank, resolved here,
-    on the job's first node, where rank 0 runs: the first node's name plus the profile's rendezvous_suffix (JSC:
-    "i"). A MASTER_ADDR the profile sets wins; one inherited from the submitting shell does not (sbatch exports
-    the user's environment)."""
+    rendered script exports them too, a hand-written one may not) and LBSCALE_MASTER_ADDR, the address every
+    rank meets at (`distributed.detect_env` reads it): the profile's MASTER_ADDR where it sets one, else
+    `slurm.rendezvous_address` of the job's first node, resolved here, on that node, where rank 0 runs. A
+    MASTER_ADDR inherited from the submitting shell (sbatch exports the user's environment) is not used."""
     extra = {str(k): str(v) for k, v in (system.get("environment") or {}).items()}
     hosts = env.hostnames()
-    if "MASTER_ADDR" not in extra and hosts:
-        extra["MASTER_ADDR"] = slurm.rendezvous_address(hosts[0], system.get("rendezvous_suffix"))
+    addr = extra.get("MASTER_ADDR")
+    if addr is None and hosts:
+        addr = slurm.rendezvous_address(hosts[0], system.get("rendezvous_suffix"))
+        if len(hosts) > 1 and _loopback(addr):
+            raise LbscaleError(f"rendezvous: {hosts[0]}{system.get('rendezvous_suffix') or ''} resolves to the "
+                               f"loopback address {addr} on the first node; the other nodes cannot reach it (set "
+                               "the profile's rendezvous_suffix or MASTER_ADDR)")
+    if addr is not None:
+        extra["LBSCALE_MASTER_ADDR"] = addr
     return extra
+
+
+def _loopback(addr: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False
 
 
 def _give_up(p: TrialPlan, why: str, requeues: int) -> int:

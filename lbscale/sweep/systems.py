@@ -54,7 +54,10 @@ def get_system(name: str, user_file: str | Path | None = None, **overrides) -> d
         chain.append(cur)
         cur = systems[cur].get("extends")
     for n in reversed(chain):
+        base_env, own_env = prof.get("environment"), systems[n].get("environment")
         prof.update({k: v for k, v in systems[n].items() if k != "extends"})
+        if isinstance(base_env, dict) and isinstance(own_env, dict):  # a profile adds to its base's settings
+            prof["environment"] = {**base_env, **own_env}
     prof.update({k: v for k, v in overrides.items() if v is not None})
     prof["name"] = name
     gpn = prof.get("gpus_per_node")
@@ -62,10 +65,10 @@ def get_system(name: str, user_file: str | Path | None = None, **overrides) -> d
         raise LbscaleError(f"system {name}: gpus_per_node must be an integer >= 1")
     for key in ("account", "partition", "time", "gres", "cpus_per_task"):
         value = prof.get(key)
-        if value is not None and not SBATCH_SAFE.match(str(value)):
+        if value is not None and not SBATCH_SAFE.fullmatch(str(value)):
             raise LbscaleError(f"system {name}: unsafe {key} value {str(value)!r} for an #SBATCH line")
     suffix = prof.get("rendezvous_suffix")
-    if suffix is not None and not (isinstance(suffix, str) and HOST_PART.match(suffix)):
+    if suffix is not None and not (isinstance(suffix, str) and HOST_PART.fullmatch(suffix)):
         raise LbscaleError(f"system {name}: rendezvous_suffix must be letters, digits, '.' or '-' (got {suffix!r})")
     for key in ("modules", "srun_args"):
         if not isinstance(prof.get(key) or [], list):
@@ -77,6 +80,6 @@ def get_system(name: str, user_file: str | Path | None = None, **overrides) -> d
         if "\n" in value or "\r" in value or "\0" in value:
             raise LbscaleError(f"system {name}: a value contains a line break: {value!r}")
     for var in prof.get("environment") or {}:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(var)):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(var)):
             raise LbscaleError(f"system {name}: {var!r} is not an environment variable name")
     return prof

@@ -37,9 +37,11 @@ def detect_env(environ=None) -> DistEnv:
     slurm = SlurmEnv.current(env)
     if slurm.in_multitask_step:
         hosts = slurm.hostnames()
-        # MASTER_ADDR where the launcher resolved it (the profile's rendezvous_suffix), else the first node
-        addr = env.get("MASTER_ADDR") or (hosts[0] if hosts else "127.0.0.1")
-        return DistEnv(slurm.procid, slurm.step_tasks, slurm.localid, addr, slurm.port, "slurm",
+        # the address the array task resolved (the profile's rendezvous_suffix), else the first node; never a
+        # MASTER_ADDR / MASTER_PORT inherited from the shell that submitted the job
+        addr = env.get("LBSCALE_MASTER_ADDR") or (hosts[0] if hosts else "127.0.0.1")
+        port = int(env.get("LBSCALE_MASTER_PORT") or slurm.port)
+        return DistEnv(slurm.procid, slurm.step_tasks, slurm.localid, addr, port, "slurm",
                        slurm.tasks_per_node or slurm.step_tasks)
     return DistEnv()
 
@@ -77,8 +79,11 @@ def init(env: DistEnv, backend: str | None, device: torch.device) -> str | None:
         raise LbscaleError("--backend mpi: this torch was built without MPI")
     if backend == "nccl" and device.type != "cuda":
         raise LbscaleError("--backend nccl needs GPUs; use gloo on CPU")
-    os.environ.setdefault("MASTER_ADDR", env.master_addr)
-    os.environ.setdefault("MASTER_PORT", str(env.master_port))
+    if env.launcher == "slurm":  # srun sets neither: ours, not values sbatch copied from the user's shell
+        os.environ.update(MASTER_ADDR=env.master_addr, MASTER_PORT=str(env.master_port))
+    else:
+        os.environ.setdefault("MASTER_ADDR", env.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(env.master_port))
     kwargs = {} if backend == "mpi" else {"rank": env.rank, "world_size": env.world_size, "init_method": "env://"}
     if backend == "nccl":
         kwargs["device_id"] = device

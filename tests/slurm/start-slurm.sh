@@ -38,20 +38,37 @@ two_nodes() {
     if ! ip -n "$ns" link show ib0 >/dev/null 2>&1; then
       ip link del "lbs-v$n" >/dev/null 2>&1 || true
       ip link add "lbs-v$n" type veth peer name ib0 netns "$ns" || return 1
-      ip link set "lbs-v$n" master "$BRIDGE" && ip link set "lbs-v$n" up || return 1
       ip -n "$ns" addr add "$NET.0.1$n/24" dev ib0 || return 1
       ip -n "$ns" addr add "$NET.1.1$n/32" dev lo || return 1
       ip -n "$ns" link set lo up && ip -n "$ns" link set ib0 up || return 1
     fi
+    ip link set "lbs-v$n" master "$BRIDGE" && ip link set "lbs-v$n" up || return 1  # also after a new bridge
     mkdir -p "/etc/netns/$ns"
+    hosts=$(mktemp)
     {
       echo "127.0.0.1 localhost"
       echo "$NET.0.1 $CTL"
       for m in 1 2; do echo "$NET.1.1$m lbsn$m"; echo "$NET.0.1$m lbsn${m}i"; done
-    } > "/etc/netns/$ns/hosts"
+    } > "$hosts"
+    # unchanged: left alone (a running node has it bind-mounted as its /etc/hosts)
+    cmp -s "$hosts" "/etc/netns/$ns/hosts" || cat "$hosts" > "/etc/netns/$ns/hosts"
+    rm -f "$hosts"
   done
-  # the probe: a socket from one namespace to the other's reachable address
-  ip netns exec lbs-n2 python3 -c "import socket; socket.socket().bind(('$NET.0.12', 0))" >/dev/null 2>&1
+  # the probes: what a node needs (own hostname and /etc/hosts, a TCP connection to the other node and to
+  # this side of the bridge, where slurmctld listens)
+  unshare --mount --uts sh -c "mount --bind /etc/netns/lbs-n1/hosts /etc/hosts && hostname lbsn1" || return 1
+  ip netns exec lbs-n2 python3 -c "
+import socket, subprocess, sys
+srv = socket.socket(); srv.bind(('$NET.0.12', 0)); srv.listen(); port = srv.getsockname()[1]
+probe = 'import socket; socket.create_connection((\"$NET.0.12\", %d), timeout=3).close()' % port
+sys.exit(subprocess.run(['nsenter', '--net=/run/netns/lbs-n1', sys.executable, '-c', probe]).returncode)
+" || { echo "no TCP connection from lbs-n1 to lbs-n2 over $BRIDGE" >&2; return 1; }
+  python3 -c "
+import socket, subprocess, sys
+srv = socket.socket(); srv.bind(('$NET.0.1', 0)); srv.listen(); port = srv.getsockname()[1]
+probe = 'import socket; socket.create_connection((\"$NET.0.1\", %d), timeout=3).close()' % port
+sys.exit(subprocess.run(['nsenter', '--net=/run/netns/lbs-n1', sys.executable, '-c', probe]).returncode)
+" || { echo "no TCP connection from lbs-n1 to $NET.0.1 (slurmctld's side of $BRIDGE)" >&2; return 1; }
 }
 if [ "$(id -u)" = 0 ] && two_nodes 2>"$STATE/log/netns.err"; then
   TWO=1; CTL_ADDR=$NET.0.1

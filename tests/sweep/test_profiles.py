@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lbscale.errors import LbscaleError
+from lbscale.results import read_json
 from lbscale.slurm import SlurmEnv, rendezvous_address
 from lbscale.sweep.launch import step_env, srun_argv
 from lbscale.sweep.systems import get_system
@@ -49,16 +50,19 @@ def _plan(gpus, nodes):
     return SimpleNamespace(gpus=gpus, nodes=nodes)
 
 
-def test_srun_gets_the_profiles_cpus_per_task():
+def test_srun_gets_the_jobs_or_else_the_profiles_cpus_per_task():
     argv = srun_argv(_plan(8, 2), get_system("juwels-booster"))
     assert argv[:5] == ["srun", "--ntasks=8", "--nodes=2", "--ntasks-per-node=4", "--kill-on-bad-exit=1"]
     assert "--cpus-per-task=12" in argv and "--cpu-bind=none" in argv
+    # the job's SLURM_CPUS_PER_TASK (an edited #SBATCH line) wins: srun refuses more than the job has
+    assert "--cpus-per-task=6" in srun_argv(_plan(8, 2), get_system("juwels-booster"), cpus_per_task=6)
     assert not any(a.startswith("--cpus-per-task") for a in srun_argv(_plan(2, 1), get_system("generic")))
 
 
 def test_rendezvous_address_resolves_the_suffixed_name_once():
-    assert rendezvous_address("localhost") == "127.0.0.1"
-    assert rendezvous_address("no-such-node-lbscale") == "no-such-node-lbscale"  # each rank resolves it
+    # without a suffix each rank resolves the name (here it could be the first node's own 127.0.1.1)
+    assert rendezvous_address("localhost") == "localhost"
+    assert rendezvous_address("no-such-node-lbscale") == "no-such-node-lbscale"
     with pytest.raises(LbscaleError, match=r"no-such-node-lbscalei .*rendezvous_suffix 'i'"):
         rendezvous_address("no-such-node-lbscale", "i")
     host = socket.gethostname()
@@ -67,20 +71,60 @@ def test_rendezvous_address_resolves_the_suffixed_name_once():
 
 def test_step_env_from_the_job_node_list_and_the_profile():
     env = SlurmEnv(job_id="7", nodelist="localhost")
-    assert step_env(env, get_system("generic")) == {"MASTER_ADDR": "127.0.0.1"}
+    assert step_env(env, get_system("generic")) == {"LBSCALE_MASTER_ADDR": "localhost"}
     mine = {**get_system("generic"), "environment": {"MASTER_ADDR": "10.0.0.1", "NCCL_IB_TIMEOUT": 22}}
-    assert step_env(env, mine) == {"MASTER_ADDR": "10.0.0.1", "NCCL_IB_TIMEOUT": "22"}  # the profile's own wins
-    jsc = {**get_system("juwels-booster"), "rendezvous_suffix": ""}  # localhost has no "i" name here
+    assert step_env(env, mine) == {"MASTER_ADDR": "10.0.0.1", "NCCL_IB_TIMEOUT": "22",
+                                   "LBSCALE_MASTER_ADDR": "10.0.0.1"}  # the profile's own wins
+    jsc = {**get_system("juwels-booster"), "rendezvous_suffix": ""}
     assert step_env(env, jsc)["GLOO_SOCKET_IFNAME"] == "ib0"  # also where a hand-written script runs the task
 
 
-def test_detect_env_takes_the_resolved_master_addr():
+def test_a_suffixed_name_on_loopback_is_refused_across_nodes():
+    two = SlurmEnv(job_id="7", nodelist="localhos,other")
+    with pytest.raises(LbscaleError, match="loopback address 127.0.0.1"):
+        step_env(two, {**get_system("generic"), "rendezvous_suffix": "t"})  # localhos + t = localhost
+    one = SlurmEnv(job_id="7", nodelist="localhos")
+    assert step_env(one, {**get_system("generic"), "rendezvous_suffix": "t"}) == {"LBSCALE_MASTER_ADDR": "127.0.0.1"}
+
+
+def test_detect_env_takes_the_resolved_address_never_an_inherited_one():
     from lbscale.train.distributed import detect_env
 
     step = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "nodex1",
             "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
     assert detect_env(step).master_addr == "nodex1"
-    assert detect_env({**step, "MASTER_ADDR": "10.1.2.3"}).master_addr == "10.1.2.3"
+    # sbatch copies the submitting shell's environment: a MASTER_ADDR / MASTER_PORT there is not ours
+    assert detect_env({**step, "MASTER_ADDR": "localhost", "MASTER_PORT": "1"}).master_addr == "nodex1"
+    assert detect_env({**step, "MASTER_ADDR": "localhost", "MASTER_PORT": "1"}).master_port == 20007
+    got = detect_env({**step, "LBSCALE_MASTER_ADDR": "10.1.2.3", "LBSCALE_MASTER_PORT": "30001"})
+    assert (got.master_addr, got.master_port) == ("10.1.2.3", 30001)
+
+
+def test_a_users_profile_adds_to_the_jsc_environment(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("mine:\n  extends: juwels-booster\n  account: proj\n  environment: {NCCL_DEBUG: INFO}\n")
+    env = get_system("mine", f)["environment"]
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_IB_RETRY_CNT"] == 10
+
+
+def test_an_unresolvable_rendezvous_fails_the_trial_with_the_reason(tiny_h5, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    spec, systems, results = tmp_path / "s.yaml", tmp_path / "systems.yaml", tmp_path / "res"
+    spec.write_text(f"name: s\ndata: {tiny_h5}\nmodel: test_resnet\nepochs: 1\ntrial: {{device: cpu}}\n"
+                    "grid: {batch: [32], gpus: [2], seeds: 1}\n")
+    systems.write_text("mine:\n  extends: generic\n  gpus_per_node: 1\n  rendezvous_suffix: i\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(SLURM_JOB_ID="99", SLURM_JOB_NODELIST="nosuchnodex1,nosuchnodex2")
+    r = subprocess.run([sys.executable, "-m", "lbscale.cli", "sweep", spec, "--results", results, "--system", "mine",
+                        "--systems", systems, "--launcher", "slurm", "--trial", "b32-g2-sgd-linear-s0"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    trial = next(d for d in results.iterdir() if (d / "trial.yaml").exists())
+    summary = read_json(trial / "summary.json")
+    assert r.returncode == 1 and summary["status"] == "failed", (r.stdout, r.stderr)
+    assert "nosuchnodex1i" in summary["error"] and "nosuchnodex1i" in (trial / "train.log").read_text()
 
 
 @pytest.mark.parametrize("value", ["i;x", "a b", 3, "$(x)"])

@@ -58,7 +58,8 @@ def _on(node, code):
 
 
 def test_the_suffixed_name_is_the_one_the_other_node_reaches(two_nodes):
-    code = ("from lbscale.slurm import rendezvous_address as r; print(r('lbsn1'), r('lbsn1', 'i'))")
+    code = ("import socket; from lbscale.slurm import rendezvous_address as r; "
+            "print(socket.gethostbyname(r('lbsn1')), r('lbsn1', 'i'))")
     rc, out, err = _on("lbsn2", code)
     assert rc == 0, err
     plain, suffixed = out.split()
@@ -67,6 +68,7 @@ def test_the_suffixed_name_is_the_one_the_other_node_reaches(two_nodes):
     probe = ("import socket\nfor a in {addrs}:\n    s = socket.socket(); s.settimeout(3)\n"
              "    print(a, s.connect_ex((a, 6818)))")
     rc, out, err = _on("lbsn2", probe.format(addrs=(plain, suffixed)))
+    assert rc == 0, err
     codes = dict(line.split() for line in out.splitlines())
     assert codes[suffixed] == "0" and codes[plain] != "0", out  # slurmd of lbsn1 listens on 6818
 
