@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 try:  # three to four times faster than json on large result sets; optional
@@ -145,6 +146,10 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
     # an lbscale before the all-reduce wait was timed apart counted it in compute: unknown (NaN), not 0
     comm = [r["comm_seconds"] for r in records if "comm_seconds" in r]
     comm_s = sum(comm) if comm else math.nan
+    # the exposed all-reduce share of the training time over the epochs epoch_seconds averages (the full ones
+    # after the first): what the scaling model's base step carries
+    steady = [r for r in (full[1:] if len(full) > 1 else full) if "comm_seconds" in r and r.get("train_seconds")]
+    comm_share = float(np.mean([r["comm_seconds"] / r["train_seconds"] for r in steady])) if steady else math.nan
     row = {
         "results": str(d.parent), "trial": d.name, "sweep": grid.get("sweep") or d.parent.name, "state": state,
         "task": task, "global_batch": grid.get("global_batch") or plan.get("global_batch") or cfg.get("global_batch"),
@@ -166,7 +171,7 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "images_per_second": summary.get("images_per_second"),
         "total_train_seconds": summary.get("total_train_seconds") or sum(r.get("train_seconds", 0) for r in records),
         "wall_seconds": summary.get("wall_seconds"), "data_seconds": data_s, "compute_seconds": compute_s,
-        "comm_seconds": comm_s,
+        "comm_seconds": comm_s, "comm_share": comm_share,
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
         "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),

@@ -22,7 +22,7 @@ from lbscale.report.tables import Table, _num, batch_label
 from lbscale.results import FINISHED
 
 LARGEST_DEFAULT = 1024  # default predictions double up to here
-MEANS = ("comm_step_seconds", "gradient_bytes", "train_samples")  # per-GPU-count means the base needs
+MEANS = ("comm_share", "gradient_bytes", "train_samples")  # per-GPU-count means the base needs
 COLUMNS = ["variant", "regime", "series_batch", "source", "gpus", "global_batch", "local_batch",
            "measured_epoch_seconds", "predicted_epoch_seconds", "ratio", "speedup", "efficiency",
            "comm_efficiency_loss", "step_seconds", "compute_seconds", "comm_seconds", "ring_seconds",
@@ -95,8 +95,8 @@ def _finite(v) -> bool:
 
 def predict_series(variant, regime: str, per: pd.DataFrame, fit: dict, extra: list[int]) -> tuple[pd.DataFrame, str]:
     """One series' rows at its measured GPU counts and at `extra`, from its point at the fewest GPUs K0: seconds
-    per step = time per epoch / (N / global batch) steps of a full pass; exposed comm per step = comm_seconds /
-    steps (needed where K0 > 1). An LbscaleError names what the results lack; else (rows, the base's note)."""
+    per step = time per epoch / (N / global batch) steps of a full pass; exposed comm per step = that times
+    the exposed all-reduce share of the same epochs (comm_share; needed where K0 > 1). An LbscaleError names what the results lack; else (rows, the base's note)."""
     per = per.sort_values("gpus").reset_index(drop=True)
     b = per.iloc[0]
     k0, batch0, local0 = int(b["gpus"]), float(b["global_batch"]), float(b["local_batch"])
@@ -105,12 +105,13 @@ def predict_series(variant, regime: str, per: pd.DataFrame, fit: dict, extra: li
                            "gradients' size): not predicted")
     if not _finite(b["train_samples"]):
         raise LbscaleError("no train_samples in config.json: not predicted")
-    comm = float(b["comm_step_seconds"]) if _finite(b["comm_step_seconds"]) else None
-    if k0 > 1 and comm is None:
+    if k0 > 1 and not _finite(b["comm_share"]):
         raise LbscaleError(f"no comm_seconds at its base of {k0} GPUs (trials of an lbscale that counted the "
                            "all-reduce wait in compute): not predicted")
     n, grad = float(b["train_samples"]), float(b["gradient_bytes"])
     step = float(b["epoch_seconds"]) * batch0 / n
+    # the exposed wait per step, from the same epochs as the step time (the full ones after the first)
+    comm = float(b["comm_share"]) * step if _finite(b["comm_share"]) else None
     measured = dict(zip(per["gpus"].astype(int), per["epoch_seconds"].astype(float)))
     counts = sorted(set(measured) | set(extra))
     if regime == "strong":  # a fixed global batch over more GPUs than images cannot run
@@ -151,9 +152,7 @@ def predict_scaling(trials: pd.DataFrame, doc: dict, gpus: list[int] | None = No
     """Every scaling series of the finished trials predicted by the all-reduce fit `doc` at its measured GPU
     counts and at `gpus` (default: `default_gpus` of its largest): (one row per series and count, notes)."""
     t = trials[trials["state"].isin(FINISHED)]
-    steps = pd.to_numeric(t["steps"], errors="coerce")
-    t = t.assign(comm_step_seconds=pd.to_numeric(t["comm_seconds"], errors="coerce") / steps.where(steps > 0),
-                 **{c: pd.to_numeric(t[c], errors="coerce") for c in ("gradient_bytes", "train_samples")})
+    t = t.assign(**{c: pd.to_numeric(t[c], errors="coerce") for c in MEANS})
     frames, notes = [], []
     for variant, regime, per in scaling_series(t, means=MEANS):
         name = series_name(variant, regime, per)

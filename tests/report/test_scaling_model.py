@@ -29,10 +29,11 @@ def ring(p: int) -> float:
 
 
 def base(k0: int, batch: int) -> tuple[float, float]:
-    """Seconds per step and exposed comm per step measured at k0 GPUs: the time per epoch (160 / k0) over the
-    N / batch steps of a full pass; comm over all 5 epochs (5.3 epochs' time: the first is 1.3x) per step."""
+    """Seconds per step and exposed comm per step measured at k0 GPUs: the time per epoch (160 / k0, the full
+    epochs after the first) over the N / batch steps of a full pass; comm per step: the share COMM of those
+    same epochs' time (not of the first, which is 1.3x and would weigh in if comm were averaged over all)."""
     steps = N / batch
-    return 160 / k0 / steps, COMM * 5.3 * 160 / k0 / (EPOCHS * steps)
+    return 160 / k0 / steps, COMM * 160 / k0 / steps
 
 
 def weak(k: int) -> float:
