@@ -96,7 +96,8 @@ def _finite(v) -> bool:
 def predict_series(variant, regime: str, per: pd.DataFrame, fit: dict, extra: list[int]) -> tuple[pd.DataFrame, str]:
     """One series' rows at its measured GPU counts and at `extra`, from its point at the fewest GPUs K0: seconds
     per step = time per epoch / (N / global batch) steps of a full pass; exposed comm per step = that times
-    the exposed all-reduce share of the same epochs (comm_share; needed where K0 > 1). An LbscaleError names what the results lack; else (rows, the base's note)."""
+    the exposed all-reduce share of the same epochs (comm_share; needed where K0 > 1). An LbscaleError names
+    what the results lack; else (rows, the base's note)."""
     per = per.sort_values("gpus").reset_index(drop=True)
     b = per.iloc[0]
     k0, batch0, local0 = int(b["gpus"]), float(b["global_batch"]), float(b["local_batch"])
