@@ -89,6 +89,9 @@ def run_allreduce_bench(o: AllreduceOptions) -> tuple[dict, str]:
     fit_procs = _parse_procs(o.fit_procs, "--fit-procs") if o.fit_procs else procs
     if not set(fit_procs) <= set(procs):
         raise LbscaleError(f"--fit-procs {o.fit_procs}: fit only on measured process counts (--procs {o.procs})")
+    if len(sizes) < 2 and len(fit_procs) < 2:  # T = 2 (p-1) alpha + 2 (p-1)/p n beta: one equation, two unknowns
+        raise LbscaleError(f"--sizes {o.sizes} at one process count cannot separate alpha from beta: give two or "
+                           "more sizes (e.g. 4K..64M) or fit on two or more process counts")
     if o.repeats < 1 or o.warmup < 0:
         raise LbscaleError(f"--repeats must be >= 1 and --warmup >= 0, got {o.repeats} and {o.warmup}")
     if not SAFE_NAME.match(o.system):

@@ -48,6 +48,7 @@ def test_sizes_parse():
     (["--procs", "2", "--fit-procs", "4"], "--fit-procs"),
     (["--repeats", "0"], "--repeats"),
     (["--system", "../x"], "--system"),
+    (["--procs", "2", "--sizes", "1M"], "give two or more sizes"),  # refused before measuring
 ])
 def test_bad_options_are_one_line_and_exit_2(run_cli, args, message):
     rc, out, err = run_cli("bench", "allreduce", *args)
