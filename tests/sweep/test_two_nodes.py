@@ -110,3 +110,23 @@ def test_two_node_trial_requeued_resumes_exactly(two_nodes, tiny_h5, tmp_path):
     assert read_json(ref / "summary.json")["param_digests"] == summary["param_digests"]
     ref_losses = [r["train_loss"] for r in read_jsonl(ref / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
     assert ref_losses == [r["train_loss"] for r in records if r.get("kind", "epoch") == "epoch"]
+
+
+@pytest.mark.slow
+def test_bench_allreduce_spans_the_two_nodes_with_a_jsc_profile(two_nodes, tmp_path):
+    # inside a two-node allocation the bench starts srun steps; --system jusuf gives them the profile's
+    # rendezvous (lbsn1 + "i") and Gloo on ib0; without them the ranks never meet (SLURM ends the job at 5 min)
+    from lbscale.slurm import wait_for_jobs
+
+    out = tmp_path / "allreduce-jusuf.json"
+    cmd = (f"{sys.executable} -m lbscale.cli bench allreduce --procs 2 --sizes 4K..1M --repeats 3 --system jusuf "
+           f"--out {out}")
+    job = subprocess.run(["sbatch", "--parsable", "-p", "twonode", "-N2", "--ntasks-per-node=1", "--time=5",
+                          f"--output={tmp_path / 'job.out'}", "--wrap", cmd], capture_output=True, text=True,
+                         env=_env(), check=True).stdout.strip().split(";")[0]
+    wait_for_jobs([job])
+    doc = read_json(out)
+    assert doc, (tmp_path / "job.out").read_text()[-2000:]
+    assert doc["hosts"] == ["lbsn1", "lbsn2"] and doc["launcher"] == "srun" and doc["backend"] == "gloo"
+    assert {pt["nodes"] for pt in doc["points"]} == {2} and len(doc["points"]) == 9
+    assert doc["fit"]["alpha_seconds"] >= 0 and doc["fit"]["beta_seconds_per_byte"] >= 0
