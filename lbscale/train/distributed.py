@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -87,7 +88,17 @@ def init(env: DistEnv, backend: str | None, device: torch.device) -> str | None:
     kwargs = {} if backend == "mpi" else {"rank": env.rank, "world_size": env.world_size, "init_method": "env://"}
     if backend == "nccl":
         kwargs["device_id"] = device
-    dist.init_process_group(backend, **kwargs)
+    seconds = os.environ.get("LBSCALE_RENDEZVOUS_TIMEOUT")  # seconds; torch's default (10-30 min) otherwise
+    if seconds:
+        kwargs["timeout"] = timedelta(seconds=float(seconds))
+    try:
+        dist.init_process_group(backend, **kwargs)
+    except (RuntimeError, ValueError, OSError) as e:  # torch's DistError and DistStoreError are RuntimeErrors
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        raise LbscaleError(f"rank {env.rank} of {env.world_size}: the process group did not form at {where} "
+                           f"({backend}: {first[:300]}); across nodes check the profile's rendezvous_suffix and "
+                           "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME") from None
     return backend
 
 

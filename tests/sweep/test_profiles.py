@@ -135,3 +135,22 @@ def test_a_bad_rendezvous_suffix_is_refused(tmp_path, value):
     f.write_text(yaml.safe_dump({"mine": {"extends": "generic", "rendezvous_suffix": value}}))
     with pytest.raises(LbscaleError, match="rendezvous_suffix"):
         get_system("mine", f)
+
+
+def test_a_process_group_that_does_not_form_is_one_line_naming_the_rendezvous(monkeypatch):
+    # rank 1 of 2 with nobody listening at the address: torch's store times out; the error names where it
+    # looked and what to check, instead of a traceback after 30 minutes
+    import torch
+
+    from lbscale.train import distributed as d
+
+    with socket.socket() as s:  # a free port nobody will listen on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("LBSCALE_RENDEZVOUS_TIMEOUT", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    env = d.DistEnv(rank=1, world_size=2, master_addr="127.0.0.1", master_port=port, launcher="torchrun")
+    with pytest.raises(LbscaleError, match=rf"rank 1 of 2: the process group did not form at 127.0.0.1:{port} "
+                                           r"\(gloo: .*rendezvous_suffix"):
+        d.init(env, "gloo", torch.device("cpu"))
