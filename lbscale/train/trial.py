@@ -9,6 +9,7 @@ cross-rank check every few steps for divergence and signals), evaluate, record, 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import time
@@ -519,6 +520,14 @@ class Trial:
         self.stop_signal = signum
 
     # --- results --------------------------------------------------------------------------------
+    def release_ddp(self) -> None:
+        """Drop the DDP wrapper (its reducer, holding the Python communication hook and the process group) while
+        the interpreter is fully alive: left to interpreter shutdown, its destruction aborted gloo processes
+        now and then ("terminate called without an active exception")."""
+        if self.env.world_size > 1:
+            self.net = self.eval_net = None
+            gc.collect()
+
     def describe(self) -> dict:
         """config.json: everything resolved, and what ran it. Collective (host names)."""
         return {"config": to_dict(self.cfg), "plan": asdict(self.plan), "world_size": self.env.world_size,
@@ -581,6 +590,7 @@ def run_trial(cfg: TrialConfig) -> int:
         if trial.decoder is not None:
             trial.decoder.close()
         trial.scalars.close()  # every way out: finished, preempted, waiting at a rung, failed
+        trial.release_ddp()
         dist.teardown(clean)
 
 

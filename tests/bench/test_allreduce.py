@@ -72,7 +72,7 @@ def test_a_failing_worker_is_one_error_line(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("needs a machine without GPUs (nccl must fail)")
-    r = subprocess.run([sys.executable, "-m", "lbscale.cli", "bench", "allreduce", "--procs", "2", "--sizes", "4K",
+    r = subprocess.run([sys.executable, "-m", "lbscale.cli", "bench", "allreduce", "--procs", "2", "--sizes", "4K,8K",
                         "--backend", "nccl", "--quiet"],
                        capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
     assert r.returncode == 2

@@ -2,6 +2,7 @@
 gloo processes (DDP's averaged gradient unchanged, nothing counted under no_sync, a slow rank seen as the other's
 wait); real 2-process trials, whose wait grows with the gradient bytes; and a single process, which has none."""
 
+import gc
 import json
 import time
 
@@ -68,6 +69,8 @@ def _worker(rank, port, out):
         net(x).square().mean().backward()
         timer.backward_done()
     out.put((rank, {"under_no_sync": under_no_sync, "same_gradient": same, "waited": timer.take()}))
+    del net, reference  # the DDP reducers (with their Python hooks) before the process group, as the trial does
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
 
