@@ -117,6 +117,35 @@ def rendezvous_address(first_host: str, suffix: str | None = None) -> str:
                            f"{suffix!r}) does not resolve on {socket.gethostname()}") from None
 
 
+def step_env(env: SlurmEnv, system: dict) -> dict:
+    """The srun step's additions to the environment: the profile's `environment` (NCCL, Gloo settings; the
+    rendered script exports them too, a hand-written one may not) and LBSCALE_MASTER_ADDR, the address every
+    rank meets at (`distributed.detect_env` reads it): the profile's MASTER_ADDR where it sets one, else
+    `rendezvous_address` of the job's first node, resolved here, on that node, where rank 0 runs. A
+    MASTER_ADDR inherited from the submitting shell (sbatch exports the user's environment) is not used."""
+    extra = {str(k): str(v) for k, v in (system.get("environment") or {}).items()}
+    hosts = env.hostnames()
+    addr = extra.get("MASTER_ADDR")
+    if addr is None and hosts:
+        addr = rendezvous_address(hosts[0], system.get("rendezvous_suffix"))
+        if len(hosts) > 1 and _loopback(addr):
+            raise LbscaleError(f"rendezvous: {hosts[0]}{system.get('rendezvous_suffix') or ''} resolves to the "
+                               f"loopback address {addr} on the first node; the other nodes cannot reach it (set "
+                               "the profile's rendezvous_suffix or MASTER_ADDR)")
+    if addr is not None:
+        extra["LBSCALE_MASTER_ADDR"] = addr
+    return extra
+
+
+def _loopback(addr: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False
+
+
 def port_for_job(job_id: str | int) -> int:
     """A port derived from the SLURM job id, so concurrent jobs on one node do not collide."""
     return 20000 + int(job_id) % 40000

@@ -121,7 +121,7 @@ def _step(system: str, slurm: SlurmEnv) -> dict:
     """Inside an allocation, where --system names a cluster profile: its srun arguments and the step's
     environment as a sweep's array task sets them (NCCL / Gloo interfaces, the rendezvous address with the
     profile's suffix). Another name is a label only."""
-    from lbscale.sweep.launch import step_env
+    from lbscale.slurm import step_env
     from lbscale.sweep.systems import get_system, load_systems
 
     if system not in load_systems():

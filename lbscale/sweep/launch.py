@@ -319,7 +319,7 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     if env.in_job:
         argv = srun_argv(p, run.system, env.cpus_per_task) + argv
         try:
-            extra = step_env(env, run.system)
+            extra = slurm.step_env(env, run.system)
         except LbscaleError as e:  # the trial's own files say why, not only the job's output
             with open(p.out / LOG, "a") as log:
                 log.write(f"lbscale: error: {e}\n")
@@ -360,35 +360,6 @@ def srun_argv(p: TrialPlan, system: dict, cpus_per_task: int | None = None) -> l
     if cpus is not None:
         argv.append(f"--cpus-per-task={cpus}")
     return argv + [str(a) for a in system.get("srun_args") or []]
-
-
-def step_env(env: slurm.SlurmEnv, system: dict) -> dict:
-    """The srun step's additions to the environment: the profile's `environment` (NCCL, Gloo settings; the
-    rendered script exports them too, a hand-written one may not) and LBSCALE_MASTER_ADDR, the address every
-    rank meets at (`distributed.detect_env` reads it): the profile's MASTER_ADDR where it sets one, else
-    `slurm.rendezvous_address` of the job's first node, resolved here, on that node, where rank 0 runs. A
-    MASTER_ADDR inherited from the submitting shell (sbatch exports the user's environment) is not used."""
-    extra = {str(k): str(v) for k, v in (system.get("environment") or {}).items()}
-    hosts = env.hostnames()
-    addr = extra.get("MASTER_ADDR")
-    if addr is None and hosts:
-        addr = slurm.rendezvous_address(hosts[0], system.get("rendezvous_suffix"))
-        if len(hosts) > 1 and _loopback(addr):
-            raise LbscaleError(f"rendezvous: {hosts[0]}{system.get('rendezvous_suffix') or ''} resolves to the "
-                               f"loopback address {addr} on the first node; the other nodes cannot reach it (set "
-                               "the profile's rendezvous_suffix or MASTER_ADDR)")
-    if addr is not None:
-        extra["LBSCALE_MASTER_ADDR"] = addr
-    return extra
-
-
-def _loopback(addr: str) -> bool:
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(addr).is_loopback
-    except ValueError:
-        return False
 
 
 def _give_up(p: TrialPlan, why: str, requeues: int) -> int:

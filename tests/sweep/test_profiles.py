@@ -8,8 +8,8 @@ import pytest
 
 from lbscale.errors import LbscaleError
 from lbscale.results import read_json
-from lbscale.slurm import SlurmEnv, rendezvous_address
-from lbscale.sweep.launch import step_env, srun_argv
+from lbscale.slurm import SlurmEnv, rendezvous_address, step_env
+from lbscale.sweep.launch import srun_argv
 from lbscale.sweep.systems import get_system
 from tests.sweep.golden import make_golden
 
