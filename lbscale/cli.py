@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from lbscale.data.sources import SOURCES
-from lbscale.errors import LbscaleError
+from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.progress import set_quiet
 from lbscale.sweep.launch import LAUNCHERS
 from lbscale.task import TASKS
@@ -330,17 +330,17 @@ def main(argv=None) -> int:
     try:
         cli.main(args=argv, prog_name="lbscale", standalone_mode=False)
     except LbscaleError as e:
-        click.echo(f"lbscale: error: {e}", err=True)
+        click.echo(f"{ERROR_PREFIX}{e}", err=True)
         return 2
     except _NO_ARGS_IS_HELP as e:  # `lbscale` or `lbscale data` alone: show the help
         click.echo(e.format_message())
         return 0
     except click.UsageError as e:
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
-        click.echo(f"lbscale: error: {e.format_message()}{hint}", err=True)
+        click.echo(f"{ERROR_PREFIX}{e.format_message()}{hint}", err=True)
         return 2
     except click.ClickException as e:
-        click.echo(f"lbscale: error: {e.format_message()}", err=True)
+        click.echo(f"{ERROR_PREFIX}{e.format_message()}", err=True)
         return 2
     except click.Abort:
         click.echo("lbscale: aborted", err=True)

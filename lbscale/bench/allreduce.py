@@ -24,10 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lbscale.analysis.commmodel import check_fit, check_summary, fit_alpha_beta, save_allreduce
-from lbscale.errors import LbscaleError
+from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
 from lbscale.progress import is_quiet
 from lbscale.results import read_json, write_json
 from lbscale.slurm import SlurmEnv, port_for_job
+from lbscale.sweep.plan import doubling, parse_ints
 
 UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 BYTES = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.IGNORECASE)
@@ -50,22 +51,16 @@ def parse_sizes(value: str) -> list[int]:
     """'4K..64M' (doubling from LO, a power of two, up to HI) or a list '4K,1M,64M': message sizes in bytes."""
     if ".." in value:
         lo_text, _, hi_text = value.partition("..")
-        lo, hi = parse_bytes(lo_text), parse_bytes(hi_text)
-        if lo & (lo - 1) or hi < lo:
+        sizes = doubling(parse_bytes(lo_text), parse_bytes(hi_text))
+        if sizes is None:
             raise LbscaleError(f"--sizes: malformed range {value!r}: expected LO..HI with LO a power of two "
                                "<= HI, e.g. 4K..64M")
-        sizes = [lo]
-        while sizes[-1] * 2 <= hi:
-            sizes.append(sizes[-1] * 2)
         return sizes
     return sorted({parse_bytes(v) for v in value.split(",")})
 
 
 def _parse_procs(value: str, option: str) -> list[int]:
-    try:
-        procs = sorted({int(v) for v in value.split(",")})
-    except ValueError:
-        raise LbscaleError(f"{option}: malformed process counts {value!r} (e.g. 2,4,8)") from None
+    procs = sorted(set(parse_ints(value, f"{option} process counts (e.g. 2,4,8)")))
     if procs[0] < 2:
         raise LbscaleError(f"{option}: all-reduce needs 2 or more processes, got {value!r}")
     return procs
@@ -196,9 +191,9 @@ def _measure(p: int, index: int, sizes: list[int], o: AllreduceOptions, slurm: S
 def _why(output: str) -> str:
     """The line that says what went wrong: a worker's own error line, else the last error-looking line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("lbscale: error: "):
-            return line[len("lbscale: error: "):]
+    own = error_line(lines)
+    if own is not None:
+        return own
     for line in reversed(lines):
         if "error" in line.lower() and not set(line) <= set("=-*"):
             return line
@@ -266,7 +261,7 @@ def main(argv=None) -> int:
     try:
         measure_worker([int(v) for v in args.sizes.split(",")], args.repeats, args.warmup, args.backend, args.out)
     except LbscaleError as e:
-        print(f"lbscale: error: {e}", file=sys.stderr, flush=True)
+        print(f"{ERROR_PREFIX}{e}", file=sys.stderr, flush=True)
         return 2
     return 0
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from lbscale import slurm
-from lbscale.errors import LbscaleError
+from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED,
                              SUMMARY, TRIAL_YAML, WAITING, archive_summary, read_json, write_atomic,
                              write_failed_summary, write_json)
@@ -160,10 +160,7 @@ def failure_reason(log_path: Path, start: int, code: int) -> str:
         lines = []
     if not lines:
         return f"exit {code} without a message"
-    # under torchrun or srun the last lines are the launcher's (a ChildFailedError banner, "srun: error: ...
-    # Exited with exit code 2"): the trial's own error line, where it wrote one, is the reason
-    own = [line for line in lines if line.startswith("lbscale: error: ")]
-    return (own[-1] if own else lines[-1]).removeprefix("lbscale: error: ")[:MAX_REASON]
+    return (error_line(lines) or lines[-1])[:MAX_REASON]
 
 
 def _outcome(p: TrialPlan, code: int) -> str:
@@ -322,7 +319,7 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
             extra = slurm.step_env(env, run.system)
         except LbscaleError as e:  # the trial's own files say why, not only the job's output
             with open(p.out / LOG, "a") as log:
-                log.write(f"lbscale: error: {e}\n")
+                log.write(f"{ERROR_PREFIX}{e}\n")
             return _give_up(p, str(e), env.restart_count)
     code = run_process(p, argv, job=env.job_name, extra_env=extra)
     print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)

@@ -30,16 +30,24 @@ def parse_size(text) -> int:
     return int(m.group(1)) * (K if m.group(2) else 1)
 
 
+def doubling(lo: int, hi: int) -> list[int] | None:
+    """LO, 2 LO, 4 LO, ... up to HI (the `LO..HI` ranges of batches and message sizes); None unless LO is a
+    power of two <= HI."""
+    if lo < 1 or lo & (lo - 1) or hi < lo:
+        return None
+    out = [lo]
+    while out[-1] * 2 <= hi:
+        out.append(out[-1] * 2)
+    return out
+
+
 def parse_batches(value) -> list[int]:
     """'8k..65k' (doubling powers of two from 8192 up to 65 x 1024), '512,8000', [512, '8k'] or one size."""
     if isinstance(value, str) and ".." in value:
         lo_text, _, hi_text = value.partition("..")
-        lo, hi = parse_size(lo_text), parse_size(hi_text)
-        if lo < 1 or lo & (lo - 1) or hi < lo:
+        out = doubling(parse_size(lo_text), parse_size(hi_text))
+        if out is None:
             raise LbscaleError(f"malformed range {value!r}: expected LO..HI with LO a power of two <= HI, e.g. 8k..65k")
-        out = [lo]
-        while out[-1] * 2 <= hi:
-            out.append(out[-1] * 2)
         return out
     items = value.split(",") if isinstance(value, str) else (value if isinstance(value, list) else [value])
     sizes = [parse_size(v) for v in items]
