@@ -34,6 +34,11 @@ RUNG_WAITS = "rung-waits.json"  # how often an array task went back to the queue
 RUNG_WAIT_SECONDS = 30  # an array task waiting at a rung sleeps this long before it requeues itself
 MAX_RUNG_WAITS = 500  # then it gives up: a peer that never reports (cancelled, crashed) must not loop forever
 MAX_REASON = 500  # characters of a failed trial's reason kept in its summary
+# srun: a rank that exits (75 after a preemption checkpoint, or an error) does not end the step at once; the
+# others get this many seconds to exit by themselves before srun terminates them. Every rank leaves a
+# preemption through the same barriers (checkpoint.save, teardown), so they exit within seconds of each other;
+# a rank that failed alone leaves its peers stuck in a collective, and they are ended after this wait.
+RANK_EXIT_WAIT = 60
 
 
 def same_trial(old_text: str, new: dict) -> bool:
@@ -111,9 +116,9 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
     outlives a killed sweep by the few seconds it needs to checkpoint.
 
-    Returns REQUEUE_EXIT whenever the trial stopped on a signal with a checkpoint: with several ranks, srun
-    (--kill-on-bad-exit) and torchrun kill the others as soon as the first exits 75, so the step's own code
-    may be a signal's even though every rank had written the preemption checkpoint. A trial that exits with an
+    Returns REQUEUE_EXIT whenever the trial stopped on a signal with a checkpoint: with several ranks, torchrun
+    kills the others as soon as the first exits 75 (srun waits RANK_EXIT_WAIT seconds for them), so the step's
+    own code may be a signal's even though every rank had written the preemption checkpoint. A trial that exits with an
     error of its own and no summary (bad data, a crash before its first result) gets a failed summary whose
     reason is its last line of output: else it would look pending, and be rerun, forever."""
     started = time.time()
@@ -352,7 +357,7 @@ def srun_argv(p: TrialPlan, system: dict, cpus_per_task: int | None = None) -> l
     #SBATCH line wins), else the profile's."""
     per_node = min(p.gpus, system["gpus_per_node"])
     argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
-            "--kill-on-bad-exit=1"]
+            "--kill-on-bad-exit=0", f"--wait={RANK_EXIT_WAIT}"]
     cpus = cpus_per_task or system.get("cpus_per_task")
     if cpus is not None:
         argv.append(f"--cpus-per-task={cpus}")

@@ -52,7 +52,9 @@ def _plan(gpus, nodes):
 
 def test_srun_gets_the_jobs_or_else_the_profiles_cpus_per_task():
     argv = srun_argv(_plan(8, 2), get_system("juwels-booster"))
-    assert argv[:5] == ["srun", "--ntasks=8", "--nodes=2", "--ntasks-per-node=4", "--kill-on-bad-exit=1"]
+    assert argv[:4] == ["srun", "--ntasks=8", "--nodes=2", "--ntasks-per-node=4"]
+    # a rank that exits 75 after the preemption checkpoint must not get its peers killed before they exit
+    assert "--kill-on-bad-exit=0" in argv and "--wait=60" in argv
     assert "--cpus-per-task=12" in argv and "--cpu-bind=none" in argv
     # the job's SLURM_CPUS_PER_TASK (an edited #SBATCH line) wins: srun refuses more than the job has
     assert "--cpus-per-task=6" in srun_argv(_plan(8, 2), get_system("juwels-booster"), cpus_per_task=6)
