@@ -173,7 +173,10 @@ def predict_epoch_seconds(gpus: int, *, train_samples: float, local_batch: float
     epoch's comm_seconds / steps), or None where not measured. gradient_bytes: the model's gradients (4 x
     trainable parameters in fp32), all-reduced in ceil(gradient_bytes / bucket_bytes) buckets over one ring of
     all GPUs. The exposed fraction f = comm_seconds / ring(measured_gpus), clipped to [0, 1], is 1 (no overlap)
-    where nothing calibrates it (one GPU measured, or comm not measured); the prediction is f x ring(gpus).
+    where nothing calibrates it (one GPU measured, or comm not measured: then the step is taken to hold the
+    whole ring); the exposed wait at `gpus` is comm_seconds + f x (ring(gpus) - ring(measured_gpus)), so a wait
+    above the whole ring (a congested fabric) is carried as measured, and at measured_gpus the prediction is the
+    measurement exactly.
     All arguments are plain numbers; bad ones are LbscaleErrors."""
     for name, value, minimum, strict in (("train_samples", train_samples, 0, True),
                                          ("local_batch", local_batch, 0, True),
@@ -191,15 +194,19 @@ def predict_epoch_seconds(gpus: int, *, train_samples: float, local_batch: float
         raise LbscaleError(f"scaling model: comm_seconds must be >= 0 and below step_seconds ({step_seconds}), "
                            f"got {comm_seconds!r}")
     buckets = max(1, math.ceil(gradient_bytes / bucket_bytes))
-    exposed = 1.0
-    if measured_gpus > 1 and comm_seconds is not None:
-        ring0 = ring_allreduce_seconds(measured_gpus, gradient_bytes, alpha, beta, buckets)
-        exposed = min(1.0, comm_seconds / ring0) if ring0 > 0 else 1.0
+    ring0 = ring_allreduce_seconds(measured_gpus, gradient_bytes, alpha, beta, buckets)
+    if comm_seconds is None:  # not measured: the step is assumed to hold the whole ring (no overlap)
+        comm_seconds = min(ring0, step_seconds)
+    exposed = min(1.0, comm_seconds / ring0) if ring0 > 0 else 1.0
     share = 1.0 if regime == "weak" else measured_gpus / gpus  # of the measured per-GPU batch, at `gpus`
-    compute = (step_seconds - (comm_seconds or 0.0)) * share
     ring = ring_allreduce_seconds(gpus, gradient_bytes, alpha, beta, buckets)
-    comm = exposed * ring
+    # the measured step, changed by what differs at `gpus`: the compute scales with the per-GPU batch, the
+    # exposed wait with the ring (f x (ring - ring0); a wait above the whole ring stays as measured). Written
+    # as differences, so at the measured count it is the measurement itself, to the last bit.
+    compute = (step_seconds - comm_seconds) * share
+    comm = comm_seconds + exposed * (ring - ring0)
+    step = step_seconds - (1.0 - share) * (step_seconds - comm_seconds) + exposed * (ring - ring0)
     steps = train_samples / (gpus * local_batch * share)
-    return EpochPrediction(gpus=gpus, epoch_seconds=steps * (compute + comm), step_seconds=compute + comm,
+    return EpochPrediction(gpus=gpus, epoch_seconds=steps * step, step_seconds=step,
                            compute_seconds=compute, comm_seconds=comm, ring_seconds=ring, exposed_fraction=exposed,
                            steps_per_epoch=steps, buckets=buckets)

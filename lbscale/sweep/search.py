@@ -14,7 +14,8 @@ momentum and warm-up).
 
 Every (batch, variant) cell gets the same points (point k means the same draw in every cell; a scaling rule
 still scales base_lr per batch), so the same spec always yields the same trials, whatever --batch selects.
-Sampled values are rounded to 4 significant digits, so trial.yaml shows what ran.
+Sampled values are rounded to 4 significant digits (for one_minus_loguniform the draw x, not 1 - x), so
+trial.yaml shows what ran.
 """
 
 from __future__ import annotations
@@ -87,11 +88,13 @@ def _transform(dist: str, args, u: float):
         return args[min(int(u * len(args)), len(args) - 1)]
     lo, hi = args
     if dist == "uniform":
-        value = lo + u * (hi - lo)
-    else:
-        value = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
-        if dist == "one_minus_loguniform":
-            value = 1.0 - value
+        return _round(lo + u * (hi - lo))
+    x = _round(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))))
+    # the draw is rounded, never 1 - x: rounding 1 - 1e-5 to 4 digits would give momentum 1.0
+    return 1.0 - x if dist == "one_minus_loguniform" else x
+
+
+def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
 

@@ -5,6 +5,7 @@ import json
 import math
 import random
 
+import numpy as np
 import pytest
 
 from lbscale.analysis.commmodel import (
@@ -205,3 +206,29 @@ def test_missing_file_is_an_error(tmp_path):
         load_allreduce(tmp_path / "absent.json")
     with pytest.raises(LbscaleError, match="not a file"):
         load_allreduce(tmp_path)
+
+
+def test_predict_at_the_measured_count_is_the_measurement_by_hand():
+    # defect: f was capped at 1 but the whole measured comm (0.03 s) subtracted; the ring at 2 GPUs is
+    # 2 * 1/2 * 1e8 * 1e-10 = 0.01 s, so the prediction was (0.10 - 0.03 + 0.01) * 100 = 8.0 s, not 10.0 s
+    r = predict_epoch_seconds(2, train_samples=6400, local_batch=32, measured_gpus=2, step_seconds=0.10,
+                              comm_seconds=0.03, gradient_bytes=1e8, alpha=0, beta=1e-10)
+    assert r.steps_per_epoch == 100
+    assert r.epoch_seconds == 10.0
+
+
+def test_predict_at_the_measured_count_is_the_measurement_for_random_inputs():
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        measured = int(rng.integers(1, 64))
+        step = float(10 ** rng.uniform(-3, 1))
+        comm = None if rng.random() < 0.2 else float(step * rng.uniform(0, 0.999))
+        kw = dict(train_samples=float(rng.integers(1, 10 ** 7)), local_batch=float(rng.integers(1, 4096)),
+                  measured_gpus=measured, step_seconds=step, comm_seconds=comm,
+                  gradient_bytes=float(10 ** rng.uniform(0, 10)), alpha=float(10 ** rng.uniform(-7, -2)),
+                  beta=float(10 ** rng.uniform(-12, -8)), bucket_bytes=float(10 ** rng.uniform(5, 8)),
+                  regime=str(rng.choice(["weak", "strong"])))
+        r = predict_epoch_seconds(measured, **kw)
+        steps = kw["train_samples"] / (measured * kw["local_batch"])
+        assert r.step_seconds == step, kw
+        assert r.epoch_seconds == steps * step, kw

@@ -134,3 +134,15 @@ def test_a_searched_option_an_axis_also_sets_is_refused(tmp_path, extra, message
     path.write_text(SPEC.replace("SAMPLER", "sobol").replace("weight_decay: [1.0e-4, 5.0e-4]", "epochs: [1, 2]"))
     with pytest.raises(LbscaleError, match="grid.search sets epochs"):
         build_plan(load_sweep_spec(path), tmp_path / "r", 4, epochs=3)
+
+
+def test_one_minus_loguniform_rounds_the_draw_never_the_momentum():
+    # defect: 1 - x was rounded to 4 significant digits, so x < ~5e-5 gave momentum 1.0 (no learning at all)
+    from lbscale.sweep.search import _transform
+
+    lo, hi = 1e-5, 0.1
+    for u in np.linspace(0.0, 0.999, 2000):
+        x = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))  # the log-uniform draw, by hand
+        m = _transform("one_minus_loguniform", [lo, hi], float(u))
+        assert m < 1.0
+        assert m == 1.0 - float(f"{x:.4g}")  # the draw rounded to 4 significant digits, then 1 - x
