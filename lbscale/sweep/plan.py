@@ -201,9 +201,15 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
                  "local_batch": local_batch is not None or spec.local_batch is not None or bool(spec.points),
                  "accum_steps": local_batch is not None or spec.local_batch is not None or bool(spec.points)}
         clash = sorted(k for k in space.names if taken.get(k))
+        where = "grid.search" if variant not in spec.variant_search else f"variant {variant}'s search"
         if clash:
-            raise LbscaleError(f"{spec.path}: grid.search sets {clash[0]}, which the grid (or --{clash[0]}) "
+            raise LbscaleError(f"{spec.path}: {where} sets {clash[0]}, which the grid (or --{clash[0]}) "
                                "sets too; search it or give it, not both")
+        # a variant's own setting would be overwritten by every point: both "variants" would train the same
+        clash = sorted(space.names & set(variants[variant]))
+        if clash:
+            raise LbscaleError(f"{spec.path}: {where} sets {clash[0]}, which variant {variant} sets too; "
+                               "search it or give it in the variant, not both")
         return list(enumerate(space.points()))
 
     plans = []

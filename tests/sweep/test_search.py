@@ -146,3 +146,17 @@ def test_one_minus_loguniform_rounds_the_draw_never_the_momentum():
         m = _transform("one_minus_loguniform", [lo, hi], float(u))
         assert m < 1.0
         assert m == 1.0 - float(f"{x:.4g}")  # the draw rounded to 4 significant digits, then 1 - x
+
+
+def test_a_searched_option_a_variant_also_sets_is_refused(tmp_path):
+    # defect: both "variants" trained the searched LRs, their own base_lr silently overridden
+    text = SPEC.replace("    sgd: {optimizer: sgd}\n    nesterov: {optimizer: nesterov}",
+                        "    sgd-lr01: {optimizer: sgd, base_lr: 0.1}\n    sgd-lr1: {optimizer: sgd, base_lr: 1.0}")
+    with pytest.raises(LbscaleError, match=r"grid.search sets base_lr, which variant sgd-lr01 sets too"):
+        _plans(tmp_path, text=text)
+    # a variant's own search space clashes with the variant's own setting the same way
+    own = SPEC.replace("    nesterov: {optimizer: nesterov}",
+                       "    nesterov: {optimizer: nesterov, momentum: 0.95, search: {base_lr: [0.1, 1.0],\n"
+                       "               momentum: [0.9, 0.99]}}")
+    with pytest.raises(LbscaleError, match=r"variant nesterov's search sets momentum, which variant nesterov sets"):
+        _plans(tmp_path, text=own)
