@@ -122,8 +122,8 @@ class TrialConfig:
     prune_min_steps: int = _f(None, "First rung, in optimizer steps (rungs at r, r*eta, r*eta^2, ...).")
     prune_eta: int = _f(3, "Successive halving's reduction factor: the top 1/eta of a rung goes on.")
     prune_metric: str = _f(None, "Metric compared at the rungs (default: --target-metric, else the primary metric).")
-    prune_group: str = _f(None, "The trials compared with each other: siblings in the results directory with this "
-                                "group (a sweep sets one per batch and variant).")
+    prune_group: str = _f(None, "The trials compared with each other (required with --prune): siblings in the results "
+                                "directory with this group (a sweep sets one per batch and variant).")
     divergence_factor: float = _f(10.0, "Diverged when the loss stays above this factor of its initial value...")
     divergence_window: int = _f(20, "...for this many optimizer steps (or is not finite).")
     on_divergence: str = _choice("stop", "At divergence.", {
@@ -273,6 +273,9 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
         raise LbscaleError(f"--prune {cfg.prune}: give --prune-min-steps (the first rung, in optimizer steps)")
     if cfg.prune_eta < 2:
         raise LbscaleError("--prune-eta must be >= 2")
+    if not cfg.prune_group:  # never "every sibling of --out": a directory of other studies would be compared
+        raise LbscaleError(f"--prune {cfg.prune}: name the trials it is compared with, --prune-group NAME (the "
+                           "siblings of --out that name the same group; a sweep sets one per batch and variant)")
     if cfg.prune_metric is not None and cfg.prune_metric not in known:
         raise LbscaleError(f"--prune-metric: {cfg.prune_metric!r} is not a metric of any task "
                            f"(choose one of {', '.join(known)})")

@@ -1,6 +1,7 @@
 """The result store: per-trial files written atomically (temp file + rename), read back as records.
 
-A trial directory holds trial.yaml (a sweep's resolved config), grid.json (its place in the grid),
+A trial directory holds trial.yaml (a sweep's resolved config), grid.json (its place in the grid), peers.json
+(the other trials of its halving group in the current plan),
 config.json, metrics.jsonl, summary.json (written last), checkpoint/, and attempts/ (the summaries of
 earlier failed attempts). Whether a process or a SLURM job still works on a trial is
 `lbscale.sweep.state`'s question, not the store's."""
@@ -19,6 +20,7 @@ REQUEUE_EXIT = 75  # a trial's exit code after SIGTERM / SIGUSR1: checkpointed, 
 CHECKPOINT_INFO = "info.json"  # inside the checkpoint directory: reason, epoch, step, time written
 PREEMPTED = "preempted"  # the reason recorded in checkpoint/info.json by that checkpoint
 WAITING = "waiting"  # ... by a trial waiting at a rung of synchronous successive halving (exit REQUEUE_EXIT too)
+PEERS = "peers.json"  # a sweep trial's successive-halving group: {group, members} of the current plan
 
 
 def write_atomic(path: Path, text: str) -> None:

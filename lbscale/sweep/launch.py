@@ -21,8 +21,8 @@ import yaml
 
 from lbscale import slurm
 from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
-from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED,
-                             SUMMARY, TRIAL_YAML, WAITING, archive_summary, read_json, write_atomic,
+from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN,
+                             SUBMITTED, SUMMARY, TRIAL_YAML, WAITING, archive_summary, read_json, write_atomic,
                              write_failed_summary, write_json)
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
@@ -61,7 +61,8 @@ def same_trial(old_text: str, new: dict) -> bool:
 
 
 def write_trial_files(plans: list[TrialPlan]) -> None:
-    """trial.yaml per trial; a changed config of a trial that already has results is an error."""
+    """trial.yaml, grid.json and (with pruning) peers.json per trial; a changed config of a trial that already
+    has results is an error."""
     for p in plans:
         p.out.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(trial_yaml(p), sort_keys=True)
@@ -73,6 +74,10 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
             write_atomic(path, text)
         if read_json(p.out / GRID) != p.axes():
             write_json(p.out / GRID, p.axes())
+        if p.config.prune != "none":
+            peers = {"group": p.config.prune_group, "members": list(p.peers)}
+            if read_json(p.out / PEERS) != peers:
+                write_json(p.out / PEERS, peers)
 
 
 def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:

@@ -99,6 +99,7 @@ class TrialPlan:
     point: int | None = None  # grid.search: which point, and its options
     search: dict | None = None
     tune: bool | None = None  # grid.search.tune: candidates of a tuning (True) or an axis (False)
+    peers: tuple = ()  # the other trials of its successive-halving group in this plan (none without pruning)
 
     def axes(self) -> dict:
         """grid.json: where in its sweep's grid this trial sits."""
@@ -248,7 +249,20 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise LbscaleError(f"{spec.path}: grid.points repeat a (batch, gpus) row: trial {dup} twice")
+    _assign_peers(plans)
     return plans
+
+
+def _assign_peers(plans: list[TrialPlan]) -> None:
+    """Each pruned trial's peers: the other trials of its halving group in this plan, and no others (a trial
+    directory left from an earlier plan with more points or seeds must never hold a group back)."""
+    groups: dict[str, list[str]] = {}
+    for p in plans:
+        if p.config.prune != "none":
+            groups.setdefault(p.config.prune_group, []).append(p.trial_id)
+    for p in plans:
+        if p.config.prune != "none":
+            p.peers = tuple(t for t in groups[p.config.prune_group] if t != p.trial_id)
 
 
 def _train_samples(data) -> int | None:

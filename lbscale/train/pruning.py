@@ -3,7 +3,8 @@ Tuning", MLSys 2020), decided from the peers' records in the results directory.
 
 Rungs sit at r, r*eta, r*eta^2, ... optimizer steps (below the trial's last step). At a rung a trial publishes
 its metric in its own `rungs.json` (atomically, so a reader sees a whole file), and only then reads its peers'
-(the trials of its group, e.g. one batch and variant of a sweep: siblings in the results directory). So of two
+(the trials of its group, e.g. one batch and variant of a sweep: the siblings its sweep's current plan lists in
+the trial's peers.json, or for a standalone trial the siblings that name the same --prune-group). So of two
 trials deciding at the same moment, the later one always sees the earlier one, whichever array task runs where.
 
 - `asha` (asynchronous): it continues when its value is among the best max(1, n // eta) of the n values
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from lbscale.results import SUMMARY, TRIAL_YAML, read_json, write_json
+from lbscale.results import PEERS, SUMMARY, TRIAL_YAML, read_json, write_json
 
 RUNGS_FILE = "rungs.json"
 MODES = {"none": "every trial trains its whole budget",
@@ -110,21 +111,32 @@ class Pruner:
         return record["decision"]
 
     def peers(self) -> list[Peer]:
-        """The other trials of this group in the results directory: those whose trial.yaml names the group
-        (all of a sweep's, written before any runs) and those that published under it."""
+        """The other trials of this group: those its sweep listed in peers.json (the current plan's, and no
+        others); without that file (a standalone `lbscale train --prune-group G`), the siblings in the results
+        directory whose trial.yaml or rungs.json name the group."""
+        listed = read_json(self.out / PEERS)
+        if listed is not None:
+            return [self._peer(self.out.parent / name, declared=True) for name in listed["members"]]
         found = []
         for d in sorted(self.out.parent.iterdir()) if self.out.parent.is_dir() else []:
             if d == self.out or not d.is_dir():
                 continue
-            published = read_json(d / RUNGS_FILE) if (d / RUNGS_FILE).exists() else None
-            if published and published.get("group") == self.group:
-                rungs = {r["rung"]: r["value"] for r in published["rungs"]}
-            elif _declared_group(d) == self.group:
-                rungs = {}
-            else:
-                continue
-            found.append(Peer(d.name, rungs, (d / SUMMARY).exists()))
+            peer = self._peer(d, declared=_declared_group(d) == self.group)
+            if peer is not None:
+                found.append(peer)
         return found
+
+    def _peer(self, d: Path, declared: bool) -> Peer | None:
+        """What trial directory `d` published under this group (nothing yet: no rungs); None where it is not
+        of the group."""
+        published = read_json(d / RUNGS_FILE) if (d / RUNGS_FILE).exists() else None
+        if published and published.get("group") == self.group:
+            rungs = {r["rung"]: r["value"] for r in published["rungs"]}
+        elif declared:
+            rungs = {}
+        else:
+            return None
+        return Peer(d.name, rungs, (d / SUMMARY).exists())
 
     def _write(self) -> None:
         write_json(self.out / RUNGS_FILE, {"group": self.group, "mode": self.mode, "eta": self.eta,

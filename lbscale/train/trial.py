@@ -98,7 +98,7 @@ class Trial:
         metric = cfg.prune_metric or cfg.target_metric or self.task.primary_on(cfg.eval_split)
         self.task.check_target_metric(metric, self.num_classes, (cfg.eval_split,))
         steps = rung_steps(cfg.prune_min_steps, cfg.prune_eta, self.plan.total_steps)
-        return Pruner(self.out, cfg.prune, cfg.prune_group or "all", cfg.prune_eta, metric,
+        return Pruner(self.out, cfg.prune, cfg.prune_group, cfg.prune_eta, metric,
                       self.task.higher_is_better(metric), steps)
 
     # --- building -------------------------------------------------------------------------------

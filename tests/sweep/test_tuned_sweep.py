@@ -82,3 +82,21 @@ def test_asynchronous_halving_as_a_slurm_job_array(slurm, tiny_h5, tmp_path):
             assert s["pruned_at"] == records[-1] and records[-1]["decision"] == "prune"
         grid = json.loads((results / name / "grid.json").read_text())
         assert grid["search"]["base_lr"] == read_json(results / name / "config.json")["config"]["base_lr"]
+
+
+def test_a_trial_left_from_an_earlier_plan_is_never_a_peer(tiny_h5, tmp_path):
+    # defect: the 3-point sweep wrote its trial files and was interrupted; rerun with 2 points, both trials waited
+    # for ...-p2-s0 (no longer planned) at their first rung, on every rerun ("2 trials still wait at a rung")
+    results = tmp_path / "results"
+    lbscale("sweep", _spec(tmp_path, tiny_h5, "sha", "base_lr: [0.003, 0.05, 0.4]"), "--results", results,
+            "--launcher", "slurm", "--no-submit")  # the trial files of all three points, nothing run
+    assert (results / "b32-g1-sgd-none-p2-s0" / "trial.yaml").exists()
+    out = lbscale("sweep", _spec(tmp_path, tiny_h5, "sha", "base_lr: [0.003, 0.05]"), "--results", results,
+                  check=False)
+    assert out.returncode == 0, out.stdout[-2000:]
+    first = {d: read_json(results / d / RUNGS_FILE)["rungs"][0] for d in ("b32-g1-sgd-none-p0-s0",
+                                                                          "b32-g1-sgd-none-p1-s0")}
+    assert [sorted(r["peers"]) for r in first.values()] == [["b32-g1-sgd-none-p1-s0"], ["b32-g1-sgd-none-p0-s0"]]
+    # of two at a rung one goes on (keep max(1, 2 // 3)); the lower val_loss, read from the values recorded
+    (keep,) = [d for d, r in first.items() if r["decision"] == "continue"]
+    assert first[keep]["value"] == min(r["value"] for r in first.values())

@@ -96,6 +96,7 @@ def test_a_preemption_at_a_rung_step_publishes_the_rung_first(tiny_h5, tmp_path,
 @pytest.mark.parametrize("option, message", [
     (["--prune", "asha"], "--prune-min-steps"),
     (["--prune", "sha", "--prune-min-steps", "2", "--prune-eta", "1"], "--prune-eta must be >= 2"),
+    (["--prune", "asha", "--prune-min-steps", "2"], "--prune-group NAME"),  # never every sibling of --out
     (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples, or --prune) too"),
     (["--eval-every", "5", "--eval-every-samples", "100"], "give one of them"),
     (["--stop-at-target"], "--stop-at-target needs"),
