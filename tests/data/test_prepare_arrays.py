@@ -192,6 +192,14 @@ def _bad(tmp_path, case):
         with h5py.File(tmp_path / "d.h5", "w") as h5:
             h5["x"] = x
         return ["--images", f"{tmp_path}/d.h5:y", *good[2:]], "no dataset 'y' (it holds x)"
+    if case == "one 0/1 column":  # was prepared as a one-class multilabel task, no word said
+        np.save(tmp_path / "y1.npy", y[:, None])
+        return good[:3] + [tmp_path / "y1.npy"] + good[4:], ("y1.npy: labels of shape (20, 1): one 0/1 column; pass "
+                                                             "shape (N,) class ids 0/1 for a two-class task, or (N, 2) "
+                                                             "multi-hot for two independent labels")
+    if case == "one column of ids":
+        np.save(tmp_path / "yc.npy", 2 * y[:, None])
+        return good[:3] + [tmp_path / "yc.npy"] + good[4:], "yc.npy: labels of shape (20, 1): one column of class ids"
     if case == "negative class":
         np.save(tmp_path / "yneg.npy", y - 1)
         return good[:3] + [tmp_path / "yneg.npy"] + good[4:], "class id -1 < 0"
@@ -205,8 +213,8 @@ def _bad(tmp_path, case):
 
 
 @pytest.mark.parametrize("case", ["labels length", "npz key", "no layout", "absurd layout", "3-D labels",
-                                  "int64 images", "missing file", "h5 dataset", "negative class", "split length",
-                                  "split name"])
+                                  "int64 images", "missing file", "h5 dataset", "one 0/1 column", "one column of ids",
+                                  "negative class", "split length", "split name"])
 def test_malformed_input_is_one_line_and_no_output(tmp_path, run_cli, case):
     args, expected = _bad(tmp_path, case)
     out = tmp_path / "out.h5"

@@ -102,8 +102,10 @@ def test_given_splits_of_12_band_uint16_geotiffs(tmp_path, run_cli):
 def test_resize_is_bilinear_with_half_pixel_centres():
     img = np.array([[[0, 100], [0, 100]]], dtype=np.uint8)  # a horizontal ramp, 2 x 2 -> 4 x 4
     assert resize(img, 4)[0].tolist() == [[0, 25, 75, 100]] * 4
-    f = np.arange(16, dtype=np.float32).reshape(1, 4, 4)  # 4 -> 2: the mean of each 2 x 2 block's centre
-    assert resize(f, 2)[0].tolist() == [[2.5, 4.5], [10.5, 12.5]]
+    # 4 -> 2 shrinks with the triangle filter (tests/data/test_resize.py), 2 pixels each side, cut at the edge:
+    # weights 3/7, 3/7, 1/7 on columns 0, 1, 2 (ramp 0, 1, 2: 5/7) and 1/7, 3/7, 3/7 on 1, 2, 3 (16/7); rows alike
+    f = np.arange(16, dtype=np.float32).reshape(1, 4, 4)
+    np.testing.assert_allclose(resize(f, 2)[0], (np.array([[5, 16]]) + np.array([[20], [64]])) / 7, rtol=1e-6)
 
 
 def test_mixed_sizes_with_size_are_resized(tmp_path, run_cli):

@@ -164,7 +164,8 @@ def image_layout(ref: ArrayRef, layout: str | None) -> tuple[int, int, int]:
 
 
 def read_labels(ref: ArrayRef, n: int, images: str, class_names: list[str] | None) -> tuple[np.ndarray, str, int]:
-    """Labels of `ref` checked against `n` images -> (labels, task, classes): 1-D ids or 2-D 0/1 multi-hot."""
+    """Labels of `ref` checked against `n` images -> (labels, task, classes): 1-D ids or 2-D 0/1 multi-hot with two
+    or more columns (a single column is refused: lbscale does not guess which task it means)."""
     if len(ref.shape) not in (1, 2):
         raise LbscaleError(f"{ref.spec}: labels of shape {ref.shape}: expected (N,) class ids or (N, K) multi-hot")
     if ref.shape[0] != n:
@@ -182,7 +183,12 @@ def read_labels(ref: ArrayRef, n: int, images: str, class_names: list[str] | Non
             k = len(class_names)
         return labels.astype(np.int64), "multiclass", k
     k = labels.shape[1]
-    if k == 0 or not np.all((labels == 0) | (labels == 1)):
+    binary = np.all((labels == 0) | (labels == 1))
+    if k == 1:  # a one-label multilabel task is a two-class task in disguise, or class ids in a column: say which
+        raise LbscaleError(f"{ref.spec}: labels of shape {ref.shape}: " + (
+            "one 0/1 column; pass shape (N,) class ids 0/1 for a two-class task, or (N, 2) multi-hot for two "
+            "independent labels" if binary else "one column of class ids; pass them as shape (N,)"))
+    if k == 0 or not binary:
         raise LbscaleError(f"{ref.spec}: multi-hot labels {labels.shape} must be rows of 0/1")
     if class_names is not None and len(class_names) != k:
         raise LbscaleError(f"{ref.spec}: {k} label columns but --class-names names {len(class_names)}")
@@ -225,7 +231,7 @@ def name_list(value, what: str) -> list[str] | None:
 
 
 class ArraysSource(Source):
-    """Images (N, H, W) or 4-D in --layout, labels (N,) class ids or (N, K) multi-hot; samples named by row.
+    """Images (N, H, W) or 4-D in --layout, labels (N,) class ids or (N, K >= 2) multi-hot; samples named by row.
 
     With `split_of` the samples marked val / test form those splits as given and train is the rest; a split it
     marks no sample of is carved from train as for any source (set its fraction to 0 to keep it empty)."""

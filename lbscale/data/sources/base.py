@@ -86,17 +86,48 @@ def lerp_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return lo, hi, (src - lo).astype(np.float32)
 
 
+@lru_cache(maxsize=None)
+def reduce_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """Taps (n_out, k) and weights (n_out, k) of the triangle filter shrinking n_in to n_out samples, as PIL's
+    BILINEAR reduction (Resample.c precompute_coeffs): support widened by the factor, cut at the edges and
+    renormalised there. Taps past the edge point at the last sample with weight 0."""
+    scale = n_in / n_out
+    centre = (np.arange(n_out) + 0.5) * scale
+    lo = np.maximum((centre - scale + 0.5).astype(np.intp), 0)  # PIL truncates these toward zero, as here
+    hi = np.minimum((centre + scale + 0.5).astype(np.intp), n_in)
+    taps = lo[:, None] + np.arange(int((hi - lo).max()))[None, :]
+    w = np.maximum(0.0, 1.0 - np.abs((taps - centre[:, None] + 0.5) / scale))
+    w[taps >= hi[:, None]] = 0.0
+    w /= w.sum(axis=1, keepdims=True)
+    return np.minimum(taps, n_in - 1), w.astype(np.float32)
+
+
+def _resize_axis(x: np.ndarray, n_out: int, axis: int) -> np.ndarray:
+    """x (float32) resampled to n_out along `axis` (1 or 2): bilinear when enlarging, the triangle filter of
+    reduce_weights when shrinking, so that every source pixel counts (no aliasing)."""
+    n_in = x.shape[axis]
+    if n_in == n_out:
+        return x
+    shape = (1, n_out, 1) if axis == 1 else (n_out,)
+    if n_out > n_in:
+        lo, hi, w = lerp_weights(n_in, n_out)
+        return x.take(lo, axis) * (1 - w).reshape(shape) + x.take(hi, axis) * w.reshape(shape)
+    taps, w = reduce_weights(n_in, n_out)
+    out = x.take(taps[:, 0], axis) * w[:, 0].reshape(shape)
+    for t in range(1, taps.shape[1]):
+        out += x.take(taps[:, t], axis) * w[:, t].reshape(shape)
+    return out
+
+
 def resize(image: np.ndarray, size: int) -> np.ndarray:
-    """(C, H, W) -> (C, size, size), bilinear with half-pixel centres and clamped edges (align_corners=False,
-    as torch's interpolate and OpenCV's INTER_LINEAR), rounded and clipped for integer types. Separable
-    gathers and multiply-adds rather than a matrix product: no BLAS threads in forked reader processes."""
+    """(C, H, W) -> (C, size, size) as PIL's BILINEAR resize: enlarging is bilinear with half-pixel centres and
+    clamped edges (align_corners=False, as torch's interpolate and OpenCV's INTER_LINEAR), shrinking averages
+    each output pixel's footprint (the triangle filter of torch's antialias=True); rounded and clipped for
+    integer types. Separable gathers and multiply-adds rather than a matrix product: no BLAS threads in forked
+    reader processes."""
     if image.shape[1:] == (size, size):
         return image
-    ly, hy, wy = lerp_weights(image.shape[1], size)
-    lx, hx, wx = lerp_weights(image.shape[2], size)
-    x = image.astype(np.float32)
-    rows = x[:, ly] * (1 - wy)[None, :, None] + x[:, hy] * wy[None, :, None]
-    out = rows[:, :, lx] * (1 - wx) + rows[:, :, hx] * wx
+    out = _resize_axis(_resize_axis(image.astype(np.float32), size, 1), size, 2)
     if image.dtype == np.float32:
         return out
     info = np.iinfo(image.dtype)

@@ -5,11 +5,14 @@
     SRC/... + --labels labels.csv           multilabel: a `file` column (paths relative to SRC), then one 0/1
                                             column per class, or a `labels` column of class names (';' or ' ')
 
-Files: PNG and JPEG (decoded to pixels: 1 band grey, 3 RGB, 4 RGBA) and TIFF / GeoTIFF with any band count
-(tifffile; uint8 / uint16 / float32 kept native). All files of a dataset must agree in bands, size and type;
-`--size S` resizes every image to S x S with the bilinear convention of BigEarthNet's upsampling (half-pixel
-centres, clamped edges, rounded for integer types). Class ids follow the sorted class-folder (or column)
-names. Sample names are paths relative to SRC, so names repeated across class folders stay distinct.
+Files: PNG and JPEG decoded to pixels (uint8 grey, grey + alpha, RGB, RGBA; palettes as the RGB / RGBA they
+index, bilevel as 0 / 255 grey; 16-bit grey PNGs as one uint16 band; CMYK, float, 16-bit colour and 32-bit
+values are refused) and TIFF / GeoTIFF with any band count, as samples or as pages (tifffile; uint8 / uint16 /
+float32 kept native). All files of a dataset must agree in bands, size and type; `--size S` resizes every image
+to S x S as PIL's BILINEAR does: enlarging with the bilinear convention of BigEarthNet's upsampling (half-pixel
+centres, clamped edges), shrinking with its antialiasing triangle filter; rounded for integer types. Class ids
+follow the sorted class-folder (or column) names. Sample names are paths relative to SRC, so names repeated
+across class folders stay distinct.
 """
 
 from __future__ import annotations
@@ -39,6 +42,42 @@ def _images(folder: Path) -> list[Path]:
                   and not p.name.startswith("."))
 
 
+# PIL modes stored as they are, and those converted on the way: bilevel to 0/255 grey, palettes to the colours they
+# index, premultiplied alpha undone. 16-bit grey (the I;16 modes, and I as older Pillows open 16-bit PNGs) is kept as
+# one uint16 band; anything else (CMYK, floats, 32-bit values) would be a lossy guess, so it is refused.
+KEPT_MODES = ("L", "LA", "RGB", "RGBA")
+CONVERTED_MODES = {"1": "L", "PA": "RGBA", "La": "LA", "RGBa": "RGBA", "RGBX": "RGB"}
+GREY16_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def _pil_pixels(path: Path, im) -> np.ndarray:
+    """An opened, not yet loaded PIL image -> (H, W) or (H, W, bands) of uint8 / uint16; LbscaleError if its mode
+    cannot be kept."""
+    rawmode = im.tile[0][3] if im.tile else None  # what the file holds; gone once loaded
+    im.load()
+    mode = im.mode
+    if isinstance(rawmode, str) and ";16" in rawmode and mode not in GREY16_MODES:
+        raise LbscaleError(f"{path}: a 16-bit {rawmode.split(';')[0]} image, which PIL decodes to 8 bits per channel "
+                           f"(mode {mode}); save 16-bit colour, alpha or multi-band images as TIFF")
+    if mode in GREY16_MODES:
+        return np.asarray(im).astype(np.uint16)  # native byte order (I;16B reads big-endian)
+    if mode == "I":
+        arr = np.asarray(im)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi > 65535:
+            raise LbscaleError(f"{path}: PIL mode I with values {lo}..{hi}; lbscale keeps 32-bit integer images "
+                               f"only within uint16 (0..65535)")
+        return arr.astype(np.uint16)
+    if mode == "P":
+        im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+    elif mode in CONVERTED_MODES:
+        im = im.convert(CONVERTED_MODES[mode])
+    elif mode not in KEPT_MODES:
+        raise LbscaleError(f"{path}: PIL mode {mode}, which lbscale does not keep (PNG / JPEG pixels are stored as "
+                           f"grey, grey + alpha, RGB, RGBA or 16-bit grey; save other data as TIFF)")
+    return np.asarray(im)
+
+
 def read_pixels(path: Path) -> np.ndarray:
     """One image file -> (C, H, W) in its native type; LbscaleError names an unreadable file."""
     if SUFFIXES[path.suffix.lower()] == "tiff":
@@ -48,10 +87,9 @@ def read_pixels(path: Path) -> np.ndarray:
 
         try:
             with Image.open(path) as im:
-                im.load()
-                if im.mode not in ("L", "RGB", "RGBA"):
-                    im = im.convert("RGBA" if "A" in im.mode else "RGB")
-                arr = np.asarray(im)
+                arr = _pil_pixels(path, im)
+        except LbscaleError:
+            raise
         except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... on a bad file
             raise LbscaleError(f"{path}: not a readable image ({str(e).splitlines()[0] if str(e) else e!r})") \
                 from None
@@ -128,7 +166,7 @@ class FolderSource(Source):
         if size is not None:
             first = resize(first, size)
         self.shape, self.dtype = first.shape, first.dtype
-        bands = {1: ["gray"], 3: ["red", "green", "blue"], 4: ["red", "green", "blue", "alpha"]}
+        bands = {1: ["gray"], 2: ["gray", "alpha"], 3: ["red", "green", "blue"], 4: ["red", "green", "blue", "alpha"]}
         png_jpeg = SUFFIXES[self.files["train"][0].suffix.lower()] != "tiff"
         band_names = bands[first.shape[0]] if png_jpeg and first.shape[0] in bands else \
             [f"B{i + 1}" for i in range(first.shape[0])]

@@ -3,7 +3,8 @@
 BigEarthNet and EuroSAT ship hundreds of thousands of small, uncompressed, strip-organised classic TIFFs.
 tifffile parses every tag of every file with general machinery (about 0.2 ms a file); reading the dozen
 baseline tags we need with `struct` is several times cheaper. Any file outside that narrow layout
-(compression, tiles, BigTIFF, planar separation, odd strips) goes to tifffile, which also reports errors.
+(compression, tiles, BigTIFF, planar separation, odd strips, a second page) goes to tifffile, which also
+reports errors; its first series is read whole, so bands stored as pages arrive as bands.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def _plain_tiff(data: bytes) -> np.ndarray | None:
             if pos + count * size > len(data):
                 return None
         tags[code] = struct.unpack_from(f"{e}{count}{fmt}", data, pos)
+    nxt = ifd + 2 + 12 * n
+    if nxt + 4 > len(data) or struct.unpack_from(e + "I", data, nxt)[0] != 0:
+        return None  # more pages (bands, a stack, overviews): tifffile's series says what they are
     spp = tags.get(SAMPLES, (1,))[0]
     bits = set(tags.get(BITS, (1,)))
     if (tags.get(COMPRESSION, (1,))[0] != 1 or TILE_WIDTH in tags or OFFSETS not in tags or COUNTS not in tags
@@ -71,7 +75,8 @@ def _plain_tiff(data: bytes) -> np.ndarray | None:
 
 
 def read_tiff(path, what: str = "") -> np.ndarray:
-    """The first image of a (Geo)TIFF; LbscaleError names the file when it is missing or corrupt."""
+    """The first image series of a (Geo)TIFF as (H, W) or (H, W, bands), whether its bands are samples (contiguous
+    or planar) or pages; LbscaleError names the file when it is missing, corrupt or not one image of bands."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -84,9 +89,25 @@ def read_tiff(path, what: str = "") -> np.ndarray:
 
     try:
         with tifffile.TiffFile(path) as tif:
-            arr = tif.pages.first.asarray()
+            series = tif.series[0]
+            arr, axes = series.asarray(), series.axes
     except Exception as e:  # tifffile raises TiffFileError, ValueError, struct.error... on corrupt input
         raise LbscaleError(f"{path}: unreadable TIFF ({type(e).__name__}: {e})") from None
     if arr.size == 0:
         raise LbscaleError(f"{path}: unreadable TIFF (no image data)")
-    return arr
+    return _height_width_bands(path, arr, axes)
+
+
+def _height_width_bands(path, arr: np.ndarray, axes: str) -> np.ndarray:
+    """tifffile's series array with its axes string (YX, YXS, SYX, QYX, IYX, CYX, ...) -> (H, W) or (H, W, bands).
+
+    The one axis beside Y and X is the bands, whatever tifffile calls it (samples, pages, channels): a GeoTIFF
+    writer stores bands as samples, tifffile's imwrite of (bands, H, W) as pages. Two such axes (a stack of
+    multi-band images, a time series of them) are refused: which one is the bands is the user's call."""
+    keep = [i for i, a in enumerate(axes) if a in "YX" or arr.shape[i] != 1]
+    arr, axes = arr.reshape([arr.shape[i] for i in keep]), "".join(axes[i] for i in keep)
+    other = [i for i, a in enumerate(axes) if a not in "YX"]
+    if "Y" not in axes or "X" not in axes or len(other) > 1:
+        raise LbscaleError(f"{path}: TIFF image of shape {arr.shape} (axes {axes}): lbscale reads height, width and "
+                           f"one band axis; write one multi-band image per file")
+    return arr.transpose([axes.index("Y"), axes.index("X"), *other])
