@@ -71,10 +71,13 @@ def cli():
 @click.option("--class-names", help="arrays: comma-separated class names (default 0..K-1).")
 @click.option("--encoding", type=click.Choice(["raw", "jpeg"]), default="raw", show_default=True,
               help="folder: store pixels, or the JPEG bytes (PNG / JPEG; decoded by the loader, nvjpeg on a GPU).")
+@click.option("--name", help=f"idx: which dataset the files hold ({', '.join(SOURCES['idx'].names)}); "
+                             "default: from the file and folder names.")
+@click.option("--subset", help="idx: the set of files to read where --src holds several (EMNIST: balanced, ...).")
 @quiet_option
 def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, force, count, bands, size, classes,
             images, labels, layout, split_of, band_names, class_names,
-            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding):
+            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import prepare as run_prepare
 
@@ -87,7 +90,7 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
                                                       images=images, labels=labels, layout=layout, split_of=split_of,
                                                       band_names=band_names, class_names=class_names,
                                                       skip_bad=skip_bad, val_labels=val_labels,
-                                                      encoding=encoding).items()
+                                                      encoding=encoding, name=name, subset=subset).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
                          command=shlex.join(["lbscale", *sys.argv[1:]]), **specific)
@@ -279,12 +282,16 @@ def info(file):
 @data.command()
 @click.argument("file", type=click.Path(path_type=Path))
 def check(file):
-    """Validate a prepared FILE: shapes, dtypes, label ranges, no NaN, disjoint splits."""
-    from lbscale.data.inspect import check as run_check
+    """Validate a prepared FILE: checksums, shapes, dtypes, label ranges, no NaN, disjoint splits."""
+    from lbscale.data.inspect import examine
 
-    problems = run_check(file)
+    problems, notes = examine(file)
+    for note in notes:
+        click.echo(f"{file}: note: {note}")
+    for problem in problems[:-1]:  # one line per problem; the last is the command's own error line
+        click.echo(f"{ERROR_PREFIX}{file}: {problem}", err=True)
     if problems:
-        raise LbscaleError(f"{file}: " + "; ".join(problems))
+        raise LbscaleError(f"{file}: {problems[-1]}")
     click.echo(f"{file}: OK")
 
 

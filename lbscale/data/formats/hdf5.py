@@ -34,10 +34,61 @@ def chunk_len_for(sample_bytes: int) -> int:
     return max(1, CHUNK_BYTES // max(1, sample_bytes))
 
 
-class Hdf5Writer(AtomicWriter):
-    """Appends batches per split into resizable, N-chunked datasets; `finish` stamps attrs and renames."""
+def checksummable(dtype) -> bool:
+    """Whether HDF5 can keep a Fletcher32 checksum per chunk: not for variable-length data (sample names),
+    whose chunks hold only references into the heap and refuse filters."""
+    return h5py.check_vlen_dtype(np.dtype(dtype)) is None
 
-    def __init__(self, out: Path, meta: DatasetMeta, command: str):
+
+def has_checksums(ds) -> bool:
+    """Whether a dataset's chunks carry Fletcher32 checksums."""
+    plist = ds.id.get_create_plist()
+    return any(plist.get_filter(i)[0] == h5py.h5z.FILTER_FLETCHER32 for i in range(plist.get_nfilters()))
+
+
+def checksum_coverage(h5: h5py.File) -> tuple[list[str], list[str]]:
+    """The datasets whose chunks carry Fletcher32 checksums, and those that could but do not."""
+    kept: list[str] = []
+    bare: list[str] = []
+
+    def visit(_, ds):
+        if isinstance(ds, h5py.Dataset) and checksummable(ds.dtype):
+            (kept if has_checksums(ds) else bare).append(ds.name)
+
+    h5.visititems(visit)
+    return kept, bare
+
+
+def verify_checksums(h5: h5py.File) -> tuple[list[str], list[str], list[str]]:
+    """Read every chunk of every dataset through HDF5's Fletcher32 check. Returns one problem per corrupted
+    chunk (naming the dataset and its rows), the datasets verified and those that could hold checksums but
+    have none."""
+    kept, bare = checksum_coverage(h5)
+    return [p for name in kept for p in corrupt_chunks(h5[name])], kept, bare
+
+
+def corrupt_chunks(ds) -> list[str]:
+    """Chunks of `ds` (chunked along its first axis) whose Fletcher32 checksum does not match their bytes."""
+    n_chunk, n = ds.chunks[0], ds.shape[0]
+    unit = "bytes" if ds.ndim == 1 and ds.name.endswith("/images") else "rows"  # a JPEG byte stream
+    buffer = np.empty(ds.chunks, dtype=ds.dtype)
+    bad = []
+    for a in range(0, n, n_chunk):
+        b = min(a + n_chunk, n)
+        try:
+            ds.read_direct(buffer, np.s_[a:b], np.s_[0:b - a])
+        except OSError:  # HDF5's filter pipeline fails the read on a checksum mismatch
+            bad.append(f"{ds.name} {unit} {a}-{b - 1}: checksum mismatch (corrupted chunk)")
+    return bad
+
+
+class Hdf5Writer(AtomicWriter):
+    """Appends batches per split into resizable, N-chunked datasets with a Fletcher32 checksum per chunk;
+    `finish` stamps attrs and renames. checksums=False writes files as lbscale did before it stored them
+    (to measure what they cost: benchmarks/bench_checksums.py)."""
+
+    def __init__(self, out: Path, meta: DatasetMeta, command: str, checksums: bool = True):
+        self.checksums = checksums
         self.out = Path(out)
         self.meta = meta
         self.command = command
@@ -79,7 +130,8 @@ class Hdf5Writer(AtomicWriter):
         self.template.setdefault(key, (shape, dtype))
         sample_bytes = int(np.prod(shape, dtype=np.int64)) * (np.dtype(dtype).itemsize if arr.dtype != object else 32)
         n_chunk = chunk_len_for(sample_bytes)
-        group.create_dataset(key, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype, chunks=(n_chunk, *shape))
+        group.create_dataset(key, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype, chunks=(n_chunk, *shape),
+                             fletcher32=self.checksums and checksummable(dtype))
 
     def finish(self) -> None:
         if "images" not in self.template:
@@ -91,7 +143,7 @@ class Hdf5Writer(AtomicWriter):
             for key, (shape, dtype) in self.template.items():
                 if key not in group:
                     group.create_dataset(key, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
-                                         chunks=(1, *shape))
+                                         chunks=(1, *shape), fletcher32=self.checksums and checksummable(dtype))
         bands = len(self.meta.band_names) if self.meta.encoding != "raw" else self.template["images"][0][0]
         mean, std = self.stats.result(bands)
         attrs = self.meta.attrs()
@@ -164,7 +216,8 @@ class Hdf5File(PreparedFile):
         return int(chunks[0]) if chunks else 1024
 
     def chunk_views(self, split: str) -> list[np.ndarray] | None:
-        """Read-only memory maps of the image chunks in sample order, or None if stored with filters.
+        """Read-only memory maps of the image chunks in sample order, or None if stored with filters (but
+        Fletcher32 checksums).
 
         Unfiltered chunks are plain bytes in the file; mapping them lets the loader gather a batch with one
         copy instead of a read plus a shuffle copy. (Encoded files map their byte stream in EncodedImages.)"""
@@ -176,15 +229,21 @@ class Hdf5File(PreparedFile):
 
 def mapped_chunks(path: Path, ds) -> list[np.ndarray] | None:
     """Read-only memory maps of the chunks of a dataset chunked along its first axis, in order; None where
-    it is stored with filters, empty, or not in whole chunks."""
-    if ds.chunks is None or ds.id.get_create_plist().get_nfilters() or ds.shape[0] == 0:
+    it is stored with filters other than Fletcher32, empty, or not in whole chunks.
+
+    Fletcher32 leaves a chunk's bytes as they are and appends 4 checksum bytes, so checksummed chunks map
+    too; the maps skip the check (it would cost every batch a pass over its chunks: see
+    benchmarks/bench_checksums.py), which `lbscale data check` makes over the whole file."""
+    n_filters = ds.id.get_create_plist().get_nfilters() if ds.chunks is not None else 0
+    if ds.chunks is None or ds.shape[0] == 0 or n_filters > int(has_checksums(ds)):
         return None
     n_chunk = ds.chunks[0]
     views: list = [None] * (-(-ds.shape[0] // n_chunk))
     mm = np.memmap(path, dtype=np.uint8, mode="r")
     for i in range(ds.id.get_num_chunks()):
         info = ds.id.get_chunk_info(i)
-        if info.size != n_chunk * int(np.prod(ds.shape[1:])) * ds.dtype.itemsize:
+        tail = 4 if n_filters and not info.filter_mask else 0
+        if info.size != n_chunk * int(np.prod(ds.shape[1:])) * ds.dtype.itemsize + tail:
             return None
         views[info.chunk_offset[0] // n_chunk] = np.ndarray((n_chunk, *ds.shape[1:]), dtype=ds.dtype, buffer=mm,
                                                             offset=info.byte_offset)

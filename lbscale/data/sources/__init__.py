@@ -6,6 +6,7 @@ from lbscale.data.sources.bigearthnet import BigEarthNetSource
 from lbscale.data.sources.cifar import Cifar10Source
 from lbscale.data.sources.eurosat import EuroSatSource
 from lbscale.data.sources.folder import FolderSource
+from lbscale.data.sources.idx import IdxSource
 from lbscale.data.sources.imagenet import ImagenetSource
 from lbscale.data.sources.sat import SatSource
 from lbscale.data.sources.synthetic import SyntheticSource
@@ -15,6 +16,7 @@ SOURCES = {
     "sat6": SatSource,
     "bigearthnet": BigEarthNetSource,
     "cifar10": Cifar10Source,
+    "idx": IdxSource,
     "eurosat": EuroSatSource,
     "imagenet": ImagenetSource,
     "synthetic": SyntheticSource,

@@ -1,0 +1,123 @@
+"""Stored checksums: `lbscale data check` names each corrupted HDF5 chunk (Fletcher32) and TFRecord record
+(CRC32C), one line each; files written before lbscale stored checksums get a note, not a failure."""
+
+import h5py
+import numpy as np
+import pytest
+
+from lbscale.data.formats import create_writer, open_prepared
+from lbscale.data.formats.base import DatasetMeta
+from lbscale.data.inspect import NO_CHECKSUMS
+
+GARBAGE = 64 << 10
+
+
+@pytest.fixture
+def prepared(tmp_path, run_cli):
+    """600 synthetic 4x64x64 samples: /train/images is 420 rows in chunks of 128."""
+    out = tmp_path / "f.h5"
+    rc, _, err = run_cli("prepare", "synthetic", "--out", out, "--count", "600", "--size", "64")
+    assert rc == 0, err
+    return out
+
+
+def _garble(path, dataset: str, chunk: int, seed: int = 0) -> None:
+    """Overwrite 64 KiB in the middle of the `chunk`-th stored chunk of `dataset`."""
+    with h5py.File(path, "r") as h:
+        info = h[dataset].id.get_chunk_info(chunk)
+    assert info.size > GARBAGE
+    with open(path, "r+b") as f:
+        f.seek(info.byte_offset + (info.size - GARBAGE) // 2)
+        f.write(np.random.default_rng(seed).bytes(GARBAGE))
+
+
+def test_prepared_datasets_carry_checksums(prepared, run_cli):
+    with h5py.File(prepared, "r") as h:
+        images = h["train/images"]
+        assert images.fletcher32 and images.chunks == (128, 4, 64, 64)
+        assert all(h[s][k].fletcher32 for s in ("train", "val", "test") for k in ("images", "labels"))
+    assert run_cli("data", "check", prepared) == (0, f"{prepared}: OK\n", "")
+    rc, out, _ = run_cli("data", "info", prepared)
+    assert rc == 0 and "checksums: Fletcher32 per chunk" in out
+
+
+def test_check_names_the_corrupted_chunk(prepared, run_cli):
+    with h5py.File(prepared, "r") as h:
+        chunk = next(i for i in range(4) if h["train/images"].id.get_chunk_info(i).chunk_offset[0] == 256)
+    _garble(prepared, "/train/images", chunk)
+    rc, out, err = run_cli("data", "check", prepared)
+    assert rc == 2 and not out
+    assert err == f"lbscale: error: {prepared}: /train/images rows 256-383: checksum mismatch (corrupted chunk)\n"
+
+
+def test_each_corrupted_chunk_is_one_line(prepared, run_cli):
+    with h5py.File(prepared, "r") as h:
+        last = {h["train/images"].id.get_chunk_info(i).chunk_offset[0]: i for i in range(4)}[384]
+    _garble(prepared, "/train/images", last)
+    _garble(prepared, "/test/images", 0, seed=1)
+    rc, _, err = run_cli("data", "check", prepared)
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 2 and all(line.startswith(f"lbscale: error: {prepared}: ") for line in lines)
+    assert "/test/images rows 0-119: checksum mismatch" in err  # the partial chunk: its 120 rows
+    assert "/train/images rows 384-419: checksum mismatch" in err
+
+
+def _without_checksums(src, dst) -> None:
+    """The same layout and attributes as `src`, written as lbscale did before it stored checksums."""
+    with h5py.File(src, "r") as a, h5py.File(dst, "w") as b:
+        for split in ("train", "val", "test"):
+            for key, ds in a[split].items():
+                b.create_dataset(f"{split}/{key}", data=ds[...], chunks=ds.chunks, maxshape=ds.maxshape)
+        b.attrs.update(a.attrs)
+
+
+def test_old_file_without_checksums_is_a_note(prepared, run_cli, tmp_path):
+    old = tmp_path / "old.h5"
+    _without_checksums(prepared, old)
+    with h5py.File(old, "r") as h:
+        assert not h["train/images"].fletcher32
+    assert run_cli("data", "check", old) == (0, f"{old}: note: {NO_CHECKSUMS}\n{old}: OK\n", "")
+    rc, out, _ = run_cli("data", "info", old)
+    assert rc == 0 and "checksums: none (written before lbscale stored them)" in out
+
+
+def test_loader_still_maps_checksummed_chunks(prepared):
+    with open_prepared(prepared) as f:
+        views = f.chunk_views("train")
+        assert views is not None and len(views) == 4  # Fletcher32 appends its 4 bytes; the pixels stay put
+        np.testing.assert_array_equal(np.concatenate(views)[:420], f.images("train")[...])
+
+
+def test_encoded_stream_is_checksummed_and_mapped(tmp_path):
+    jpegs = np.empty(20, dtype=object)  # JPEG-shaped byte strings: the stream spans three 2 MiB chunks
+    jpegs[:] = [np.frombuffer(b"\xff\xd8" + bytes([i]) * (300_000 + i) + b"\xff\xd9", np.uint8) for i in range(20)]
+    meta = DatasetMeta("enc", "multiclass", ["a", "b"], ["R", "G", "B"], "test", encoding="jpeg")
+    with create_writer("hdf5", tmp_path / "e.h5", meta, "test") as w:
+        w.append("train", jpegs, np.arange(20) % 2, extras={"sizes": np.ones((20, 2), np.int32)},
+                 stats=np.ones((20, 7)))
+        w.finish()
+    with open_prepared(tmp_path / "e.h5") as f:
+        images = f.images("train")
+        assert images.ds.fletcher32 and images.views is not None
+        assert all(np.array_equal(a, b) for a, b in zip(images.take(range(20)), jpegs))
+
+
+def test_tfrecord_crcs_are_verified(tmp_path, run_cli):
+    pytest.importorskip("tfrecord")
+    out = tmp_path / "records"
+    rc, _, err = run_cli("prepare", "synthetic", "--out", out, "--format", "tfrecord", "--count", "600",
+                         "--size", "16")
+    assert rc == 0, err
+    assert run_cli("data", "check", out) == (0, f"{out}: OK\n", "")
+    shard = out / "val-00000-of-00001.tfrecord"
+    data = bytearray(shard.read_bytes())
+    record = len(data) // 60  # 60 val records of one size
+    for i in (2, 3, 7):  # a byte inside the image of records 2, 3 and 7
+        data[i * record + 40] ^= 0xFF
+    shard.write_bytes(bytes(data[:-10]))  # and the last record cut short
+    rc, _, err = run_cli("data", "check", out)
+    assert rc == 2 and err.splitlines() == [
+        f"lbscale: error: {out}: {shard.name} records 2-3: CRC mismatch (corrupted record)",
+        f"lbscale: error: {out}: {shard.name} record 7: CRC mismatch (corrupted record)",
+        f"lbscale: error: {out}: {shard.name} record 59 (byte {59 * record}): cut short",
+    ]
