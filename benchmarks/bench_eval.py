@@ -10,7 +10,7 @@ from benchmarks.common import report
 from lbscale.config import load_config
 from lbscale.data.prepare import prepare
 from lbscale.results import read_jsonl
-from lbscale.train.trial import run_trial
+from lbscale.train.entry import run_trial
 
 DEMO = dict(model="test_resnet", optimizer="sgd", base_lr=0.1, lr_scaling="none", schedule="constant",
             weight_decay=1e-4, epochs=1, device="cpu", eval_every_samples=1024, eval_subset=256, eval_batch=512)

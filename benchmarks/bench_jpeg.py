@@ -26,7 +26,7 @@ from lbscale.data.formats.hdf5 import Hdf5Writer
 from lbscale.data.jpeg import center_boxes, random_resized_boxes
 from lbscale.data.prepare import prepare
 from lbscale.results import read_json
-from lbscale.train.trial import run_trial
+from lbscale.train.entry import run_trial
 
 FILES, CLASSES, BATCH = 512, 4, 128
 

@@ -23,7 +23,7 @@ from lbscale.data.transforms import Normalize, random_flip_rot90
 from lbscale.results import read_json, read_jsonl
 from lbscale.train.models import build_model
 from lbscale.train.optim import OptimizerOptions, build_optimizer
-from lbscale.train.trial import run_trial
+from lbscale.train.entry import run_trial
 
 MODEL, BATCH, SIDE, BANDS, CLASSES, WARMUP = "resnet50", 128, 28, 4, 4, 3
 

@@ -44,11 +44,27 @@ class LogLines:
             print(f"{self.desc}: {self.n:,} {self.unit}", file=sys.stderr, flush=True)
 
 
-def bar(total=None, desc: str = "", unit: str = "it", log_every: float | None = 0.1):
-    """A tqdm bar on a terminal, else `LogLines(log_every)`."""
+def bar(total=None, desc: str = "", unit: str = "it", log_every: float | None = 0.1, start: int = 0,
+        shown: bool = True):
+    """A tqdm bar on a terminal, else `LogLines(log_every)`; `start`: done already (a resumed epoch); `shown`
+    False: a silent one (ranks other than 0)."""
     if not interactive():
-        return LogLines(total, desc, unit, log_every)
-    return tqdm(total=total, desc=desc, unit=unit, disable=_QUIET, dynamic_ncols=True, leave=False)
+        out = LogLines(total, desc, unit, log_every)
+    else:
+        out = tqdm(total=total, desc=desc, unit=unit, disable=_QUIET, dynamic_ncols=True, leave=False)
+    out.disable = out.disable or not shown
+    if start:
+        out.update(start)
+    return out
+
+
+def record_line(text: str) -> None:
+    """A line of a running job's record (an epoch, a step evaluation): always in a log, so train.log shows a trial
+    while it runs (--quiet silences bars, not these); above the bar on a terminal, unless --quiet."""
+    if not interactive():
+        print(text, file=sys.stderr, flush=True)
+    elif not _QUIET:
+        tqdm.write(text, file=sys.stderr)
 
 
 def log_line(text: str) -> None:

@@ -13,6 +13,13 @@ from lbscale.errors import LbscaleError
 LOSS = "loss"
 
 
+def reaches(value, target: float, maximize: bool):
+    """Whether `value` (a number or an array) is at or past `target`: >= where higher is better, else <=. The one
+    definition of reaching a target: the trial's first evaluation at the target and the report's steps to
+    result both ask it."""
+    return value >= target if maximize else value <= target
+
+
 @dataclass(frozen=True)
 class Task:
     """One supervised task: what a batch's targets are, how the loss is taken and what an evaluation reports."""
@@ -44,7 +51,7 @@ class Task:
         return not metric.endswith(LOSS)
 
     def reached(self, metric: str, value: float, target: float) -> bool:
-        return value >= target if self.higher_is_better(metric) else value <= target
+        return bool(reaches(value, target, self.higher_is_better(metric)))
 
     def best(self, metric: str, values) -> float:
         return max(values) if self.higher_is_better(metric) else min(values)

@@ -28,7 +28,7 @@ from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
 from lbscale.progress import is_quiet
 from lbscale.results import read_json, write_json
 from lbscale.slurm import SlurmEnv, port_for_job
-from lbscale.sweep.plan import doubling, parse_ints
+from lbscale.ranges import doubling, parse_ints
 
 UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 BYTES = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.IGNORECASE)

@@ -31,7 +31,7 @@ from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML, read_json
 from lbscale.sweep.state import trial_state
 from lbscale.task import TASKS
-from lbscale.train.summary import epoch_records, epoch_seconds
+from lbscale.train.summary import epoch_records, epoch_seconds, steady_epochs
 
 
 HP = "hp_"  # the trials' column prefix of a searched hyperparameter (grid.json's "search")
@@ -146,9 +146,12 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
     # an lbscale before the all-reduce wait was timed apart counted it in compute: unknown (NaN), not 0
     comm = [r["comm_seconds"] for r in records if "comm_seconds" in r]
     comm_s = sum(comm) if comm else math.nan
+    # the wait for slower ranks, apart from the collective since lbscale records it; before, it was in comm
+    imbalance = [r["imbalance_seconds"] for r in records if "imbalance_seconds" in r]
+    imbalance_s = sum(imbalance) if imbalance else math.nan
     # the exposed all-reduce share of the training time over the epochs epoch_seconds averages (the full ones
     # after the first): what the scaling model's base step carries
-    steady = [r for r in (full[1:] if len(full) > 1 else full) if "comm_seconds" in r and r.get("train_seconds")]
+    steady = [r for r in steady_epochs(records) if "comm_seconds" in r and r.get("train_seconds")]
     comm_share = float(np.mean([r["comm_seconds"] / r["train_seconds"] for r in steady])) if steady else math.nan
     row = {
         "results": str(d.parent), "trial": d.name, "sweep": grid.get("sweep") or d.parent.name, "state": state,
@@ -171,7 +174,7 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "images_per_second": summary.get("images_per_second"),
         "total_train_seconds": summary.get("total_train_seconds") or sum(r.get("train_seconds", 0) for r in records),
         "wall_seconds": summary.get("wall_seconds"), "data_seconds": data_s, "compute_seconds": compute_s,
-        "comm_seconds": comm_s, "comm_share": comm_share,
+        "comm_seconds": comm_s, "imbalance_seconds": imbalance_s, "comm_share": comm_share,
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
         "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),
@@ -193,32 +196,35 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
 
 
 def _measured(records: list[dict], per_epoch: list[dict]) -> list[dict]:
-    """A trial's evaluations: its full epoch records, whose `samples` (trained in that epoch) become the samples
-    seen so far as a step record's are, then its step records."""
+    """A trial's evaluations: its full epoch records, whose `samples` (trained in that epoch) summed become
+    `samples_seen`, the training samples seen so far, as step records carry it, then its step records (an lbscale
+    before `samples_seen` called the step records' cumulative count `samples`)."""
     out, seen = [], 0
     for r in per_epoch:
         seen = seen + r["samples"] if seen is not None and r.get("samples") is not None else None
         if not r.get("partial"):
-            out.append({**r, "samples": seen})
-    return out + [r for r in records if r.get("kind") == "step"]
+            out.append({**r, "samples_seen": seen})
+    steps = [r for r in records if r.get("kind") == "step"]
+    return out + [r if "samples_seen" in r else {**r, "samples_seen": r.get("samples")} for r in steps]
 
 
 def _evaluations(records: list[dict], owners: list[int], trials: pd.DataFrame) -> pd.DataFrame:
     """`Study.steps`: one row per evaluation (step evaluations and full epoch records; an epoch cut short
-    evaluated nothing), ordered by step within each trial. `epoch` is fractional; `samples` the training samples
-    seen (an epoch record's: its epochs' samples summed, else epochs x the plan's epoch_samples, else steps x
-    global batch); `elapsed_seconds` the trial's clock as written (training and epoch evaluations)."""
-    base = STEP_KEYS + ["step", "epoch", "samples", "elapsed_seconds", "kind"]
+    evaluated nothing), ordered by step within each trial. `epoch` is fractional; `samples_seen` the training
+    samples seen (an epoch record's: its epochs' samples summed, else epochs x the plan's epoch_samples, else steps
+    x global batch); `elapsed_seconds` the trial's clock as written (training and epoch evaluations)."""
+    base = STEP_KEYS + ["step", "epoch", "samples_seen", "elapsed_seconds", "kind"]
     if not records:
         return pd.DataFrame(columns=base)
     ev = pd.DataFrame.from_records(records)
     owner = trials.iloc[owners][["results", "trial"]].reset_index(drop=True)
     ev = pd.concat([owner, ev.drop(columns=[c for c in STEP_KEYS if c in ev])], axis=1)
     ev = ev.merge(trials[STEP_KEYS + ["epoch_samples"]], on=["results", "trial"], how="left")
-    for c in ("step", "epoch", "samples", "elapsed_seconds", "epoch_samples"):
+    ev = ev.drop(columns=["samples"], errors="ignore")  # an epoch's own samples: its record in Study.epochs has it
+    for c in ("step", "epoch", "samples_seen", "elapsed_seconds", "epoch_samples"):
         ev[c] = pd.to_numeric(ev[c], errors="coerce").astype(float) if c in ev else float("nan")
     batch = pd.to_numeric(ev["global_batch"], errors="coerce")
-    ev["samples"] = ev["samples"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
+    ev["samples_seen"] = ev["samples_seen"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
     ev["kind"] = ev["kind"].fillna("epoch") if "kind" in ev else "epoch"
     metrics = [c for c in ev if c.startswith(("val_", "test_")) or c == "train_loss"]
     ev = ev[base[:-2] + metrics + base[-2:]]

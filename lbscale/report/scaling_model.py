@@ -16,9 +16,11 @@ import pandas as pd
 
 from lbscale.analysis.commmodel import load_allreduce, predict_epoch_seconds
 from lbscale.errors import LbscaleError
+from lbscale.ranges import parse_ints
 from lbscale.report.load import Study
 from lbscale.report.scaling import scaling_series
-from lbscale.report.tables import Table, _num, batch_label
+from lbscale.report.numbers import number
+from lbscale.report.tables import Table, batch_label
 from lbscale.results import FINISHED
 
 LARGEST_DEFAULT = 1024  # default predictions double up to here
@@ -41,12 +43,9 @@ class ScalingModel:
 def parse_gpus(text: str) -> list[int]:
     """`--predict-gpus 128,1024` as sorted distinct counts >= 1."""
     try:
-        gpus = sorted({int(v) for v in str(text).split(",") if v.strip()})
-    except ValueError:
-        gpus = []
-    if not gpus or gpus[0] < 1:
-        raise LbscaleError(f"--predict-gpus {text}: expected GPU counts >= 1, like 128,1024")
-    return gpus
+        return sorted(set(parse_ints(str(text), "GPU counts")))
+    except LbscaleError:
+        raise LbscaleError(f"--predict-gpus {text}: expected GPU counts >= 1, like 128,1024") from None
 
 
 def scaling_model(allreduce, predict_gpus: str | None) -> ScalingModel | None:
@@ -194,9 +193,9 @@ def scaling_model_table(study: Study, predicted: pd.DataFrame, notes: list[str],
         disp.append({**({"Variant": r["variant"]} if study.varies("variant") else {}),
                      "Regime": f"{r['regime']} scaling", "Source": r["source"], "N. GPUs": int(r["gpus"]),
                      "Batch size": batch_label(r["global_batch"]),
-                     "Local batch": int(local) if local.is_integer() else _num(local),
-                     "Measured [s] per epoch": _num(r["measured_epoch_seconds"]),
-                     "Predicted [s] per epoch": _num(r["predicted_epoch_seconds"]),
+                     "Local batch": int(local) if local.is_integer() else number(local),
+                     "Measured [s] per epoch": number(r["measured_epoch_seconds"]),
+                     "Predicted [s] per epoch": number(r["predicted_epoch_seconds"]),
                      "Pred./meas.": "-" if pd.isna(r["ratio"]) else f"{r['ratio']:.2f}",
                      "Efficiency": f"{100 * r['efficiency']:.0f}%",
                      "Comm. loss": f"{100 * r['comm_efficiency_loss']:.1f}%"})
@@ -222,5 +221,5 @@ def prediction_line(predicted: pd.DataFrame) -> str:
     rows = rows if len(rows) else predicted
     r = rows.loc[rows["gpus"].astype(int).idxmax()]
     return (f"predicted at {int(r['gpus'])} GPUs ({r['variant']}, {r['regime']} scaling): "
-            f"{_num(r['predicted_epoch_seconds'])} s per epoch, {100 * r['comm_efficiency_loss']:.0f}% lost to "
+            f"{number(r['predicted_epoch_seconds'])} s per epoch, {100 * r['comm_efficiency_loss']:.0f}% lost to "
             "communication")

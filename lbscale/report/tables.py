@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.report.load import Study
+from lbscale.report.numbers import number
 from lbscale.results import FINISHED
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency
 from lbscale.report.tuned import steps_to_result
@@ -65,23 +66,13 @@ def batch_label(b) -> str:
     return str(b)
 
 
-def _num(v, digits=3) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.{digits}f}"
-
-
 def _stat(values, digits=3) -> tuple[str, float | None, float | None, int]:
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     if not vals:
         return "-", None, None, 0
     mean = float(np.mean(vals))
     std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
-    text = _num(mean, digits) if std is None else f"{_num(mean, digits)} ± {_num(std, digits)} (n={len(vals)})"
+    text = number(mean, digits) if std is None else f"{number(mean, digits)} ± {number(std, digits)} (n={len(vals)})"
     return text, mean, std, len(vals)
 
 
@@ -106,8 +97,8 @@ def _metric_cell(g: pd.DataFrame, col: str, digits=3) -> tuple[str, float | None
     return text, mean, std
 
 
-def _groups(study: Study, finished_only=True):
-    t = study.trials
+def _groups(study: Study, finished_only=True, trials: pd.DataFrame | None = None):
+    t = study.trials if trials is None else trials
     if finished_only:
         t = t[t["state"].isin(FINISHED)]
     t = t.assign(warmup=t["warmup"].fillna("-"), variant=t["variant"].fillna("-"))
@@ -162,8 +153,8 @@ def _paper_cell(row, col) -> str:
     v = row.get(col)
     missing = v is None or (isinstance(v, float) and math.isnan(v))
     if col == "metric" and bool(row.get("diverged")):
-        return "diverges" if missing else f"{_num(float(v), 2)} (diverged)"
-    return "-" if missing else _num(float(v), PAPER_DIGITS.get(col, 2))
+        return "diverges" if missing else f"{number(float(v), 2)} (diverged)"
+    return "-" if missing else number(float(v), PAPER_DIGITS.get(col, 2))
 
 
 def _arm(variant) -> str | None:
@@ -234,7 +225,7 @@ def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> 
         warm, lr = float(g["warmup_epochs"].iloc[0]), float(g["peak_lr"].iloc[0])
         row = _lead(keys, study)
         row.pop("Warm-up", None)
-        disp.append({**row, "Warm-up [epochs]": _num(warm, 2), "Initial LR": _num(lr, 4), label: m_text})
+        disp.append({**row, "Warm-up [epochs]": number(warm, 2), "Initial LR": number(lr, 4), label: m_text})
         tidy.append({**keys, "warmup_epochs": warm, "initial_lr": lr, f"{metric}_mean": m_mean, "diverged": k})
     display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
     if compare is not None and not display.empty:
@@ -244,12 +235,13 @@ def lr_table(study: Study, metric: str, compare: pd.DataFrame | None = None) -> 
                  ["Initial LR: the peak LR after warm-up, from the scaling rule"])
 
 
-def time_table(study: Study, compare: pd.DataFrame | None = None) -> Table:
+def time_table(study: Study, compare: pd.DataFrame | None = None, trials: pd.DataFrame | None = None) -> Table:
     """BigEarthNet LARS study: Batch size | N. GPUs | Total training time [s]; beside a published table that
-    gives steps and time per step (the ImageNet records), ours and the paper's too."""
+    gives steps and time per step (the ImageNet records), ours and the paper's too. `trials`: the ones to count
+    (a tuned study's best trial per batch: its search points are not seeds to average)."""
     with_steps = compare is not None and "steps" in compare and compare["steps"].notna().any()
     disp, tidy = [], []
-    for keys, g in _groups(study):
+    for keys, g in _groups(study, trials=trials):
         keys = dict(zip(GROUP, keys))
         text, mean, _, _ = _stat(g["total_train_seconds"], 1)
         ep, _, _, _ = _stat(g["epochs_done"], 0)
@@ -269,32 +261,37 @@ def time_table(study: Study, compare: pd.DataFrame | None = None) -> Table:
             paper.update(steps="Paper steps", step_seconds="Paper time per step [s]")
         display, tidy = _side_by_side(display, tidy, compare, paper)
     return Table("time", "Total training time by global batch", display, tidy,
-                 ["Total training time: training seconds of all epochs (evaluation excluded)"]
+                 ["Total training time: training seconds of all epochs (evaluation excluded)"
+                  + ("; of each batch's best trial (the other search points are not seeds of it)"
+                     if trials is not None else "")]
                  + (["Time per step: total training time / optimizer steps"] if with_steps else []))
 
 
 def time_split_table(study: Study) -> Table:
-    """Each finished trial's training seconds: waiting for data, computing and waiting for the gradient
-    all-reduce ("-" where the trial's lbscale counted that wait in compute)."""
+    """Each finished trial's training seconds: waiting for data, computing, the gradient all-reduce and the wait
+    for slower ranks ("-" where the trial's lbscale counted the all-reduce in compute, or the wait for slower
+    ranks in the all-reduce)."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
     t = t.assign(variant=t["variant"].fillna("-")).sort_values(["variant", "global_batch", "gpus", "seed", "trial"])
     disp, tidy = [], []
     for _, r in t.iterrows():
-        data, compute, comm = (float(pd.to_numeric(r[c], errors="coerce"))
-                               for c in ("data_seconds", "compute_seconds", "comm_seconds"))
-        train = data + compute + (0.0 if math.isnan(comm) else comm)
+        data, compute, comm, imbalance = (float(pd.to_numeric(r.get(c), errors="coerce"))
+                                          for c in ("data_seconds", "compute_seconds", "comm_seconds",
+                                                    "imbalance_seconds"))
+        train = data + compute + sum(0.0 if math.isnan(v) else v for v in (comm, imbalance))
         row = {"Trial": r["trial"], **({"Variant": r["variant"]} if study.varies("variant") else {}),
                "Batch size": batch_label(r["global_batch"]), "N. GPUs": int(r["gpus"])}
-        disp.append({**row, "Data [s]": _num(data), "Compute [s]": _num(compute), "Communication [s]": _num(comm),
+        disp.append({**row, "Data [s]": number(data), "Compute [s]": number(compute), "Communication [s]": number(comm),
+                     "Imbalance [s]": number(imbalance),
                      "Communication share": "-" if math.isnan(comm) or not train else f"{100 * comm / train:.1f}%"})
         tidy.append({"trial": r["trial"], "variant": r["variant"], "global_batch": r["global_batch"],
                      "gpus": r["gpus"], "seed": r["seed"], "data_seconds": data, "compute_seconds": compute,
-                     "comm_seconds": comm, "train_seconds": train})
-    return Table("time-split", "Training time per trial: data wait, compute, communication", pd.DataFrame(disp),
-                 pd.DataFrame(tidy),
-                 ["Seconds over all epochs; communication: the time each step still waited for the gradient "
-                  "all-reduce after its backward finished (docs/results.md), '-' for trials of an lbscale that "
-                  "counted it in compute"])
+                     "comm_seconds": comm, "imbalance_seconds": imbalance, "train_seconds": train})
+    return Table("time-split", "Training time per trial: data wait, compute, communication, imbalance",
+                 pd.DataFrame(disp), pd.DataFrame(tidy),
+                 ["Seconds over all epochs; communication: the gradient all-reduce each step still waited for after "
+                  "its backward finished; imbalance: the time the fastest rank waited for the slowest to reach it "
+                  "(docs/results.md); '-' for trials of an lbscale that counted these in compute or communication"])
 
 
 def axis_table(study: Study, axis: str, metric: str) -> Table:
@@ -355,8 +352,8 @@ def scaling_table(study: Study) -> Table:
             row = {"Variant": variant} if study.varies("variant") else {}
             disp.append({**row, "Regime": f"{regime} scaling", "N. GPUs": int(r["gpus"]),
                          "Batch size": batch_label(r["global_batch"]), "Local batch": int(r["local_batch"]),
-                         "Time [s] per epoch": _num(r["epoch_seconds"]), "Images/s": _num(r["images_per_second"]),
-                         "Speedup": _num(speedup[i], 2), "Efficiency": f"{100 * eff[i]:.0f}%"})
+                         "Time [s] per epoch": number(r["epoch_seconds"]), "Images/s": number(r["images_per_second"]),
+                         "Speedup": number(speedup[i], 2), "Efficiency": f"{100 * eff[i]:.0f}%"})
             tidy.append({"variant": variant, "regime": regime, **r.to_dict(), "speedup": speedup[i],
                          "efficiency": eff[i]})
     notes = ["weak scaling: fixed local batch, the global batch grows with the GPUs; strong scaling: fixed "
@@ -374,9 +371,9 @@ def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
         s = steps[steps["variant"].fillna("-") == variant].dropna(subset=["steps"]) if len(steps) else steps
         fit = fit_critical_batch(s["global_batch"], s["steps"]) if len(s) else None
         gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
-        disp.append({"Variant": variant, "Fitted B_noise": _num(fit.b_noise) if fit else "-",
-                     "S_min [steps]": _num(fit.s_min) if fit else "-", "Points": fit.points if fit else len(s),
-                     "Predicted B_simple (GNS)": _num(float(gns.median())) if len(gns) else "-"})
+        disp.append({"Variant": variant, "Fitted B_noise": number(fit.b_noise) if fit else "-",
+                     "S_min [steps]": number(fit.s_min) if fit else "-", "Points": fit.points if fit else len(s),
+                     "Predicted B_simple (GNS)": number(float(gns.median())) if len(gns) else "-"})
         tidy.append({"variant": variant, "b_noise": fit.b_noise if fit else None,
                      "s_min": fit.s_min if fit else None, "gns_b_simple": float(gns.median()) if len(gns) else None})
     return Table("critical-batch", "Critical batch: fitted S = S_min (1 + B_noise / B) and the gradient noise scale",

@@ -21,12 +21,11 @@ import yaml
 
 from lbscale import slurm
 from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
-from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN,
-                             SUBMITTED, SUMMARY, TRIAL_YAML, WAITING, archive_summary, read_json, write_atomic,
-                             write_failed_summary, write_json)
+from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
+                             WAITING, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
-from lbscale.sweep.state import checkpoint_reason, count_line, running_here, trial_state
+from lbscale.sweep.state import checkpoint_info, checkpoint_reason, count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
 WATCHING_ONLY = {"tensorboard"}  # trial options that change what is logged, not what a trial computes
@@ -136,7 +135,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         code = proc.wait()
-    info = read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}
+    info = checkpoint_info(p.out)
     if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") in (PREEMPTED, WAITING) \
             and info.get("written", 0) >= started:
         code = REQUEUE_EXIT
@@ -212,7 +211,7 @@ class LocalLauncher:
             # synchronous halving: trials wait at a rung for peers that ran after them; another round resumes
             # them, until none waits or a round changes nothing (a peer outside this run never reports)
             todo = [p for p in todo if waiting(p)]
-            now = [(p.trial_id, (read_json(p.out / CHECKPOINT / CHECKPOINT_INFO) or {}).get("step")) for p in todo]
+            now = [(p.trial_id, checkpoint_info(p.out).get("step")) for p in todo]
             if todo and now == seen:
                 print(f"{len(todo)} trials still wait at a rung for peers that did not report (see rungs.json)",
                       flush=True)

@@ -42,9 +42,14 @@ def run_active(run: dict) -> bool:
     return run.get("host") == socket.gethostname() and _pid_alive(int(run.get("pid", 0)))
 
 
+def checkpoint_info(trial_dir: Path) -> dict:
+    """The trial's checkpoint/info.json (reason, epoch, step, when written), or {} without a checkpoint."""
+    return read_json(Path(trial_dir) / CHECKPOINT / CHECKPOINT_INFO) or {}
+
+
 def checkpoint_reason(trial_dir: Path) -> str | None:
     """Why the trial's checkpoint was written (`epoch`, `preempted`, `waiting`), or None without one."""
-    return (read_json(Path(trial_dir) / CHECKPOINT / CHECKPOINT_INFO) or {}).get("reason")
+    return checkpoint_info(trial_dir).get("reason")
 
 
 def primary_metric(config: dict, last: dict) -> str | None:

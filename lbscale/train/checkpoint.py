@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import shutil
 import time
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,75 @@ import torch
 from lbscale.errors import LbscaleError
 from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, write_json
 from lbscale.train import distributed as dist
+
+
+MONITORS = ("divergence", "clock", "gns", "pruner")  # the small state objects a checkpoint carries
+
+
+@dataclass
+class Progress:
+    """Where a trial stands: the epoch and the micro-batch within it, optimizer steps, the first evaluation at the
+    target, where a divergence first held, and the training seconds of earlier processes of this trial."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+    target_hit: dict | None = None
+    diverged_at: dict | None = None
+    elapsed: float = 0.0
+
+
+@dataclass
+class TrialState:
+    """What a checkpoint's model.pt holds, listed once: network, optimizer and grad scaler, the progress, the
+    records so far, and each small state object's state_dict (None where the trial has none of that kind)."""
+
+    model: dict
+    optimizer: dict
+    scaler: dict
+    progress: Progress
+    records: list
+    world_size: int
+    monitors: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model, optimizer, scaler, progress: Progress, records: list, world_size: int,
+           monitors: dict) -> "TrialState":
+        """The state of these objects now; `monitors`: name -> object with a state_dict, or None."""
+        return cls(model.state_dict(), optimizer.state_dict(), scaler.state_dict(), progress, records, world_size,
+                   {name: m.state_dict() if m is not None else None for name, m in monitors.items()})
+
+    def apply(self, model, optimizer, scaler, monitors: dict) -> None:
+        """Load this state into the objects (a monitor the checkpoint has no state for keeps its own)."""
+        model.load_state_dict(self.model)
+        optimizer.load_state_dict(self.optimizer)
+        scaler.load_state_dict(self.scaler)
+        for name, monitor in monitors.items():
+            if monitor is not None and self.monitors.get(name):
+                monitor.load_state_dict(self.monitors[name])
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "optimizer": self.optimizer, "scaler": self.scaler, **asdict(self.progress),
+                "records": self.records, "world_size": self.world_size,
+                **{name: self.monitors.get(name) for name in MONITORS}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrialState":
+        """Also a checkpoint of an earlier lbscale: without a monitor's entry the monitor reads the checkpoint's
+        own fields (its load_state_dict knows them), and a missing clock carries no seconds."""
+        progress = Progress(**{f.name: d.get(f.name, f.default) for f in fields(Progress)})
+        monitors = {name: d.get(name) for name in MONITORS}
+        if monitors["divergence"] is None:
+            monitors["divergence"] = d
+        return cls(d["model"], d["optimizer"], d["scaler"], progress, d["records"], d["world_size"], monitors)
+
+
+def epoch_loss(rank_state: dict) -> torch.Tensor:
+    """A rank's (loss sum, micro-batches) of the current epoch; an earlier lbscale kept the count apart."""
+    loss = rank_state["epoch_loss"]
+    if loss.dim() == 0:
+        return torch.stack([loss.double(), torch.tensor(float(rank_state["epoch_seen"]), dtype=torch.float64)])
+    return loss
 
 
 def rng_state(generator: torch.Generator) -> dict:

@@ -132,3 +132,23 @@ def teardown(clean: bool = True) -> None:
         if clean:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def wrap(model: torch.nn.Module, device: torch.device, comm_hook) -> torch.nn.Module:
+    """The DDP wrapper of `model` with `comm_hook` as its one communication hook (DDP takes one)."""
+    ids = [device.index] if device.type == "cuda" else None
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    net.register_comm_hook(None, comm_hook)
+    return net
+
+
+def release_ddp(holder, names=("net",)) -> None:
+    """Drop `holder`'s DDP wrapper attributes (its reducer holds the Python communication hook and the process
+    group) while the interpreter is fully alive: left to interpreter shutdown, their destruction aborted gloo
+    processes now and then ("terminate called without an active exception")."""
+    import gc
+
+    for name in names:
+        if hasattr(holder, name):
+            setattr(holder, name, None)
+    gc.collect()

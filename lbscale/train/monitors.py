@@ -1,9 +1,11 @@
-"""The training loop's small state objects, each carried through a checkpoint by its own `state_dict`:
-the divergence monitor and the epoch clock."""
+"""The training loop's small state objects: the divergence monitor and the epoch clock, each carried through a
+checkpoint by its own `state_dict`; the pace meter of an epoch's steady steps; and the split of the exposed
+all-reduce wait into the collective and the wait for slower ranks."""
 
 from __future__ import annotations
 
 import math
+import time
 
 
 class DivergenceMonitor:
@@ -35,8 +37,11 @@ class DivergenceMonitor:
         return {"initial_loss": self.initial_loss, "above_steps": self.above_steps, "last_step": self.last_step}
 
     def load_state_dict(self, state: dict) -> None:
-        self.initial_loss, self.above_steps, self.last_step = (state["initial_loss"], state["above_steps"],
-                                                               state["last_step"])
+        """Also a checkpoint of lbscale before the monitor, whose fields were the checkpoint's own: initial_loss,
+        above_steps and the step for the last check."""
+        self.initial_loss = state.get("initial_loss")
+        self.above_steps = state.get("above_steps", 0)
+        self.last_step = state.get("last_step", state.get("step", 0))
 
 
 class EpochClock:
@@ -79,3 +84,58 @@ class EpochClock:
         # a checkpoint of an earlier lbscale lacks the later kinds (step_eval, comm): none of that time was counted
         self.seconds = {**dict.fromkeys(self.KINDS, 0.0), **state["seconds"]}
         self.images = state["images"]
+
+
+def split_exposed_wait(ranks: list[dict]) -> dict:
+    """One epoch's timing from every rank's own (train, data, compute and comm seconds, comm being the rank's
+    exposed all-reduce wait), in the frame of the rank that waited most (the fastest): its data and compute, the
+    collective itself as `comm_seconds` (the wait of the rank that waited least, which arrived last: for it the
+    all-reduce started at once) and the rest of its wait, for slower ranks, as `imbalance_seconds`. Sums to that
+    rank's train_seconds."""
+    fastest = max(ranks, key=lambda r: r["comm_seconds"])
+    collective = min(r["comm_seconds"] for r in ranks)
+    return {**fastest, "comm_seconds": collective, "imbalance_seconds": fastest["comm_seconds"] - collective}
+
+
+class PaceMeter:
+    """An epoch's steady pace: images per second over this process's steps past the first `warmup_steps` (compile,
+    warm caches, DDP's bucket rebuild), step evaluations left out; and the first compiled step's extra time, taken
+    once per process. `sync` waits for the device (a no-op on the CPU)."""
+
+    def __init__(self, warmup_steps: int, world_size: int, sync, compiled: bool):
+        self.warmup_steps, self.world_size, self.sync = warmup_steps, world_size, sync
+        self.compile_pending = compiled
+        self.compile_seconds: float | None = None
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        self.images, self.steps, self.eval_seconds = 0, 0, 0.0
+        self.mark = None  # (time, images, eval seconds) once the warm-up steps are done
+        self.first_step = None
+
+    def step(self, images: int) -> None:
+        """After an optimizer step that trained `images` on this process."""
+        self.images += images
+        self.steps += 1
+        if self.steps == 1 and self.compile_pending:
+            self.sync()
+            self.first_step = time.perf_counter() - self.t0  # compiles the step (once per process)
+        if self.steps == self.warmup_steps:
+            self.sync()
+            self.mark = (time.perf_counter(), self.images, self.eval_seconds)
+
+    def elapsed(self) -> float:
+        """Training seconds of this epoch so far in this process (step evaluations left out)."""
+        return time.perf_counter() - self.t0 - self.eval_seconds
+
+    def finish(self, end: float) -> tuple[float | None, float | None]:
+        """(steady images/s over all ranks or None, the compile seconds where this epoch compiled or None)."""
+        steady = end - self.mark[0] - (self.eval_seconds - self.mark[2]) if self.mark else 0.0
+        ips = None
+        if self.mark and steady > 0 and self.images > self.mark[1]:
+            ips = (self.images - self.mark[1]) * self.world_size / steady
+        if self.first_step is None:
+            return ips, None
+        per_step = steady / max(self.steps - self.warmup_steps, 1) if self.mark else 0.0
+        self.compile_seconds, self.compile_pending = max(self.first_step - per_step, 0.0), False
+        return ips, self.compile_seconds

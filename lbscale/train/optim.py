@@ -29,6 +29,13 @@ class OptimizerOptions:
     decay_on: str = "all"  # which weights decay: all (every weight tensor) or conv (convolution kernels only)
 
 
+def options_of(cfg) -> OptimizerOptions:
+    """The optimizer options of a trial config (`TrialConfig`)."""
+    return OptimizerOptions(momentum=cfg.momentum, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas), eps=cfg.eps,
+                            trust_coeff=cfg.trust_coeff, nesterov=cfg.lars_nesterov, max_grad_norm=cfg.max_grad_norm,
+                            decay_on=cfg.weight_decay_on)
+
+
 # The trial option (config field) behind each constructor argument a registry entry can read.
 OPTION_FIELDS = {"momentum": "momentum", "betas": "betas", "eps": "eps", "trust_coeff": "trust_coeff",
                  "nesterov": "lars_nesterov", "max_grad_norm": "max_grad_norm"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lbscale.config import TrialConfig
+from lbscale.data.formats.base import auto_augmentation
 from lbscale.errors import LbscaleError
 from lbscale.train.policy import LRPolicy, auto_warmup_epochs, peak_lr
 
@@ -28,6 +29,12 @@ class Plan:
     # absent from the config.json of lbscale before --last-batch (which dropped it): None there
     micro_batches_per_epoch: int | None = None  # per rank; with `keep` the last one may be partial
     epoch_samples: int | None = None  # trained per epoch, all ranks
+
+    def step_samples(self, micro_batch: int) -> int:
+        """The samples one rank trains in the optimizer step of its `micro_batch`-th micro-batch of an epoch: fewer
+        in a kept partial last step (the same on every rank: shards are equal)."""
+        shard, per_step = self.epoch_samples // self.world_size, self.local_batch * self.accum_steps
+        return min(per_step, shard - micro_batch // self.accum_steps * per_step)
 
     def policy(self, cfg: TrialConfig) -> LRPolicy:
         return LRPolicy(self.peak_lr, self.steps_per_epoch, cfg.epochs, self.warmup_epochs, cfg.schedule,
@@ -78,3 +85,23 @@ def epoch_batches(shard: int, local: int, accum: int, last_batch: str) -> tuple[
         return micro, micro * local
     usable = shard - 1 if shard % local == 1 else shard
     return -(-usable // local), usable
+
+
+def resolve_augmentation(requested: str, encoding: str, imagery: str | None) -> str:
+    """The augmentation a trial trains with. `auto`: the one that fits the file's recorded imagery
+    (data.formats.base.IMAGERY; flip-rot90 where it is unknown or not recorded), rrc-flip for JPEG data (done at
+    decode). JPEG data is augmented only at decode time, so any other choice is refused."""
+    if requested == "auto":
+        return auto_augmentation(encoding, imagery)
+    if encoding != "raw" and requested != "rrc-flip":
+        raise LbscaleError(f"--augmentation {requested}: JPEG data is augmented at decode time with rrc-flip "
+                           "(or --no-augment)")
+    return requested
+
+
+def compile_mode(requested: str, device_type: str) -> str:
+    """`auto`: CUDA graphs (reduce-overhead) on a GPU, where they measured fastest for small inputs; default
+    elsewhere (CUDA graphs do not exist on the CPU)."""
+    if requested == "auto":
+        return "reduce-overhead" if device_type == "cuda" else "default"
+    return requested

@@ -43,3 +43,18 @@ def environment(device: torch.device, backend: str | None, launcher: str) -> dic
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "hosts": dist.all_gather_object(socket.gethostname()), "versions": versions(),
             "git_commit": git_commit()}
+
+
+def describe(cfg, plan, world_size: int, dataset: str, task, augmentation: str, num_classes: int,
+             model: torch.nn.Module, device: torch.device, backend: str | None, launcher: str) -> dict:
+    """config.json: everything resolved (config, plan, task, augmentation, gradient size), and what ran it.
+    Collective (host names)."""
+    from dataclasses import asdict
+
+    from lbscale.config import to_dict
+    from lbscale.train.models import gradient_size
+
+    return {"config": to_dict(cfg), "plan": asdict(plan), "world_size": world_size, "dataset": dataset,
+            "task": task.name, "augmentation": augmentation, "primary_metric": task.primary_on(cfg.eval_split),
+            "eval_split": cfg.eval_split, "num_classes": num_classes, "train_samples": plan.train_samples,
+            **gradient_size(model), **environment(device, backend, launcher)}

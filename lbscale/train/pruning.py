@@ -143,11 +143,30 @@ class Pruner:
                                            "metric": self.metric, "maximize": self.maximize,
                                            "rung_steps": self.steps, "rungs": self.records})
 
+    def collective_decision(self, is_main: bool, all_reduce_sum, device) -> str | None:
+        """Rank 0 decides from the peers' records; every rank learns the decision ('pruned', 'wait' or None to
+        train on) through `all_reduce_sum` (a sum over ranks of a tensor on `device`: collective)."""
+        import torch
+
+        code = {"continue": 0.0, "prune": 1.0, None: 2.0}[self.decide()] if is_main else 0.0
+        code = all_reduce_sum(torch.tensor(code, dtype=torch.float64, device=device)).item()
+        return {0.0: None, 1.0: "pruned", 2.0: "wait"}[code]
+
     def state_dict(self) -> dict:
         return {"records": [dict(r) for r in self.records]}
 
     def load_state_dict(self, state: dict) -> None:
         self.records = [dict(r) for r in state["records"]]
+
+
+def make_pruner(cfg, task, total_steps: int) -> Pruner | None:
+    """A trial's pruner from its config (`TrialConfig`), or None without --prune: rungs below the last step, the
+    metric (--prune-metric, else the target's, else the task's primary one) and its direction from the task."""
+    if cfg.prune == "none":
+        return None
+    metric = cfg.prune_metric or cfg.target_metric or task.primary_on(cfg.eval_split)
+    return Pruner(Path(cfg.out), cfg.prune, cfg.prune_group, cfg.prune_eta, metric, task.higher_is_better(metric),
+                  rung_steps(cfg.prune_min_steps, cfg.prune_eta, total_steps))
 
 
 def _declared_group(d: Path) -> str | None:

@@ -40,14 +40,16 @@ def metric_tag(name: str, prefix: str = "") -> str:
 
 class ScalarLog:
     """A SummaryWriter in `log_dir`, or a no-op where `log_dir` is None (ranks other than 0, no --tensorboard).
-    Flushed after every record, so a preempted or killed trial loses nothing it recorded."""
+    Flushed after every record, so a preempted or killed trial loses nothing it recorded. `purge_step`: a resumed
+    trial's first step after its checkpoint; TensorBoard hides what earlier event files hold from that step on (a
+    process that died after the checkpoint had written steps the resumed one writes again)."""
 
-    def __init__(self, log_dir: Path | None = None):
+    def __init__(self, log_dir: Path | None = None, purge_step: int | None = None):
         self.writer = None
         if log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(log_dir=str(log_dir))
+            self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
     def epoch(self, record: dict) -> None:
         """An epoch record (a partial one included) at its step: loss, evaluation metrics, LR, pace, timing."""

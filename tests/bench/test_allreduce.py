@@ -26,7 +26,9 @@ def test_real_run_writes_points_for_every_size_and_a_fit(tmp_path):
     assert sorted(p["bytes"] for p in doc["points"]) == [4096 * 2 ** i for i in range(7)]
     assert all(p["procs"] == 2 and p["seconds"] > 0 for p in doc["points"])
     fit = doc["fit"]
-    assert fit["alpha_seconds"] >= 0 and fit["beta_seconds_per_byte"] >= 0
+    alpha, beta = reference_fit(doc["points"])  # the file's fit is the least-squares one of its own points
+    assert fit["alpha_seconds"] == pytest.approx(alpha, rel=1e-6, abs=1e-15)
+    assert fit["beta_seconds_per_byte"] == pytest.approx(beta, rel=1e-6, abs=1e-20)
     assert fit["fitted_on_procs"] == [2]
     assert "check" not in doc
     assert not list(tmp_path.glob(".allreduce-*"))  # the workers' scratch directory is gone
@@ -79,3 +81,16 @@ def test_a_failing_worker_is_one_error_line(tmp_path):
     assert r.stderr == ("lbscale: error: all-reduce at 2 processes failed (exit 1): --backend nccl: no GPU visible "
                         "here; measure with --backend gloo\n")
     assert not list(tmp_path.iterdir())  # neither a file nor the scratch directory
+
+
+def reference_fit(points):
+    """The ring fit computed another way: scipy's non-negative least squares of the relative error
+    (alpha x1 + beta x2) / t - 1 over the measured points, x1 = 2 (p-1), x2 = 2 (p-1)/p n."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    a = np.array([[2.0 * (p["procs"] - 1), 2.0 * (p["procs"] - 1) / p["procs"] * p["bytes"]] for p in points])
+    t = np.array([p["seconds"] for p in points])
+    scale = np.linalg.norm(a / t[:, None], axis=0)
+    u, _ = nnls(a / t[:, None] / scale, np.ones(len(t)))
+    return u / scale

@@ -96,7 +96,7 @@ def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, se
         v = curve(t, need, target)
         new = []
         if t % every == 0:
-            new.append({"kind": "step", "step": t, "epoch": t / spe, "samples": t * batch, "val_top1": v,
+            new.append({"kind": "step", "step": t, "epoch": t / spe, "samples_seen": t * batch, "val_top1": v,
                         "val_loss": 1 - v, "elapsed_seconds": t * step_seconds + evals, "eval_seconds": 0.5,
                         "subset": None})
         if t % spe == 0:

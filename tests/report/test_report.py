@@ -12,6 +12,7 @@ from lbscale.report.scaling import fit_critical_batch, speedup_efficiency
 from lbscale.report.tables import target_steps
 from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
 from tests.fixtures.make_results import make_study, make_trial
+from tests.report.pictures import assert_drawn
 
 
 def test_batch_labels_as_the_papers_write_them():
@@ -120,7 +121,8 @@ def test_report_cli_writes_every_format_and_compares(tmp_path, run_cli):
         assert (out / "tables" / f"{name}.csv").exists() and (out / "tables" / f"{name}.tex").exists()
     for name in ("metric-vs-batch", "time-vs-gpus", "speedup", "steps-to-target", "training-curves",
                  "lr-schedules", "time-split"):
-        assert (out / "figures" / f"{name}.png").stat().st_size > 5000 and (out / "figures" / f"{name}.pdf").exists()
+        assert_drawn(out / "figures" / f"{name}.png")
+        assert (out / "figures" / f"{name}.pdf").read_bytes().startswith(b"%PDF")
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "<table>" in html and "src='figures" not in html
     csv = (out / "tables" / "accuracy.csv").read_text()
@@ -176,7 +178,11 @@ def test_diverged_runs_trained_to_the_end_show_their_final_metric(tmp_path):
     (d / "summary.json").write_text(json.dumps({**s, "status": "diverged", "diverged_at": {"epoch": 2, "step": 7}}))
     stopped = make_trial(res, 32768, 128, 0, task="multilabel", variant="lars-linear", state="diverged",
                          diverge_epoch=3)  # stopped in epoch 3: epochs 1-2 have metrics, none is final
-    assert json.loads((stopped / "summary.json").read_text())["final"] is not None
+    written = json.loads((stopped / "summary.json").read_text())
+    epochs = [json.loads(line) for line in (stopped / "metrics.jsonl").read_text().splitlines()]
+    # the last whole epoch's record is the summary's final one: epoch 2 of the 3 it started
+    assert [r["epoch"] for r in epochs] == [1, 2, 3] and epochs[2]["partial"]
+    assert written["final"] == epochs[1] and written["epochs_completed"] == 2
     rows = {r["Batch size"]: r for r in accuracy_table(load_results([res]), "val_f1_micro").display.to_dict("records")}
     assert rows["16K"]["F1 (val)"].endswith(" (diverged)") and rows["16K"]["F1 (val)"].startswith("0.")
     assert rows["32K"]["F1 (val)"] == "diverges" and "diverged" not in rows["512"]["F1 (val)"]
@@ -209,3 +215,18 @@ def test_bigearthnet_style_divergence_ends_with_its_final_test_f1(tmp_path, run_
     assert s["status"] == "diverged" and s["epochs_completed"] == 2 and "test_f1_micro" in s["test"]
     t = accuracy_table(load_results([out.parent]), "test_f1_micro")
     assert t.display["F1 (test)"].iloc[0] == f"{s['test']['test_f1_micro']:.3f} (diverged)"
+
+
+def test_the_metric_figure_draws_the_mean_over_completed_seeds(tmp_path):
+    from lbscale.report import plots
+
+    res = tmp_path / "sat4"
+    for b in (8192, 16384, 32768):
+        for seed in (0, 1):
+            make_trial(res, b, 4, seed)
+    study = load_results([res])
+    (line, *_), *_ = plots.metric_vs_batch(study, "val_top1").axes[0].containers
+    x, y = line.get_data()
+    t = study.trials.groupby("global_batch")["final_val_top1"].mean()  # the two seeds' final values, by hand
+    assert [int(v) for v in x] == [8192, 16384, 32768]
+    np.testing.assert_allclose(np.asarray(y, dtype=float), t.loc[[8192, 16384, 32768]].to_numpy(dtype=float))

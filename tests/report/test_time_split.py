@@ -19,10 +19,11 @@ def total(gpus: int) -> float:
 
 @pytest.fixture
 def mixed(tmp_path):
-    """8K on 4 GPUs (2 seeds, 20 % communication), 16K on 8 (10 %), and 32K on 16 from an older lbscale."""
+    """8K on 4 GPUs (2 seeds, 20 % communication, 5 % waiting for slower ranks), 16K on 8 (10 %, no imbalance
+    recorded: an lbscale before it), and 32K on 16 from an older lbscale still."""
     res = tmp_path / "mixed"
     for seed in (0, 1):
-        make_trial(res, 8192, 4, seed, jitter=False, comm_share=0.2)
+        make_trial(res, 8192, 4, seed, jitter=False, comm_share=0.2, imbalance_share=0.05)
     make_trial(res, 16384, 8, 0, jitter=False, comm_share=0.1)
     make_trial(res, 32768, 16, 0, jitter=False)
     return load_results([res])
@@ -31,24 +32,29 @@ def mixed(tmp_path):
 def test_the_trials_carry_their_communication_seconds(mixed):
     t = mixed.trials.set_index("trial")
     assert t.loc["b8192-g4-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.2 * total(4))
-    assert t.loc["b8192-g4-lamb-sqrt-s0", "compute_seconds"] == pytest.approx(0.75 * total(4))
+    assert t.loc["b8192-g4-lamb-sqrt-s0", "compute_seconds"] == pytest.approx(0.70 * total(4))
+    assert t.loc["b8192-g4-lamb-sqrt-s0", "imbalance_seconds"] == pytest.approx(0.05 * total(4))
+    assert pd.isna(t.loc["b16384-g8-lamb-sqrt-s0", "imbalance_seconds"])
     assert t.loc["b16384-g8-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.1 * total(8))
     assert pd.isna(t.loc["b32768-g16-lamb-sqrt-s0", "comm_seconds"])  # not recorded, not zero
     assert mixed.epochs["comm_seconds"].notna().sum() == 3 * 5
 
 
-def test_time_split_stacks_compute_data_and_communication(mixed):
+def test_time_split_stacks_compute_data_communication_and_imbalance(mixed):
     ax = plots.time_split(mixed).axes[0]
-    computing, waiting, communicating = ax.containers
-    compute = [0.75 * total(4), 0.85 * total(8), 0.95 * total(16)]
+    computing, waiting, communicating, imbalanced = ax.containers
+    compute = [0.70 * total(4), 0.85 * total(8), 0.95 * total(16)]
     data = [0.05 * total(4), 0.05 * total(8), 0.05 * total(16)]
     comm = [0.2 * total(4), 0.1 * total(8), 0.0]  # the older trial's bar: none
+    imbalance = [0.05 * total(4), 0.0, 0.0]
     np.testing.assert_allclose([b.get_height() for b in computing], compute)
     np.testing.assert_allclose([b.get_height() for b in waiting], data)
     np.testing.assert_allclose([b.get_height() for b in communicating], comm)
     np.testing.assert_allclose([b.get_y() for b in communicating], np.add(compute, data))
+    np.testing.assert_allclose([b.get_height() for b in imbalanced], imbalance)
+    np.testing.assert_allclose([b.get_y() for b in imbalanced], np.add(np.add(compute, data), comm))
     labels = ax.get_legend_handles_labels()[1]
-    assert labels == ["compute", "waiting for data", "communication (exposed all-reduce wait)"]
+    assert labels == ["compute", "waiting for data", "communication (exposed all-reduce)", "waiting for slower ranks"]
 
 
 def test_time_split_of_results_without_communication_says_so(tmp_path):
@@ -56,7 +62,8 @@ def test_time_split_of_results_without_communication_says_so(tmp_path):
     make_trial(res, 8192, 4, 0, jitter=False)
     ax = plots.time_split(load_results([res])).axes[0]
     assert [b.get_height() for b in ax.containers[2]] == [0.0]
-    assert ax.get_legend_handles_labels()[1][2] == "communication (not recorded)"
+    assert ax.get_legend_handles_labels()[1][2:] == ["communication (exposed all-reduce) (not recorded)",
+                                                     "waiting for slower ranks (not recorded)"]
 
 
 def test_time_split_table_has_one_row_per_trial(mixed):
@@ -64,13 +71,15 @@ def test_time_split_table_has_one_row_per_trial(mixed):
     assert table.name == "time-split"
     shown = table.display.set_index("Trial")
     assert list(shown.columns) == ["Batch size", "N. GPUs", "Data [s]", "Compute [s]", "Communication [s]",
-                                   "Communication share"]
+                                   "Imbalance [s]", "Communication share"]
     assert len(shown) == 4
     row = shown.loc["b8192-g4-lamb-sqrt-s1"]
-    assert (row["Data [s]"], row["Compute [s]"], row["Communication [s]"]) == ("10.6", "159", "42.4")
+    assert (row["Data [s]"], row["Compute [s]"], row["Communication [s]"], row["Imbalance [s]"]) == (
+        "10.6", "148", "42.4", "10.6")
     assert row["Communication share"] == "20.0%"
     old = shown.loc["b32768-g16-lamb-sqrt-s0"]
-    assert (old["Communication [s]"], old["Communication share"]) == ("-", "-")
+    assert (old["Communication [s]"], old["Imbalance [s]"], old["Communication share"]) == ("-", "-", "-")
+    assert shown.loc["b16384-g8-lamb-sqrt-s0", "Imbalance [s]"] == "-"
     tidy = table.tidy.set_index("trial")
     assert tidy.loc["b16384-g8-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.1 * total(8))
     assert tidy.loc["b16384-g8-lamb-sqrt-s0", "train_seconds"] == pytest.approx(total(8))

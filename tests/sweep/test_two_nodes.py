@@ -129,4 +129,8 @@ def test_bench_allreduce_spans_the_two_nodes_with_a_jsc_profile(two_nodes, tmp_p
     assert doc, (tmp_path / "job.out").read_text()[-2000:]
     assert doc["hosts"] == ["lbsn1", "lbsn2"] and doc["launcher"] == "srun" and doc["backend"] == "gloo"
     assert {pt["nodes"] for pt in doc["points"]} == {2} and len(doc["points"]) == 9
-    assert doc["fit"]["alpha_seconds"] >= 0 and doc["fit"]["beta_seconds_per_byte"] >= 0
+    from tests.bench.test_allreduce import reference_fit
+
+    alpha, beta = reference_fit(doc["points"])  # the fit is the least-squares one of the points measured across
+    assert doc["fit"]["alpha_seconds"] == pytest.approx(alpha, rel=1e-6, abs=1e-15)
+    assert doc["fit"]["beta_seconds_per_byte"] == pytest.approx(beta, rel=1e-6, abs=1e-20)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from lbscale.data.prepare import prepare
 from lbscale.report import load_results
 from lbscale.report.tables import per_epoch
@@ -67,3 +69,23 @@ def test_target_metric_must_be_of_the_evaluated_split(tiny_h5, tmp_path, run_cli
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "t", "--eval-split", "test",
                          "--target-metric", "val_top1", "--target", "0.5", *COMMON)
     assert rc == 2 and "test_top1" in err and not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("options, needs", [
+    (["--prune", "asha", "--prune-min-steps", "4", "--prune-group", "g", "--target-metric", "val_top1",
+      "--target", "0.5", "--stop-at-target"], "--prune"),
+    (["--eval-every", "4"], "--eval-every"),
+    (["--eval-every-samples", "100"], "--eval-every-samples"),
+    (["--target-metric", "val_top1", "--target", "0.5"], "--target-metric val_top1"),
+])
+def test_options_that_need_a_val_split_are_refused_on_a_file_without_one(tmp_path, run_cli, options, needs):
+    # defect: pruning on a file without val evaluated nothing, saw NaN at every rung and pruned every trial
+    # ("trial pruned: at rung 1 (... val_top1 nan, kept 1 of 1)"), exit 0
+    data = tmp_path / "noval.h5"
+    prepare("synthetic", None, data, count=400, bands=3, size=16, classes=4, seed=3, val_fraction=0,
+            command="test")
+    out = tmp_path / "t"
+    rc, _, err = run_cli("train", "--data", data, "--out", out, *COMMON, *options)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert needs in err and "no val split" in err and str(data) in err
+    assert not out.exists()

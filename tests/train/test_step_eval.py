@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lbscale.data.loader import ShardedLoader
-from tests.train.helpers import summary
+from tests.train.helpers import run_train, summary
 
 BASE = ["--global-batch", "32", "--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd",
         "--base-lr", "0.05"]  # tiny set: 560 train images, 17 steps per epoch
@@ -40,7 +40,8 @@ def test_step_records_and_steps_to_target_at_step_resolution(tiny_h5, tmp_path, 
     assert [r["step"] for r in steps] == [5, 10, 15, 20, 25, 30]
     assert [r["epoch"] for r in steps] == pytest.approx([5 / 17, 10 / 17, 15 / 17, 1 + 3 / 17, 1 + 8 / 17,
                                                          1 + 13 / 17])
-    assert all(r["subset"] == 40 for r in steps) and [r["samples"] for r in steps] == [32 * r["step"] for r in steps]
+    assert all(r["subset"] == 40 for r in steps)
+    assert [r["samples_seen"] for r in steps] == [32 * r["step"] for r in steps]
     assert [r["epoch"] for r in epochs] == [1, 2]
     # elapsed: training + epoch evaluations before it, the step evaluations' own time left out
     assert epochs[0]["elapsed_seconds"] == pytest.approx(epochs[0]["train_seconds"] + epochs[0]["eval_seconds"])
@@ -86,3 +87,64 @@ def test_a_stop_on_the_epochs_last_step_records_the_whole_epoch(tiny_h5, tmp_pat
     s = summary(out)
     assert s["epochs_completed"] == 1 and s["partial_epoch"] is None and s["stopped"] == "target"
     assert s["steps_to_target"] == 17 and s["epochs_to_target"] == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_two_ranks_with_unequal_evaluation_shards_finish(tiny_h5, tmp_path):
+    # defect: a step evaluation went through the DDP wrapper, whose forward broadcasts buffers; a rank with fewer
+    # evaluation batches (here rank 0: 1 sample, rank 1: 2 samples at --eval-batch 1) or none waited for ever in
+    # gloo's broadcast
+    out = tmp_path / "uneven"
+    r = run_train("--data", tiny_h5, "--out", out, "--epochs", "1", *BASE, "--eval-every", "4",
+                  "--eval-subset", "3", "--eval-batch", "1", nproc=2, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = [row for row in _rows(out) if row.get("kind") == "step"]
+    assert [row["step"] for row in steps] == [4, 8, 12, 16] and all(row["subset"] == 3 for row in steps)
+    assert all(row["val_top1"] in (0.0, pytest.approx(1 / 3), pytest.approx(2 / 3), 1.0) for row in steps)
+
+
+@pytest.mark.slow
+def test_an_evaluation_subset_smaller_than_the_ranks_is_refused(tiny_h5, tmp_path):
+    r = run_train("--data", tiny_h5, "--out", tmp_path / "x", "--epochs", "1", *BASE, "--eval-every", "2",
+                  "--eval-subset", "1", nproc=2, timeout=120)
+    assert r.returncode != 0  # torchrun adds its own report of the failed workers
+    assert r.stderr.count("lbscale: error: --eval-subset 1 is smaller than the 2 processes") == 2  # each rank
+    assert not (tmp_path / "x").exists()
+
+
+def test_evaluation_every_so_many_samples_counts_the_samples_of_a_kept_last_batch(tiny_h5, tmp_path, run_cli):
+    # defect: the spacing counted steps x global batch, so with --last-batch keep (560 = 4 x 128 + 48 per epoch)
+    # it drifted by 80 samples an epoch: evaluations at steps 6, 8, 10, 14 instead of 7, 9, 12, 13
+    out = tmp_path / "keep"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE[2:], "--global-batch", "128",
+                         "--last-batch", "keep", "--eval-every-samples", "250")
+    assert rc == 0, err
+    seen = [e * 560 + min(128 * k, 560) for e in range(3) for k in range(1, 6)]  # after each of the 15 steps
+    expected = [s + 1 for s in range(15) if seen[s] // 250 > (seen[s - 1] if s else 0) // 250]
+    assert expected == [2, 4, 7, 9, 12, 13]
+    steps = [r for r in _rows(out) if r.get("kind") == "step"]
+    assert [r["step"] for r in steps] == expected
+    assert [r["samples_seen"] for r in steps] == [seen[s - 1] for s in expected]
+
+
+def test_steps_to_target_is_the_first_evaluation_that_reaches_a_target_earlier_ones_miss(tiny_h5, tmp_path,
+                                                                                         run_cli):
+    # the same trial twice (bit-identical on the CPU): once to read its evaluations, once with a target that the
+    # first evaluations miss: the best value of the first run, first met at its evaluation k > 0
+    args = ["train", "--data", tiny_h5, "--epochs", "2", *BASE, "--eval-every", "3", "--eval-subset", "40"]
+    assert run_cli(*args, "--out", tmp_path / "free")[0] == 0
+    evaluations = [r for r in _rows(tmp_path / "free") if "val_top1" in r]
+    target = max(r["val_top1"] for r in evaluations)
+    k = next(i for i, r in enumerate(evaluations) if r["val_top1"] >= target)
+    assert k > 0 and all(r["val_top1"] < target for r in evaluations[:k])  # earlier ones miss it
+    rc, _, err = run_cli(*args, "--out", tmp_path / "aimed", "--target-metric", "val_top1", "--target", str(target))
+    assert rc == 0, err
+    s = summary(tmp_path / "aimed")
+    assert (s["steps_to_target"], s["epochs_to_target"]) == (evaluations[k]["step"],
+                                                            pytest.approx(evaluations[k]["epoch"]))
+    # and a loss target, minimised: the first evaluation at or below the lowest loss
+    low = min(r["val_loss"] for r in evaluations)
+    j = next(i for i, r in enumerate(evaluations) if r["val_loss"] <= low)
+    rc, _, err = run_cli(*args, "--out", tmp_path / "loss", "--target-metric", "val_loss", "--target", repr(low))
+    assert rc == 0, err
+    assert j > 0 and summary(tmp_path / "loss")["steps_to_target"] == evaluations[j]["step"]

@@ -23,7 +23,7 @@ def test_time_per_epoch_leaves_out_the_first_epoch_where_there_are_more():
 def test_outcome_line_shows_the_same_time_per_epoch(tmp_path):
     import json
 
-    from lbscale.train.trial import outcome_line
+    from lbscale.train.summary import outcome_line
 
     s = summarize([_rec(1, 10.0, 0.3), _rec(2, 2.0, 0.5), _rec(3, 4.0, 0.6)], get_task("multiclass"), "completed")
     (tmp_path / "summary.json").write_text(json.dumps(s))

@@ -70,3 +70,27 @@ def test_without_the_package_one_line_before_any_output(tiny_h5, tmp_path, run_c
     assert rc == 2
     assert err.strip().count("\n") == 0 and "the tensorboard package is not installed" in err
     assert not out.exists()
+
+
+def test_a_resumed_trial_purges_the_steps_it_replays(tiny_h5, tmp_path, run_cli):
+    # defect: a trial resumed from an older checkpoint (the process died after it) wrote the replayed steps again
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    out = tmp_path / "tb"
+    args = ["train", "--data", tiny_h5, "--out", out, "--epochs", "2", *BASE, "--eval-every", "5", "--tensorboard"]
+    assert run_cli(*args, "--preempt-after-steps", "17")[0] == 75  # a checkpoint at step 17
+    import shutil
+
+    shutil.copytree(out / "checkpoint", tmp_path / "ck17")
+    assert run_cli(*args, "--resume")[0] == 0  # steps 18..34 written
+    shutil.rmtree(out / "checkpoint")  # as if the process had died after step 34 without a newer checkpoint
+    shutil.copytree(tmp_path / "ck17", out / "checkpoint")
+    (out / "summary.json").unlink()
+    assert run_cli(*args, "--resume")[0] == 0  # steps 18..34 replayed
+    files = sorted((out / "tensorboard").glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    assert len(files) == 3
+    # the resumed writer starts with a session start at step 18: TensorBoard hides what the earlier files hold
+    # from step 18 on (the first resume wrote no such marker: nothing was replayed then... it starts at 18 too)
+    starts = [e.step for e in EventFileLoader(str(files[-1])).Load() if e.session_log.status == 1]  # START
+    assert starts == [18]
+    assert [e.step for e in EventFileLoader(str(files[0])).Load() if e.session_log.status == 1] == []

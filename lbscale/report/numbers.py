@@ -1,0 +1,27 @@
+"""How the report writes a number: one home for the tables, the verdict lines and the figures' labels."""
+
+from __future__ import annotations
+
+import math
+
+
+def number(v, digits: int = 3) -> str:
+    """A table cell's number: thousands as integers with separators (1,234), tens with one decimal (12.3),
+    smaller ones with `digits` decimals; '-' for a missing or non-finite value."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.{digits}f}"
+
+
+def tick(v: float) -> str:
+    """An axis tick: at most 3 significant digits, thousands with separators (2,048), never a float's repr
+    (0.013, not 0.012980000000000002)."""
+    if v is None or not math.isfinite(v):
+        return ""
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"

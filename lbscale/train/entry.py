@@ -1,0 +1,53 @@
+"""`lbscale train` in every process: where it runs (rank, world, device), a finished trial left alone, the trial
+built and checked before any output or process group, and every way out closed cleanly (a failed summary where a
+trial raised, the TensorBoard writer, the DDP wrapper before the process group)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from lbscale.config import TrialConfig
+from lbscale.errors import LbscaleError
+from lbscale.results import SUMMARY, read_json, write_json
+from lbscale.slurm import SlurmEnv
+from lbscale.train import distributed as dist
+from lbscale.train.trial import Trial
+
+
+def run_trial(cfg: TrialConfig) -> int:
+    """Entry point of `lbscale train` in every process; returns the exit code."""
+    env = dist.detect_env()
+    if env.launcher == "slurm" and "OMP_NUM_THREADS" not in os.environ:
+        # torchrun sets one thread per process; srun does not: use the allocation's CPUs per task,
+        # else every rank spins one thread per core of the node.
+        torch.set_num_threads(SlurmEnv.current().cpus_per_task or 1)
+    out = Path(cfg.out)
+    if (out / SUMMARY).exists() and not cfg.resume:
+        raise LbscaleError(f"{out}: holds a finished trial ({read_json(out / SUMMARY)['status']}); "
+                           "use another --out")
+    if (out / SUMMARY).exists() and cfg.resume:
+        return 0  # nothing left to do
+    device = dist.pick_device(cfg.device, env)
+    trial = Trial(cfg, env, device, None)  # validates data and plan before any process group or output
+    if env.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    trial.backend = dist.init(env, cfg.backend, device)
+    clean = False
+    try:
+        code = trial.run()
+        clean = True
+        return code
+    except Exception as e:
+        if env.is_main and out.is_dir():
+            write_json(out / SUMMARY, trial.summary("failed", f"{type(e).__name__}: {e}", []))
+        raise
+    finally:
+        if trial.inputs is not None:
+            trial.inputs.close()
+        trial.book.scalars.close()  # every way out: finished, preempted, waiting at a rung, failed
+        if env.world_size > 1 and trial.train_step is not None:
+            dist.release_ddp(trial.train_step)
+        dist.teardown(clean)

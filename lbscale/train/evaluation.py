@@ -1,0 +1,100 @@
+"""Evaluation in a trial: the passes themselves (`Evaluator`) and the schedule of evaluations inside an epoch
+(`EvalSchedule`: every N steps, every N training samples, at a successive-halving rung), with what follows from
+one: the target reached, a rung's decision.
+
+Every pass runs through the unwrapped module, never the DDP wrapper: DDP's forward broadcasts buffers, so a rank
+with fewer evaluation batches than another (or none) would wait in that broadcast for ever. Passes are collective
+through the metrics' sync, which every rank joins whatever its shard.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from lbscale.config import TrialConfig
+from lbscale.task import Task
+from lbscale.train.checkpoint import Progress
+from lbscale.train.metrics import TaskMetrics
+from lbscale.train.plan import Plan
+from lbscale.train.pruning import Pruner
+from lbscale.train.summary import RecordBook
+
+
+class Evaluator:
+    """`{split}_*` metrics of a split (or of the step-evaluation subset) through `module` (the unwrapped network,
+    possibly compiled)."""
+
+    def __init__(self, module, inputs, task: Task, num_classes: int, device: torch.device, autocast, loss_fn):
+        self.module, self.inputs, self.autocast, self.loss_fn = module, inputs, autocast, loss_fn
+        self.metrics = {split: TaskMetrics(task, num_classes, device, split) for split in inputs.evaluation}
+
+    @torch.no_grad()
+    def evaluate(self, split: str, subset: bool = False) -> dict:
+        """One pass over `split` (or its fixed subset: the step evaluations'); empty where the file has none."""
+        if split not in self.inputs.evaluation:
+            return {}
+        self.module.eval()
+        for batch in (self.inputs.step if subset else self.inputs.evaluation[split]):
+            x, y = self.inputs(batch, train=False)
+            with self.autocast():
+                logits = self.module(x)
+            self.metrics[split].update(logits, y, self.loss_fn(logits, y))
+        return self.metrics[split].compute()
+
+    def test_figures(self, records: list[dict]) -> dict | None:
+        """The end-of-training test figures the papers report (collective): the last epoch's where test is the
+        evaluation split, else one evaluation of the test split now; None where the file has no test split."""
+        if "test" not in self.inputs.evaluation:
+            return None
+        if self.inputs.cfg.eval_split == "test":
+            return {k: v for k, v in (records[-1] if records else {}).items() if k.startswith("test_")}
+        return self.evaluate("test")
+
+
+class EvalSchedule:
+    """When a trial evaluates inside an epoch, and what it does with the result: records it, notes the first
+    evaluation at the target, publishes a rung and takes the rung's decision."""
+
+    def __init__(self, cfg: TrialConfig, plan: Plan, task: Task, evaluator: Evaluator, book: RecordBook,
+                 pruner: Pruner | None, is_main: bool, decide):
+        self.cfg, self.plan, self.task, self.evaluator, self.book = cfg, plan, task, evaluator, book
+        self.pruner, self.is_main, self.decide = pruner, is_main, decide
+
+    @property
+    def any(self) -> bool:
+        """Whether the trial evaluates inside epochs at all (its records then carry step_eval_seconds)."""
+        return bool(self.cfg.eval_every or self.cfg.eval_every_samples or self.pruner)
+
+    def due(self, step: int, samples_before: int, samples_after: int) -> bool:
+        """After optimizer step `step`, which took the training samples seen from `samples_before` to
+        `samples_after` (all ranks, counted as trained: a kept partial last batch is smaller)."""
+        every, samples = self.cfg.eval_every, self.cfg.eval_every_samples
+        return (bool(every and step % every == 0)
+                or bool(samples and samples_after // samples > samples_before // samples)
+                or bool(self.pruner and self.pruner.rung_at(step)))
+
+    def run(self, progress: Progress, trained_seconds: float, samples_seen: int) -> str | None:
+        """Evaluate now (collective) and record it; then 'target' (reached, with --stop-at-target), 'pruned' or
+        'wait' (successive halving at a rung), or None to train on."""
+        te = time.perf_counter()
+        metrics = self.evaluator.evaluate(self.cfg.eval_split, subset=True)
+        record = self.book.step_evaluation(
+            progress.step, progress.epoch + progress.batch / self.plan.micro_batches_per_epoch, samples_seen,
+            metrics, trained_seconds, time.perf_counter() - te, self.evaluator.inputs.step_subset)
+        rung = self.pruner.rung_at(progress.step) if self.pruner else None
+        if rung and self.is_main:  # published first: a trial that stops at its target is still a peer
+            self.pruner.publish(rung, progress.step, record.get(self.pruner.metric, float("nan")))
+        if self.note_target(record, progress) and self.cfg.stop_at_target:
+            return "target"
+        return self.decide() if rung else None
+
+    def note_target(self, record: dict, progress: Progress) -> bool:
+        """Note the first evaluation (step or epoch) at or past the target; True once it has been reached."""
+        metric, target = self.cfg.target_metric, self.cfg.target
+        if metric and progress.target_hit is None and metric in record \
+                and self.task.reached(metric, record[metric], target):
+            progress.target_hit = {"steps_to_target": record["step"], "epochs_to_target": record["epoch"],
+                                   "seconds_to_target": record["elapsed_seconds"]}
+        return progress.target_hit is not None

@@ -1,0 +1,90 @@
+"""A trial's network and its update: the model (DDP-wrapped and compiled where asked), the optimizer with the LR
+of each optimizer step, the grad scaler, forward and backward of micro-batches (accumulating under no_sync until a
+step's last), the noise-scale measurement on the gradients' all-reduce and the exposed all-reduce wait."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from lbscale.analysis.gns import DDPNoiseScale
+from lbscale.config import TrialConfig
+from lbscale.task import Task
+from lbscale.train import distributed as dist
+from lbscale.train.commtime import CommTimer
+from lbscale.train.optim import build_optimizer, options_of
+from lbscale.train.plan import Plan, compile_mode
+from lbscale.train.policy import LRPolicy
+
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class TrainStep:
+    """`model` trained by `cfg`'s optimizer at `policy`'s LR over `world_size` processes. `eval_module` is what
+    evaluation runs: the unwrapped module (compiled where that is safe), never the DDP wrapper."""
+
+    def __init__(self, cfg: TrialConfig, plan: Plan, policy: LRPolicy, task: Task, model: torch.nn.Module,
+                 device: torch.device, world_size: int):
+        self.cfg, self.plan, self.policy, self.task, self.device = cfg, plan, policy, task, device
+        self.model, self.world_size = model, world_size
+        self.optimizer = build_optimizer(cfg.optimizer, model, policy.lr(0), options_of(cfg))
+        self.scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
+        self.gns = (DDPNoiseScale(world_size, plan.local_batch * plan.accum_steps, plan.global_batch, device)
+                    if cfg.gns_every else None)
+        self.comm, self.net, self.eval_module = None, model, model
+        if world_size > 1:  # the timer hands each bucket on to the noise-scale hook or the all-reduce
+            self.comm = CommTimer(device, self.gns.hook if self.gns else None)
+            self.net = dist.wrap(model, device, self.comm.hook)
+        if cfg.compile:
+            mode = compile_mode(cfg.compile_mode, device.type)
+            self.net = torch.compile(self.net, mode=mode)
+            # CUDA graphs need static shapes (the last, smaller evaluation batch would be captured anew), and
+            # under DDP the compiled network is the wrapper: evaluation runs the module eagerly there
+            if world_size == 1 and mode in ("default", "max-autotune-no-cudagraphs"):
+                self.eval_module = self.net
+
+    def autocast(self):
+        dtype = AUTOCAST[self.cfg.precision]
+        return torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+
+    def loss_fn(self, logits, y):
+        return self.task.loss(logits, y, self.cfg.label_smoothing)
+
+    def micro_batch(self, x, y, micro: int, step: int) -> tuple[torch.Tensor, int]:
+        """Forward and backward of the epoch's `micro`-th micro-batch, in optimizer step `step` (counted from 0);
+        its loss (detached, float64) and the samples of its optimizer step on this rank."""
+        plan = self.plan
+        last = (micro + 1) % plan.accum_steps == 0 or micro + 1 == plan.micro_batches_per_epoch
+        in_step = plan.step_samples(micro)  # a kept partial last step's micro-batches weigh by their share
+        if self.gns and last and (step + 1) % self.cfg.gns_every == 0 \
+                and in_step == plan.local_batch * plan.accum_steps:
+            self.gns.active = True  # the hook measures this (whole) step's all-reduce
+        with self.net.no_sync() if not last and self.world_size > 1 else contextlib.nullcontext():
+            with self.autocast():
+                loss = self.loss_fn(self.net(x), y)
+            self.scaler.scale(loss / (in_step / len(x))).backward()
+        if self.comm:
+            self.comm.backward_done()
+        return loss.detach().double(), in_step
+
+    def update(self, step: int) -> None:
+        """Optimizer step `step` (counted from 0) at its LR, through the grad scaler; the noise scale where this
+        step was measured."""
+        lr = self.policy.lr(step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        measured = self.gns is not None and self.gns.active
+        loss_scale = self.scaler.get_scale() if measured and self.scaler.is_enabled() else 1.0
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if measured:
+            self.gns.collect(loss_scale)  # the scale this step's gradients carry
+
+    def train(self) -> None:
+        self.net.train()
+
+    def take_comm_seconds(self) -> float:
+        """The exposed all-reduce wait since the last call (0 on one process)."""
+        return self.comm.take() if self.comm else 0.0
