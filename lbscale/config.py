@@ -26,11 +26,14 @@ PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 a
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
 AUGMENTATIONS = {  # the functions: lbscale.data.transforms.AUGMENT ("auto" resolves to one of them)
-    "auto": "flip-rot90 for pixel data, rrc-flip for JPEG data (ImageNet)",
+    "auto": "the one that fits the file's imagery (lbscale data info): flip-rot90 for remote sensing, crop-flip for "
+            "photos and objects, none for digits and characters, flip-rot90 where unknown or not recorded; "
+            "rrc-flip for JPEG data (ImageNet)",
     "flip-rot90": "random horizontal flip and multiple of 90 degrees (the remote-sensing studies)",
     "crop-flip": "4-pixel zero pad (the band mean), random crop back to size, random horizontal flip (CIFAR ResNets)",
     "rrc-flip": "random-resized crop (8-100% of the area, ratio 3/4-4/3) and horizontal flip (ImageNet; done at "
                 "decode time for JPEG data)",
+    "none": "the images as they are (what auto takes for digits and characters)",
 }
 # (option, value an older lbscale recorded, today's value with the same meaning): a sweep rerun over results of
 # an older version compares trials through this (lbscale.sweep.launch.same_trial).
@@ -94,7 +97,7 @@ class TrialConfig:
     compile_mode: str = _choice("auto", "torch.compile mode.", COMPILE_MODES)
     channels_last: bool = _f(True, "channels_last memory format.")
     augment: bool = _f(True, "Augment training batches on the training device (--augmentation).")
-    augmentation: str = _choice("auto", "Training augmentation.", AUGMENTATIONS)
+    augmentation: str = _choice("auto", "Training augmentation (auto: the one that fits the data).", AUGMENTATIONS)
     crop_size: int = _f(None, "JPEG data: side of the training crop and the evaluation centre crop (default 224).")
     decode_workers: int = _f(None, "JPEG data on the CPU: decoder processes per rank (default: the rank's CPUs; 0: "
                                    "decode in the loader thread).")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from lbscale.data.formats import open_prepared
-from lbscale.data.formats.base import SPLITS, TASKS
+from lbscale.data.formats.base import IMAGERY, SPLITS, TASKS, UNKNOWN_IMAGERY, auto_augmentation
 from lbscale.data.formats.hdf5 import Hdf5File, checksum_coverage, verify_checksums
 from lbscale.data.prepare import label_histogram
 
@@ -24,11 +23,9 @@ def describe(path) -> str:
         lines = [f"{path}: {f.dataset} ({f.task}), {len(f.class_names)} classes, {len(f.band_names)} bands",
                  f"  source: {f.attrs.get('source_version', '?')}; lbscale {f.attrs.get('lbscale_version', '?')}",
                  f"  created by: {f.attrs.get('command', '?')}",
-                 f"  checksums: {checksum_summary(f)}"]
-        imagery = json.loads(f.attrs.get("notes", "{}")).get("imagery")
-        if imagery:
-            lines.append(f"  imagery: {imagery}")
-        lines.append("  splits:")
+                 f"  checksums: {checksum_summary(f)}",
+                 f"  imagery: {imagery_summary(f.imagery, f.encoding)}",
+                 "  splits:"]
         hists = {}
         for s in f.splits():
             img = f.images(s)
@@ -51,6 +48,21 @@ def describe(path) -> str:
         for key, names in f.extra_class_names.items():
             lines.append(f"  extra label set {key}: {len(names)} classes")
     return "\n".join(lines)
+
+
+def imagery_summary(imagery: str | None, encoding: str) -> str:
+    """What a file's pixels show and what `augmentation: auto` trains it with, in a line for `data info`."""
+    auto = auto_augmentation(encoding, imagery)
+    if imagery is None:
+        return f"not recorded (prepared before lbscale recorded it): auto augmentation takes {auto} as before"
+    if encoding != "raw":
+        return f"{imagery}: auto augmentation takes {auto} (at decode time)"
+    if imagery == UNKNOWN_IMAGERY:
+        return (f"unknown (its source cannot tell what the pixels show): auto augmentation takes {auto} as before; "
+                "--augmentation chooses another")
+    if imagery not in IMAGERY:  # from a newer lbscale
+        return f"{imagery} (a kind this lbscale does not know): auto augmentation takes {auto}"
+    return f"{imagery}: auto augmentation takes {auto}"
 
 
 def checksum_summary(f) -> str:

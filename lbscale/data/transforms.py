@@ -111,5 +111,12 @@ def random_resized_crop_flip(x: torch.Tensor, generator: torch.Generator | None 
     return crop_resize(x, torch.from_numpy(boxes), torch.from_numpy(flips), (h, w)).to(x.dtype)
 
 
-# names and help: config.AUGMENTATIONS
-AUGMENT = {"flip-rot90": random_flip_rot90, "crop-flip": random_crop_flip, "rrc-flip": random_resized_crop_flip}
+def no_augmentation(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The batch as it is, drawing nothing from `generator`: for digits and characters, where a flipped or turned
+    glyph is another one or none at all."""
+    return x
+
+
+# names and help: config.AUGMENTATIONS; the one `auto` picks per imagery: data.formats.base.IMAGERY
+AUGMENT = {"flip-rot90": random_flip_rot90, "crop-flip": random_crop_flip, "rrc-flip": random_resized_crop_flip,
+           "none": no_augmentation}

@@ -47,7 +47,7 @@ def test_pixels_labels_and_seeded_val_carve(tmp_path, run_cli, gz):
     assert np.bincount(got["val-labels"]).tolist() == [3] * 10  # stratified
     assert attrs["dataset"] == "idx" and json.loads(attrs["band_names"]) == ["gray"]
     assert json.loads(attrs["class_names"]) == [str(i) for i in range(10)]
-    assert json.loads(attrs["notes"]) == {}  # nothing says what the pixels show
+    assert json.loads(attrs["notes"]) == {"imagery": "unknown"}  # nothing says what the pixels show
     assert attrs["source_version"] == "IDX files" + (" (gzip)" if gz else "")
 
 

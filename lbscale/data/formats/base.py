@@ -16,6 +16,29 @@ from lbscale.errors import LbscaleError
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
 TASKS = ("multiclass", "multilabel")
+# What a prepared file's pixels show (notes.imagery), each with the augmentation `augmentation: auto` trains
+# pixel data of that kind with: the transformations that keep every label true.
+IMAGERY = {
+    "remote-sensing": "flip-rot90",  # seen from above: no up, no handedness; any flip or quarter turn is a patch
+    "photo": "crop-flip",  # the world has an up (no turns) but no handedness
+    # clothes (Fashion-MNIST): a horizontal flip keeps a shirt a shirt, a left shoe a shoe; a rotation does not
+    "objects": "crop-flip",
+    "digits": "none",  # a flipped or turned digit is another digit (6 and 9) or none at all
+    "characters": "none",  # so are letters (b, d, p, q) and kana
+}
+UNKNOWN_IMAGERY = "unknown"  # recorded where the source cannot tell (your own arrays, IDX files of no known set)
+# Unknown or unrecorded imagery: what `auto` took for all pixel data before lbscale recorded imagery, so results
+# on files prepared before then stay comparable.
+FALLBACK_AUGMENTATION = "flip-rot90"
+ENCODED_AUGMENTATION = "rrc-flip"  # JPEG data is cropped and flipped as it is decoded, whatever it shows
+
+
+def auto_augmentation(encoding: str, imagery: str | None) -> str:
+    """The augmentation `augmentation: auto` stands for on data of this encoding and imagery (None: a file
+    prepared before lbscale recorded imagery)."""
+    if encoding != "raw":
+        return ENCODED_AUGMENTATION
+    return IMAGERY.get(imagery, FALLBACK_AUGMENTATION)
 
 
 @dataclass
@@ -32,6 +55,11 @@ class DatasetMeta:
     notes: dict[str, str] = field(default_factory=dict)
     # "raw": images are pixel arrays (N, C, H, W); "jpeg": encoded JPEG bytes, decoded by the loader
     encoding: str = "raw"
+
+    def __post_init__(self):
+        # every file written from now on says what it shows, if only "unknown": a file without the note is one
+        # prepared before lbscale recorded imagery, and `data info` can say so
+        self.notes = {"imagery": UNKNOWN_IMAGERY, **self.notes}
 
     def attrs(self) -> dict:
         return {
@@ -191,6 +219,18 @@ class PreparedFile:
     def encoding(self) -> str:
         """'raw' (pixel arrays) or 'jpeg' (encoded samples the loader decodes)."""
         return self.attrs.get("encoding", "raw")
+
+    @property
+    def notes(self) -> dict:
+        """The source's notes (docs/formats.md), a dict."""
+        notes = self.attrs.get("notes") or "{}"
+        return json.loads(notes) if isinstance(notes, str) else dict(notes)
+
+    @property
+    def imagery(self) -> str | None:
+        """What the pixels show (notes.imagery: a key of IMAGERY, or "unknown"); None for a file prepared before
+        lbscale recorded it."""
+        return self.notes.get("imagery")
 
     @property
     def mean(self) -> np.ndarray:

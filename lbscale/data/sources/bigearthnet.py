@@ -113,7 +113,8 @@ class BigEarthNetSource(Source):
                 self.to19[i, self.labels19.index(new)] = 1
         self.meta = DatasetMeta("bigearthnet", "multilabel", self.labels19, BANDS, "BigEarthNet-S2 v1.0",
                                 extra_class_names={"labels_43": self.labels43},
-                                notes={"upsampling": "bilinear, half-pixel centres, clamped edges, rounded"})
+                                notes={"upsampling": "bilinear, half-pixel centres, clamped edges, rounded",
+                                       "imagery": "remote-sensing"})
         folders = sorted(p for p in self.src.iterdir() if p.is_dir())
         if not folders:
             raise LbscaleError(f"{self.src}: no patch folders")
@@ -138,7 +139,7 @@ class BigEarthNetSource(Source):
         self.labels19 = labels19
         self.meta = DatasetMeta("bigearthnet", "multilabel", labels19, BANDS, "BigEarthNet-S2 v2.0 (reBEN)",
                                 notes={"upsampling": "bilinear, half-pixel centres, clamped edges, rounded",
-                                       "metadata": metadata.name})
+                                       "metadata": metadata.name, "imagery": "remote-sensing"})
         index = {n: i for i, n in enumerate(labels19)}
         rng = np.random.default_rng(seed)
         self.patches, self.targets, missing = {}, {}, []

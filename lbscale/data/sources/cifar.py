@@ -72,7 +72,8 @@ class Cifar10Source(Source):
         if not src.is_dir():
             raise LbscaleError(f"{src}: not a directory with CIFAR-10 batch files")
         self.src = src
-        self.meta = DatasetMeta("cifar10", "multiclass", CLASSES, ["R", "G", "B"], "CIFAR-10 python version")
+        self.meta = DatasetMeta("cifar10", "multiclass", CLASSES, ["R", "G", "B"], "CIFAR-10 python version",
+                                notes={"imagery": "photo"})
         for files in FILES.values():
             for f in files:
                 if not (src / f).exists():

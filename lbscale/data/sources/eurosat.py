@@ -51,7 +51,8 @@ class EuroSatSource(Source):
         if missing:
             raise LbscaleError(f"{src / missing[0]}: missing EuroSAT class folder")
         self.src, self.workers = src, workers
-        self.meta = DatasetMeta("eurosat", "multiclass", CLASSES, BANDS, "EuroSAT-MS")
+        self.meta = DatasetMeta("eurosat", "multiclass", CLASSES, BANDS, "EuroSAT-MS",
+                                notes={"imagery": "remote-sensing"})
         files = [(p, c) for c, name in enumerate(CLASSES) for p in sorted((src / name).glob("*.tif"))]
         if not files:
             raise LbscaleError(f"{src}: no .tif files in the class folders")

@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from lbscale.data.formats.base import DatasetMeta
+from lbscale.data.formats.base import UNKNOWN_IMAGERY, DatasetMeta
 from lbscale.data.sources.base import PIXEL_TYPES, SampleNames, Source, SplitBatch, parallel_batches, resize
 from lbscale.data.sources.imagenet import encoded_batches
 from lbscale.data.sources.tiff import read_tiff
@@ -120,6 +120,15 @@ def read_sample(path: Path, shape: tuple, dtype: str, size: int | None, skip_bad
         return np.zeros(shape, dtype=dtype), str(e)
 
 
+def folder_imagery(files: dict[str, list[Path]]) -> str:
+    """What a folder's files show, by their type: GeoTIFF / TIFF bands are remote sensing, PNG and JPEG photos; a
+    folder of both is neither for sure."""
+    tiff = {SUFFIXES[p.suffix.lower()] == "tiff" for paths in files.values() for p in paths}
+    if tiff == {True}:
+        return "remote-sensing"
+    return "photo" if tiff == {False} else UNKNOWN_IMAGERY
+
+
 class FolderSource(Source):
     """Class folders (or a labels CSV) of PNG / JPEG / TIFF files, optionally split into train / val / test."""
 
@@ -160,7 +169,7 @@ class FolderSource(Source):
             if tiff is not None:
                 raise LbscaleError(f"{tiff}: a TIFF; --encoding jpeg stores PNG and JPEG files only")
             self.meta = DatasetMeta(src.name, task, classes, ["R", "G", "B"], f"lbscale prepare folder of {src.name}",
-                                    encoding="jpeg")
+                                    notes={"imagery": "photo"}, encoding="jpeg")
             return
         first = read_pixels(self.files["train"][0])
         if size is not None:
@@ -170,7 +179,8 @@ class FolderSource(Source):
         png_jpeg = SUFFIXES[self.files["train"][0].suffix.lower()] != "tiff"
         band_names = bands[first.shape[0]] if png_jpeg and first.shape[0] in bands else \
             [f"B{i + 1}" for i in range(first.shape[0])]
-        self.meta = DatasetMeta(src.name, task, classes, band_names, f"lbscale prepare folder of {src.name}")
+        self.meta = DatasetMeta(src.name, task, classes, band_names, f"lbscale prepare folder of {src.name}",
+                                notes={"imagery": folder_imagery(self.files)})
 
     def _from_folders(self, given: list[str]):
         roots = {s: self.src / s for s in given} if given else {"train": self.src}

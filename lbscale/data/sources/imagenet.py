@@ -124,7 +124,8 @@ class ImagenetSource(Source):
                 words.setdefault(wnid, text.strip())
         notes = {"class_words": json.dumps([words.get(w, "") for w in self.wnids]),
                  "layout": str(root.relative_to(src)) if root != src else "train/ val/",
-                 "max_side": str(max_side or "none"), "test": "the official validation set (50 per class)"}
+                 "max_side": str(max_side or "none"), "test": "the official validation set (50 per class)",
+                 "imagery": "photo"}
         self.meta = DatasetMeta("imagenet", "multiclass", self.wnids, ["R", "G", "B"], "ILSVRC2012", notes=notes,
                                 encoding="jpeg")
         self.skipped: list[str] = []

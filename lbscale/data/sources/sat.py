@@ -38,7 +38,8 @@ class SatSource(Source):
         self.name = name
         self.classes = CLASSES[name]
         self.src = Path(src)
-        self.meta = DatasetMeta(name, "multiclass", self.classes, BANDS, "DeepSat (SAT-4/SAT-6) 2015")
+        self.meta = DatasetMeta(name, "multiclass", self.classes, BANDS, "DeepSat (SAT-4/SAT-6) 2015",
+                                notes={"imagery": "remote-sensing"})
         if not self.src.exists():
             raise LbscaleError(f"{self.src}: no such file or directory")
         mat = self.src if self.src.is_file() else next(iter(sorted(self.src.glob("*.mat"))), None)

@@ -45,7 +45,8 @@ class SyntheticSource(Source):
             "synthetic", task, [f"class_{i}" for i in range(classes)], [f"band_{i}" for i in range(bands)],
             "lbscale synthetic v1",
             notes={"generator": f"count={count} bands={bands} size={size} classes={classes} task={task} "
-                                f"seed={seed} label_noise={label_noise}"})
+                                f"seed={seed} label_noise={label_noise}",
+                   "imagery": "remote-sensing"})  # it imitates satellite patches: textures with no up or left
         world = np.random.default_rng([seed, 0])
         base = world.uniform(70, 150, size=bands)
         self.signature = base[None, :] + world.normal(0, 9, size=(classes, bands))
