@@ -126,7 +126,8 @@ def train(config_path, **options):
     """Train one trial (1 process, or one rank under torchrun / srun) and write its result files."""
     from lbscale.config import load_config
     from lbscale.train.distributed import detect_env
-    from lbscale.train.trial import outcome_line, run_trial
+    from lbscale.train.entry import run_trial
+    from lbscale.train.summary import outcome_line
 
     cfg = load_config(config_path, **options)
     code = run_trial(cfg)
@@ -320,6 +321,23 @@ def allreduce(**options):
 
     _, line = run_allreduce_bench(AllreduceOptions(**options))
     click.echo(line)
+
+
+@cli.command()
+@click.option("--system", help="A cluster profile to check: its values, and inside a job its rendezvous address.")
+@click.option("--systems", "systems_file", type=click.Path(path_type=Path), help="Your own profiles (YAML).")
+@click.option("--data", "data_path", type=click.Path(path_type=Path),
+              help="A prepared file: its read rate through the loader against lbscale's target.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path),
+              help="Also write the results to this JSON file (for a support ticket).")
+def doctor(**options):
+    """Check this node: torch, CUDA, NCCL, GPUs, bf16, torch.compile, CUDA graphs, nvjpeg, an all-reduce, SLURM.
+    Exits 1 where a check failed (skipped checks are not failures)."""
+    from lbscale.doctor import DoctorOptions, run_doctor
+
+    code = run_doctor(DoctorOptions(**options))
+    if code:
+        sys.exit(code)
 
 
 def _terminate(signum, frame):
