@@ -189,21 +189,30 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     m = tuned_tables.step_metric(study, metric)
     target = _target(study, m, o.target)
     maximize = study.task.higher_is_better(m)
+    outcomes = tuned.trial_outcomes(study.trials, study.steps, m, target, maximize)
     best = tuned.best_trials(study.trials, study.steps, m, target, maximize)
-    fits = tuned.tuned_fits(study.trials, study.steps, m, target, maximize, level=tuned_tables.LEVEL)
+    fits = tuned.fits_of(outcomes, target, maximize, level=tuned_tables.LEVEL)
+    optima = tuned.optima_of(outcomes, target, maximize)
+    searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max())}
+                for v, g in optima.groupby(optima["variant"].fillna("-"))} if len(optima) else {}
     view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
     scaling, scaling_figs, prediction = _scaling(study, model)
+    winners = study.trials[study.trials["trial"].isin(best["trial"])]  # search points are not seeds
     ts = [tuned_tables.best_trial_table(study, best, m, target), tuned_tables.fits_table(study, fits, target),
-          tuned_tables.budget_table(view, m), tables.time_table(study), tables.time_split_table(study),
+          tuned_tables.budget_table(view, m), tables.time_table(study, trials=winners), tables.time_split_table(study),
           *scaling, tables.trials_table(study)]
     figs = {}
-    if target is not None:
-        figs["steps-to-result"] = plots.steps_to_result(best, fits, m, target)
-    figs.update({"optimal-lr": plots.optimal_lr(best, fits), "budget": plots.budget(view, m), **scaling_figs,
+    reached = target is not None and bool(optima["reached"].any()) if len(optima) else False
+    if reached:
+        figs["steps-to-result"] = plots.steps_to_result(optima, outcomes, fits, m, target)
+    figs.update({"optimal-lr": plots.optimal_lr(optima, outcomes, fits), "budget": plots.budget(view, m)})
+    if target is not None and not reached:  # nothing reached the target: the budget figure leads
+        figs = {"budget": figs.pop("budget"), **figs}
+    figs.update({"training-curves": plots.best_curves(study, best, m), **scaling_figs,
                  "time-split": plots.time_split(study)})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
-    return Built(m, target, None, tuned_tables.verdict(fits, m, target), line, ts, figs, next(iter(figs)),
+    return Built(m, target, None, tuned_tables.verdict(fits, m, target, searches), line, ts, figs, next(iter(figs)),
                  prediction)
 
 

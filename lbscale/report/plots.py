@@ -11,6 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lbscale.report.load import Study  # noqa: E402
+from lbscale.report.numbers import tick  # noqa: E402
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
@@ -25,12 +26,15 @@ def _legend(ax, **kw):
 
 
 def _log_y(ax):
-    """A log y axis with plain numbers (40, 20, 10), not powers."""
-    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+    """A log y axis with plain numbers (40, 20, 10; 0.013, not 0.012980000000000002 or 1.3e-2), and enough of
+    them: 1, 2, 5 per decade over a decade or more, every integer multiple over less (never one lone label)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(ScalarFormatter())
+    lo, hi = ax.get_ylim()
+    narrow = lo > 0 and hi / lo < 10
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=tuple(range(1, 10)) if narrow else (1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick(v)))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
@@ -211,6 +215,25 @@ def training_curves(study: Study, metric: str):
     return fig
 
 
+def best_curves(study: Study, best: pd.DataFrame, metric: str):
+    """A tuned study's training curves: the metric at every evaluation (steps and epochs) of each batch's best
+    trial, over the training samples seen, one panel per variant (the other search points are not drawn)."""
+    s = study.steps[study.steps["trial"].isin(best["trial"])] if len(best) and len(study.steps) else study.steps
+    variants = sorted(best["variant"].fillna("-").unique()) if len(best) else ["-"]
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 3.8), squeeze=False)
+    for ax, variant in zip(axes[0], variants):
+        rows = best[best["variant"].fillna("-") == variant].sort_values("global_batch") if len(best) else best
+        for r in rows.itertuples():
+            curve = s[(s["trial"] == r.trial) & (s["results"] == r.results)].dropna(subset=[metric])
+            ax.plot(curve["samples_seen"], curve[metric], ".-", ms=3, label=f"{batch_label(r.global_batch)}")
+        ax.set_xlabel("training samples seen")
+        ax.set_ylabel(metric_label(metric))
+        ax.set_title(f"Best trial per batch: {variant}")
+        _legend(ax, title="global batch", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def lr_schedules(study: Study):
     """The LR schedule each variant runs at each global batch, per epoch (the trial's own plan, replayed)."""
     import json
@@ -242,25 +265,28 @@ def lr_schedules(study: Study):
 
 
 def time_split(study: Study):
-    """Training seconds computing, waiting for data and waiting for the gradient all-reduce (stacked in that
-    order), per (variant, global batch), mean over seeds. Trials of an lbscale that did not time the all-reduce
-    apart (it is in their compute) add no communication bar."""
+    """Training seconds computing, waiting for data, waiting for the gradient all-reduce and waiting for slower
+    ranks (stacked in that order), per (variant, global batch), mean over seeds. Trials of an lbscale that did not
+    time the all-reduce (or the imbalance) apart add no such bar."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
-    parts = t[["compute_seconds", "data_seconds", "comm_seconds"]].apply(pd.to_numeric, errors="coerce")
-    recorded = bool(parts["comm_seconds"].notna().any())
-    per = parts.fillna({"comm_seconds": 0.0}).groupby([t["variant"].fillna("-"), t["global_batch"]]).mean()
+    columns = ["compute_seconds", "data_seconds", "comm_seconds", "imbalance_seconds"]
+    parts = t.reindex(columns=columns).apply(pd.to_numeric, errors="coerce")
+    recorded = {c: bool(parts[c].notna().any()) for c in columns}
+    per = parts.fillna(0.0).groupby([t["variant"].fillna("-"), t["global_batch"]]).mean()
     fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.2))
     x = np.arange(len(per))
-    comm = "communication (exposed all-reduce wait)" if recorded else "communication (not recorded)"
+    labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
+              "comm_seconds": "communication (exposed all-reduce)", "imbalance_seconds": "waiting for slower ranks"}
     bottom = np.zeros(len(per))
-    for column, label in (("compute_seconds", "compute"), ("data_seconds", "waiting for data"),
-                          ("comm_seconds", comm)):
+    for column in columns:
+        label = labels[column] if recorded[column] or column in ("compute_seconds", "data_seconds") \
+            else f"{labels[column]} (not recorded)"
         ax.bar(x, per[column], bottom=bottom, label=label)
         bottom = bottom + per[column].to_numpy()
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v} {batch_label(b)}" for v, b in per.index], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
-    ax.set_title("Compute, data wait and communication (mean over seeds)")
+    ax.set_title("Compute, data wait, communication and imbalance (mean over seeds)")
     _legend(ax, fontsize=8)
     fig.tight_layout()
     return fig
@@ -269,70 +295,109 @@ def time_split(study: Study):
 # --- a tuned study (a hyperparameter search per batch): from `tuned.best_trials` and `tuned.tuned_fits` ----------
 
 def _interval(lo, hi, fmt="{:.0f}") -> str:
-    return "" if lo is None or hi is None or pd.isna(lo) or pd.isna(hi) else f" [{fmt.format(lo)}, {fmt.format(hi)}]"
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return ""
+    left = "(0" if lo == 0 else "(-inf" if np.isinf(lo) else f"[{fmt.format(lo)}"
+    right = "inf)" if np.isinf(hi) else f"{fmt.format(hi)}]"
+    return f" {left}, {right}"
 
 
-def steps_to_result(best: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float):
-    """Steps to target of the best trial per batch (log-log), one line per variant; the fitted
-    S_min (1 + B_noise / B), B_noise with its bootstrap interval marked, and perfect scaling from the smallest batch."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    reached = best[best["reached"].astype(bool)]
+def _by_variant(frame: pd.DataFrame):
+    return frame.groupby(frame["variant"].fillna("-"), sort=True) if len(frame) else []
+
+
+def _fit_of(fits: pd.DataFrame, variant):
     fits = fits.set_index("variant") if "variant" in fits else fits
-    for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
-        g = g.sort_values("global_batch")
-        b, s = g["global_batch"].to_numpy(float), g["steps_to_target"].to_numpy(float)
-        line = ax.plot(b, s, "o-", label=f"{variant}: best trial")[0]
-        ax.plot(b, s[0] * b[0] / b, ":", color=line.get_color(), label=f"{variant}: perfect scaling")
-        f = fits.loc[variant] if variant in fits.index else None
-        if f is not None and pd.notna(f["b_noise"]) and pd.notna(f["s_min"]):
+    return fits.loc[variant] if variant in fits.index else None
+
+
+def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float):
+    """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
+    caret at its last evaluation where it did not: censored, it would have needed more), each batch's optimum,
+    a batch no trial of which reached it marked at its budget; the fitted S_min (1 + B_noise / B) with B_noise's
+    interval shaded, or the bound the data allow; perfect scaling from the smallest reached batch."""
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for variant, o in _by_variant(outcomes):
+        hit = o[o["reached"].astype(bool)]
+        line = ax.plot(hit["global_batch"], hit["steps_to_target"], ".", alpha=0.35,
+                       label=f"{variant}: trials that reached it")[0]
+        color = line.get_color()
+        miss = o[~o["reached"].astype(bool)]
+        ax.plot(miss["global_batch"], miss["last_step"], "^", mfc="none", color=color, alpha=0.5,
+                label=f"{variant}: stopped before it (censored)" if len(miss) else None)
+        opt = optima[(optima["variant"].fillna("-") == variant)] if len(optima) else optima
+        got = opt[opt["reached"]].sort_values("global_batch")
+        b, s = got["global_batch"].to_numpy(float), got["steps_star"].to_numpy(float)
+        ax.plot(b, s, "o-", color=color, ms=7, label=f"{variant}: optimum of each batch")
+        if len(b):
+            ax.plot(b, s[0] * b[0] / b, ":", color=color, label=f"{variant}: perfect scaling")
+        f = _fit_of(fits, variant)
+        if f is not None and f.get("b_noise_kind") == "fit" and len(b):
             xs = np.geomspace(b.min(), b.max(), 50)
-            ax.plot(xs, f["s_min"] * (1 + f["b_noise"] / xs), "-", color=line.get_color(), alpha=0.6,
+            ax.plot(xs, f["s_min"] * (1 + f["b_noise"] / xs), "-", color=color, alpha=0.6,
                     label=f"{variant}: fit, B_noise = {f['b_noise']:.0f}{_interval(f['b_noise_lo'], f['b_noise_hi'])}")
-            ax.axvline(f["b_noise"], color=line.get_color(), ls="--", lw=1)
-            if pd.notna(f["b_noise_lo"]) and pd.notna(f["b_noise_hi"]):
-                ax.axvspan(f["b_noise_lo"], f["b_noise_hi"], color=line.get_color(), alpha=0.12)
-    if len(reached):
-        _batch_axis(ax, best["global_batch"])
-        marked = list(reached["global_batch"]) + [b for b in fits.get("b_noise", []) if pd.notna(b) and b > 0]
-        ax.set_xlim(min(marked) / 1.25, max(marked) * 1.25)  # an interval wider than the batches is clipped
-    else:
+            ax.axvline(f["b_noise"], color=color, ls="--", lw=1)
+            ax.axvspan(max(f["b_noise_lo"], b.min() / 1.25), min(f["b_noise_hi"], b.max() * 1.25), color=color,
+                       alpha=0.12)
+        elif f is not None and f.get("b_noise_kind") in ("lower", "upper"):
+            ax.text(0.02, 0.04, f"{variant}: {f['b_noise_reason']}", transform=ax.transAxes, fontsize=7, color=color)
+    if len(outcomes):
+        _batch_axis(ax, outcomes["global_batch"])
+    if not len(optima) or not optima["reached"].any():
         ax.text(0.5, 0.5, "no batch reached the target", ha="center", transform=ax.transAxes)
-    _log_y(ax)
+    if ax.has_data():
+        _log_y(ax)
     ax.set_xlabel("global batch [images]")
-    ax.set_ylabel("optimizer steps to target (best trial)")
-    ax.set_title(f"Steps to {metric_label(metric)} {target:g}, best trial per batch")
+    ax.set_ylabel("optimizer steps to target")
+    ax.set_title(f"Steps to {metric_label(metric)} {target:g}: every trial, and each batch's optimum")
     _legend(ax, fontsize=7)
     return fig
 
 
-def optimal_lr(best: pd.DataFrame, fits: pd.DataFrame, lr: str = "peak_lr"):
-    """The best trial's peak LR vs batch (log-log) per variant, the fitted c B^alpha with alpha's interval, and
-    the linear (slope 1) and square-root (slope 0.5) rules through the geometric centre of the points."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    pts = best.dropna(subset=[lr])
-    pts = pts[(pts[lr] > 0) & (pts["global_batch"] > 0)]
-    fits = fits.set_index("variant") if "variant" in fits else fits
-    for variant, g in pts.groupby(pts["variant"].fillna("-"), sort=True):
-        g = g.sort_values("global_batch")
-        line = ax.plot(g["global_batch"], g[lr], "o", label=f"{variant}: best trial")[0]
-        f = fits.loc[variant] if variant in fits.index else None
-        if f is not None and pd.notna(f["alpha"]) and pd.notna(f["c"]):
-            xs = np.geomspace(g["global_batch"].min(), g["global_batch"].max(), 50)
-            ax.plot(xs, f["c"] * xs ** f["alpha"], "-", color=line.get_color(),
+def optimal_lr(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, lr: str = "peak_lr"):
+    """The LR of every trial per batch (log-log; filled where it reached the target, hollow where not), the
+    searched range as a band, each batch's optimum LR* (ringed where it sits on the edge of the search), the
+    fitted c B^alpha with alpha's interval (and the saturating eps_max / (1 + B_lr / B) where it fits better),
+    and the linear (slope 1) and square-root (slope 0.5) rules through the optima's geometric centre."""
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for variant, o in _by_variant(outcomes[outcomes[lr] > 0] if len(outcomes) else outcomes):
+        hit = o["reached"].astype(bool)
+        line = ax.plot(o.loc[hit, "global_batch"], o.loc[hit, lr], ".", alpha=0.4,
+                       label=f"{variant}: reached the target")[0]
+        color = line.get_color()
+        ax.plot(o.loc[~hit, "global_batch"], o.loc[~hit, lr], ".", mfc="none", color=color, alpha=0.4,
+                label=f"{variant}: did not" if (~hit).any() else None)
+        opt = optima[optima["variant"].fillna("-") == variant].sort_values("global_batch")
+        ax.fill_between(opt["global_batch"], opt["lr_lo"], opt["lr_hi"], color=color, alpha=0.08, step="mid",
+                        label=f"{variant}: searched range")
+        got = opt[opt["reached"]]
+        ax.plot(got["global_batch"], got["lr_star"], "o", color=color, ms=7, label=f"{variant}: optimum LR*")
+        edge = got[got["edge"].notna()]
+        ax.plot(edge["global_batch"], edge["lr_star"], "o", ms=13, mfc="none", mec="red",
+                label="edge of the search" if len(edge) else None)
+        f = _fit_of(fits, variant)
+        if f is not None and f.get("alpha_kind") == "fit" and len(got):
+            xs = np.geomspace(got["global_batch"].min(), got["global_batch"].max(), 50)
+            ax.plot(xs, f["c"] * xs ** f["alpha"], "-", color=color,
                     label=f"{variant}: alpha = {f['alpha']:.2f}{_interval(f['alpha_lo'], f['alpha_hi'], '{:.2f}')}")
-    if len(pts):
-        b0 = float(np.exp(np.log(pts["global_batch"].to_numpy(float)).mean()))
-        lr0 = float(np.exp(np.log(pts[lr].to_numpy(float)).mean()))
-        xs = np.geomspace(pts["global_batch"].min(), pts["global_batch"].max(), 50)
-        ax.plot(xs, lr0 * (xs / b0), "--", color="gray", label="linear rule (slope 1)")
-        ax.plot(xs, lr0 * (xs / b0) ** 0.5, ":", color="gray", label="square-root rule (slope 0.5)")
-        _batch_axis(ax, pts["global_batch"])
+            if f.get("lr_model") == "saturating" and pd.notna(f.get("eps_max")):
+                ax.plot(xs, f["eps_max"] / (1 + f["b_lr"] / xs), "--", color=color,
+                        label=f"{variant}: saturating, B_lr = {f['b_lr']:.0f}")
+    got = optima[optima["reached"]] if len(optima) else optima
+    if len(got):
+        b0 = float(np.exp(np.log(got["global_batch"].to_numpy(float)).mean()))
+        lr0 = float(np.exp(np.log(got["lr_star"].to_numpy(float)).mean()))
+        xs = np.geomspace(got["global_batch"].min(), got["global_batch"].max(), 50)
+        ax.plot(xs, lr0 * (xs / b0), "--", color="gray", lw=1, label="linear rule (slope 1)")
+        ax.plot(xs, lr0 * (xs / b0) ** 0.5, ":", color="gray", lw=1, label="square-root rule (slope 0.5)")
+    if len(outcomes):
+        _batch_axis(ax, outcomes["global_batch"])
+        _log_y(ax)
     else:
-        ax.text(0.5, 0.5, "no best trial with a peak LR", ha="center", transform=ax.transAxes)
-    _log_y(ax)
+        ax.text(0.5, 0.5, "no trial with a learning rate", ha="center", transform=ax.transAxes)
     ax.set_xlabel("global batch [images]")
-    ax.set_ylabel("peak LR of the best trial")
-    ax.set_title("Optimal learning rate vs global batch")
+    ax.set_ylabel("peak learning rate")
+    ax.set_title("Learning rate per batch: the search and its optimum")
     _legend(ax, fontsize=7)
     return fig
 

@@ -60,14 +60,14 @@ class CriticalBatchFit:
 
 
 def fit_critical_batch(batches, steps) -> CriticalBatchFit | None:
-    """Least squares of S = S_min + S_min B_noise / B in relative error (each point weighted by 1/S).
+    """S = S_min (1 + B_noise / B) fitted in relative error (least squares of log S; `fits.critical_batch`).
 
-    None with fewer than two distinct batches or a fit without physical meaning (S_min or B_noise <= 0)."""
-    b, s = positive_pairs(batches, steps)
-    if len(np.unique(b)) < 2:
+    None where the data cannot support the fit: fewer than three distinct batches (no residual left), or a
+    B_noise outside the measured batches (`fits.critical_batch` says which bound and why). Several values of
+    one batch (seeds) are fitted as they are."""
+    from lbscale.report.fits import critical_batch
+
+    fit = critical_batch(batches, steps)
+    if not fit.ok:
         return None
-    design = np.stack([np.ones_like(b), 1.0 / b], axis=1) / s[:, None]
-    (a, c), *_ = np.linalg.lstsq(design, np.ones_like(s), rcond=None)
-    if a <= 0 or c <= 0:
-        return None
-    return CriticalBatchFit(float(a), float(c / a), int(len(b)))
+    return CriticalBatchFit(float(fit.extra["s_min"]), float(fit.value), int(fit.dof + 2))

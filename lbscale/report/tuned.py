@@ -12,16 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import math
+
 import numpy as np
 import pandas as pd
 
+from lbscale.report.fits import Fit, lr_model, lr_power_law, regimes
+from lbscale.report.fits import critical_batch as critical_batch_fit
 from lbscale.report.load import HP
+from lbscale.report.optimum import (critical_batches, line_slopes, optimum, percentile_interval, point_index,
+                                    resample_weights)
 from lbscale.report.scaling import fit_critical_batch, positive_pairs
+from lbscale.task import reaches
 
 TRIAL = ("results", "trial")
 GROUP = ("variant", "global_batch")
 REACHED = ["steps_to_target", "epochs_to_target", "seconds_to_target"]
-TRIAL_COLUMNS = ["gpus", "warmup", "seed", "state", "peak_lr", "base_lr", "momentum"]
+TRIAL_COLUMNS = ["gpus", "warmup", "seed", "state", "peak_lr", "base_lr", "momentum", "point"]
 
 
 def _first_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -36,7 +43,7 @@ def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     group_by + step, epoch, elapsed_seconds. Groups that never reach it are absent."""
     keys = list(group_by)
     d = df.dropna(subset=[col])
-    d = d[d[col] >= threshold] if maximize else d[d[col] <= threshold]
+    d = d[reaches(d[col], threshold, maximize)]
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
     return _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
 
@@ -65,12 +72,15 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
                    maximize: bool, group_by=GROUP) -> pd.DataFrame:
     """Per trial with evaluations of `metric` (pruned, failed or running ones too: their records are real):
     reached, steps/epochs/seconds to target (NaN where not reached, or no target), best_value over all its
-    evaluations (within its budget) and best_step, beside the trial's group_by columns and hyperparameters."""
+    evaluations (within its budget), best_step and last_step (its last evaluation: where a trial that missed
+    the target stopped), beside the trial's group_by columns and hyperparameters."""
     keys = list(TRIAL)
     if metric not in steps:
         steps = steps.assign(**{metric: np.nan})
     best = best_measurement(steps, metric, maximize, keys)[keys + [metric, "step"]]
     out = best.rename(columns={metric: "best_value", "step": "best_step"})
+    last = steps.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
+    out = out.merge(last, on=keys, how="left")
     if target is None:
         out = out.assign(**{c: np.nan for c in REACHED})
     else:
@@ -116,7 +126,8 @@ class LrFit:
 
 
 def fit_lr_exponent(batches, lrs) -> LrFit | None:
-    """Least squares of log LR* = log c + alpha log B; None with fewer than two distinct batches."""
+    """Least squares of log LR* = log c + alpha log B; None with fewer than two distinct batches (no limits: the
+    report's fits are `fits.lr_power_law`'s, which need three and give an interval)."""
     b, lr = positive_pairs(batches, lrs)
     if len(np.unique(b)) < 2:
         return None
@@ -127,16 +138,18 @@ def fit_lr_exponent(batches, lrs) -> LrFit | None:
 @dataclass(frozen=True)
 class Estimate:
     value: float | None  # from the best trials of all the data
-    lo: float | None  # the bootstrap's percentile interval
+    lo: float | None  # the bootstrap's percentile interval; -inf / inf where failed resamples leave it open
     hi: float | None
-    resamples: int  # resamples whose statistic exists (a fit can fail on a resample)
+    resamples: int  # every resample, failed ones included (they count as unbounded)
+    failed: int = 0  # resamples whose statistic does not exist (a fit that fails)
 
 
 def bootstrap(outcomes: pd.DataFrame, statistic: Callable[[pd.DataFrame], float | None], maximize: bool,
               group_by=GROUP, n: int = 1000, seed: int = 0, level: float = 0.9) -> Estimate:
     """Resample with replacement the trials inside each group (seeds and search points alike), take each
     group's best trial of the resample, and apply `statistic` (best trials -> number or None); the percentile
-    interval at `level` over the successful resamples. Seeded: the same call gives the same interval."""
+    interval at `level`, a resample whose statistic fails counting as unbounded (`optimum.percentile_interval`).
+    Seeded: the same call gives the same interval."""
     keys = list(group_by)
     ranked = _ranked(outcomes, maximize).reset_index(drop=True)
     value = statistic(_first_per_group(ranked, keys)) if len(ranked) else None
@@ -145,11 +158,9 @@ def bootstrap(outcomes: pd.DataFrame, statistic: Callable[[pd.DataFrame], float 
     groups = [g.index.to_numpy() for _, g in ranked.groupby(keys, sort=True, dropna=False)]
     picks = np.stack([g[rng.integers(0, len(g), size=(n, len(g))).min(axis=1)] for g in groups], axis=1) \
         if groups else np.empty((n, 0), dtype=int)
-    values = [v for v in (statistic(ranked.iloc[row]) for row in picks) if v is not None and np.isfinite(v)]
-    if not values:
-        return Estimate(value, None, None, 0)
-    lo, hi = np.percentile(values, [50 * (1 - level), 50 * (1 + level)])
-    return Estimate(value, float(lo), float(hi), len(values))
+    values = np.array([np.nan if v is None else float(v) for v in (statistic(ranked.iloc[row]) for row in picks)])
+    lo, hi, failed = percentile_interval(values, level)
+    return Estimate(value, lo, hi, len(values), failed)
 
 
 def lr_exponent(best: pd.DataFrame, lr: str = "peak_lr") -> float | None:
@@ -165,31 +176,160 @@ def critical_batch(best: pd.DataFrame) -> float | None:
     return fit.b_noise if fit else None
 
 
+def _objective(o: pd.DataFrame, target: float | None, maximize: bool) -> np.ndarray:
+    """What a batch's search minimises per trial: log steps to the target (NaN where not reached); without a
+    target the best value (negated where higher is better)."""
+    if target is not None:
+        return np.where(o["reached"].astype(bool), np.log(o["steps_to_target"].astype(float)), np.nan)
+    v = o["best_value"].astype(float).to_numpy()
+    return -v if maximize else v
+
+
+def batch_searches(o: pd.DataFrame, lr: str, target: float | None, maximize: bool) -> list[dict]:
+    """One variant's searches, per batch (increasing): its trials' points in log LR, objective and names."""
+    out = []
+    for b, g in o.groupby("global_batch", sort=True):
+        g = g[g[lr].astype(float) > 0]
+        if g.empty:
+            continue
+        points = g["point"].to_numpy() if "point" in g and g["point"].notna().all() else None
+        x, index = point_index(g[lr].astype(float).to_numpy(), points)
+        out.append({"batch": float(b), "x": x, "index": index, "y": _objective(g, target, maximize),
+                    "trials": g["trial"].to_numpy(), "seeds": int(np.bincount(index).max())})
+    return out
+
+
+def batch_optima(o: pd.DataFrame, lr: str, target: float | None, maximize: bool, resamples: int = 0,
+                 seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Per batch of one variant's outcomes: the optimum of its search (`optimum.optimum`): LR*, S* (steps at it,
+    where a target is given), the best point's LR and trial, whether the parabola placed it, whether the best
+    point is on the edge of the search (low / high), the searched LR range; and, with `resamples`, the bootstrap's
+    (R, batches) arrays of log LR* and log S* (the seeds inside each point resampled)."""
+    searches = batch_searches(o, lr, target, maximize)
+    rng = np.random.default_rng(seed)
+    rows, boot_lr, boot_steps = [], [], []
+    for s in searches:
+        full = optimum(s["x"], s["index"], s["y"], np.ones((1, len(s["index"]))))
+        best = int(full["best"][0])
+        reached = best >= 0
+        rows.append({"global_batch": s["batch"], "reached": reached, "lr_star": float(np.exp(full["log_lr"][0])),
+                     "steps_star": float(np.exp(full["log_steps"][0])) if target is not None else np.nan,
+                     "best_lr": float(np.exp(s["x"][best])) if reached else np.nan,
+                     "trial": s["trials"][s["index"] == best][0] if reached else None,
+                     "refined": bool(full["refined"][0]),
+                     "edge": (("low" if best == 0 else "high" if best == len(s["x"]) - 1 else None)
+                              if reached and len(s["x"]) > 1 else None),
+                     "lr_lo": float(np.exp(s["x"][0])), "lr_hi": float(np.exp(s["x"][-1])),
+                     "points": len(s["x"]), "seeds": s["seeds"]})
+        if resamples:
+            r = optimum(s["x"], s["index"], s["y"], resample_weights(s["index"], resamples, rng))
+            boot_lr.append(r["log_lr"])
+            boot_steps.append(r["log_steps"])
+    boot = {"log_lr": np.stack(boot_lr, axis=1), "log_steps": np.stack(boot_steps, axis=1)} if boot_lr else None
+    return pd.DataFrame(rows), boot
+
+
+def _union(fit: Fit, lo: float, hi: float, span: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The interval of a fit joined with the bootstrap's [lo, hi]; with `span` (a positive quantity measured over
+    batches span[0]..span[1]) an end past the span is open (0 or inf)."""
+    lo, hi = min(fit.lo, lo), max(fit.hi, hi)
+    if span is not None:
+        lo = lo if lo >= span[0] else 0.0
+        hi = hi if hi <= span[1] else math.inf
+    return lo, hi
+
+
+def _fit_row(prefix: str, fit: Fit, boot: np.ndarray | None, level: float, span=None) -> dict:
+    """Columns `prefix`, _lo, _hi, _kind, _reason, _dof, _resamples, _failed of one fit with its bootstrap."""
+    row = {prefix: fit.value, f"{prefix}_lo": fit.lo, f"{prefix}_hi": fit.hi, f"{prefix}_kind": fit.kind,
+           f"{prefix}_reason": fit.reason, f"{prefix}_dof": fit.dof, f"{prefix}_resamples": 0, f"{prefix}_failed": 0}
+    if boot is not None:
+        lo, hi, failed = percentile_interval(boot, level)
+        row.update({f"{prefix}_resamples": len(boot), f"{prefix}_failed": failed})
+        if fit.ok:
+            row[f"{prefix}_lo"], row[f"{prefix}_hi"] = _union(fit, lo, hi, span)
+    return row
+
+
+def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, n: int, seed: int, level: float) -> dict:
+    """One variant's fits: LR* ~ c B^alpha and the saturating LR model over the batches whose search found an
+    optimum (those that reached the target), S(B) = S_min (1 + B_noise / B) over the same, each with its limits
+    and its interval (the t-interval on the fit's residuals joined with the bootstrap over the seeds inside each
+    point); the regimes; the edges and unreached batches named."""
+    optima, boot = batch_optima(o, "peak_lr", target, maximize, n, seed)
+    hit = optima[optima["reached"]] if len(optima) else optima
+    b = hit["global_batch"].to_numpy(float)
+    batches = optima["global_batch"].to_numpy(float)
+    row = {"batches": len(optima), "reached": len(hit),
+           "unreached": ",".join(f"{v:.0f}" for v in optima.loc[~optima["reached"], "global_batch"])
+           if len(optima) else "",
+           "edges": ",".join(f"{r.global_batch:.0f} ({r.edge})" for r in hit.itertuples()
+                             if isinstance(r.edge, str))}
+    alpha = lr_power_law(b, hit["lr_star"]) if len(hit) else lr_power_law([], [])
+    row.update(_fit_row("alpha", alpha, line_slopes(np.log(np.broadcast_to(batches, boot["log_lr"].shape)),
+                                                    boot["log_lr"]) if boot else None, level))
+    row["c"] = alpha.extra.get("c")
+    model = lr_model(b, hit["lr_star"]) if len(hit) else {"better": None, "saturating": Fit("none"), "slopes": []}
+    sat = model["saturating"]
+    row.update({"lr_model": model["better"], "b_lr": sat.value, "b_lr_lo": sat.lo, "b_lr_hi": sat.hi,
+                "b_lr_kind": sat.kind, "eps_max": sat.extra.get("eps_max"),
+                "slopes": ",".join(f"{v:.2f}" for v in model["slopes"])})
+    if target is not None:
+        crit = critical_batch_fit(b, hit["steps_star"]) if len(hit) else critical_batch_fit([], [])
+        span = (float(b.min()), float(b.max())) if len(b) else None
+        row.update(_fit_row("b_noise", crit, critical_batches(batches, np.exp(boot["log_steps"])) if boot else None,
+                            level, span))
+        row["s_min"] = crit.extra.get("s_min")
+        reg = regimes(Fit("fit", row["b_noise"], row["b_noise_lo"], row["b_noise_hi"]) if crit.ok else crit)
+        for name, value in reg.items():
+            row.update(dict(zip([name, f"{name}_lo", f"{name}_hi"], value or (None, None, None))))
+    return {"row": row, "optima": optima}
+
+
+FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "alpha", "alpha_lo", "alpha_hi", "alpha_kind",
+               "alpha_reason", "alpha_dof", "alpha_resamples", "alpha_failed", "c", "lr_model", "b_lr", "b_lr_lo",
+               "b_lr_hi", "b_lr_kind", "eps_max", "slopes", "b_noise", "b_noise_lo", "b_noise_hi", "b_noise_kind",
+               "b_noise_reason", "b_noise_dof", "b_noise_resamples", "b_noise_failed", "s_min", "perfect_end",
+               "perfect_end_lo", "perfect_end_hi", "diminishing_end", "diminishing_end_lo", "diminishing_end_hi",
+               "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
+
+
 def tuned_fits(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None, maximize: bool,
                by: str = "variant", n: int = 1000, seed: int = 0, level: float = 0.9) -> pd.DataFrame:
-    """Per `by` (variant): LR* ~ c B^alpha and S(B) = S_min (1 + B_noise / B) fitted to the best trial per batch,
-    each with its bootstrap interval (`bootstrap`). Columns: by, batches, reached, alpha, alpha_lo, alpha_hi,
-    alpha_resamples, c, b_noise, b_noise_lo, b_noise_hi, b_noise_resamples, s_min."""
-    outcomes = trial_outcomes(trials, steps, metric, target, maximize)
-    outcomes[by] = outcomes[by].fillna("-") if by in outcomes else "-"
-    group = [by, "global_batch"]
+    """Per `by` (variant): `variant_fits` (alpha, the LR model, B_noise, S_min, the regimes, each with its limits
+    and interval), and with momentum searched, alpha of the effective LR lr / (1 - momentum) (Shallue et al.)
+    beside the raw LR's. Columns: by + FIT_COLUMNS."""
+    return fits_of(trial_outcomes(trials, steps, metric, target, maximize), target, maximize, by, n, seed, level)
+
+
+def _by(outcomes: pd.DataFrame, by: str):
+    o = outcomes.assign(**{by: outcomes[by].fillna("-") if by in outcomes else "-"})
+    return o.groupby(by, sort=True, dropna=False)
+
+
+def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant", n: int = 1000,
+            seed: int = 0, level: float = 0.9) -> pd.DataFrame:
+    """`tuned_fits` of `trial_outcomes` already taken."""
     rows = []
-    for name, o in outcomes.groupby(by, sort=True, dropna=False):
-        best = _first_per_group(_ranked(o, maximize), group)
-        lr = fit_lr_exponent(best["global_batch"], best["peak_lr"]) if "peak_lr" in best else None
-        hit = best[best["reached"].astype(bool)]
-        steps_fit = fit_critical_batch(hit["global_batch"], hit["steps_to_target"])
-        alpha = bootstrap(o, lr_exponent, maximize, group, n, seed, level)
-        b_noise = bootstrap(o, critical_batch, maximize, group, n, seed, level) if target is not None \
-            else Estimate(None, None, None, 0)
-        rows.append({by: name, "batches": len(best), "reached": len(hit),
-                     "alpha": alpha.value, "alpha_lo": alpha.lo, "alpha_hi": alpha.hi,
-                     "alpha_resamples": alpha.resamples, "c": lr.c if lr else None,
-                     "b_noise": b_noise.value, "b_noise_lo": b_noise.lo, "b_noise_hi": b_noise.hi,
-                     "b_noise_resamples": b_noise.resamples, "s_min": steps_fit.s_min if steps_fit else None})
-    columns = [by, "batches", "reached", "alpha", "alpha_lo", "alpha_hi", "alpha_resamples", "c", "b_noise",
-               "b_noise_lo", "b_noise_hi", "b_noise_resamples", "s_min"]
-    return pd.DataFrame(rows, columns=columns)
+    for name, o in _by(outcomes, by):
+        row = {by: name, **variant_fits(o, target, maximize, n, seed, level)["row"]}
+        momentum = pd.to_numeric(o["momentum"], errors="coerce") if "momentum" in o else None
+        if momentum is not None and momentum.nunique() > 1 and (momentum < 1).all():
+            eff = o.assign(effective_lr=o["peak_lr"].astype(float) / (1 - momentum))
+            optima, _ = batch_optima(eff, "effective_lr", target, maximize)
+            hit = optima[optima["reached"]]
+            fit = lr_power_law(hit["global_batch"], hit["lr_star"])
+            row.update({"alpha_effective": fit.value, "alpha_effective_lo": fit.lo, "alpha_effective_hi": fit.hi})
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=[by, *FIT_COLUMNS])
+
+
+def optima_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant") -> pd.DataFrame:
+    """Per (variant, batch) the optimum of its search (`batch_optima`): for the tables and figures."""
+    frames = [batch_optima(o, "peak_lr", target, maximize)[0].assign(**{by: name}) for name, o in _by(outcomes, by)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["global_batch", "reached", "lr_star", "steps_star", "best_lr", "trial", "refined", "edge", "lr_lo",
+                 "lr_hi", "points", "seeds", by])
 
 
 def budget_view(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, maximize: bool, budgets,

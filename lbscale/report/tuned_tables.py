@@ -9,7 +9,8 @@ import math
 import pandas as pd
 
 from lbscale.report.load import HP, Study
-from lbscale.report.tables import Table, _num, batch_label, metric_label
+from lbscale.report.numbers import number
+from lbscale.report.tables import Table, batch_label, metric_label
 from lbscale.report.tuned import hp_columns
 
 LEVEL = 0.9  # the bootstrap intervals' level, as the tables and the verdict name it
@@ -69,9 +70,9 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
         row.update({"Batch size": batch_label(r["global_batch"]), "Trial": r["trial"]})
         if target is not None:
             row.update({"Reached": "yes" if r["reached"] else "no", "Steps to target": _whole(r["steps_to_target"]),
-                        "Epochs to target": _num(r["epochs_to_target"], 2),
-                        "Time to target [s]": _num(r["seconds_to_target"], 1)})
-        row.update({f"Best {label}": _num(r["best_value"]), "Peak LR": _hp(r.get("peak_lr"))})
+                        "Epochs to target": number(r["epochs_to_target"], 2),
+                        "Time to target [s]": number(r["seconds_to_target"], 1)})
+        row.update({f"Best {label}": number(r["best_value"]), "Peak LR": _hp(r.get("peak_lr"))})
         row.update({c.removeprefix(HP): _hp(r[c]) for c in hps if c != f"{HP}peak_lr"})
         disp.append(row)
     goal = (f"the fewest steps to {label} {target:g} (ties: the better best value, then the trial id); where no "
@@ -82,8 +83,95 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
                   "Steps / epochs / time to target: the first evaluation (step or epoch) at or past the target"])
 
 
-def fits_table(study: Study, fits: pd.DataFrame, target: float | None) -> Table:
-    """Per variant: the critical batch and the optimal LR's exponent, each with its bootstrap interval."""
+def _finite(v) -> bool:
+    return v is not None and not (isinstance(v, float) and not math.isfinite(v))
+
+
+def bounded(value, lo, hi, fmt) -> str:
+    """'180 [110, 290]'; an end the data do not bound is open: '180 [110, inf)', '0.52 (-inf, 0.74]', and for a
+    positive quantity bounded by nothing from below '(0, 290]'."""
+    if not _finite(value):
+        return "-"
+    left = f"[{fmt(lo)}" if _finite(lo) and lo != 0 else ("(0" if lo == 0 else "(-inf")
+    right = f"{fmt(hi)}]" if _finite(hi) else "inf)"
+    return f"{fmt(value)} {left}, {right}"
+
+
+def _two(v) -> str:
+    return f"{v:.2f}"
+
+
+def critical_text(f) -> str:
+    """The critical batch as the data support it: a value with its interval, a bound, or no fit and why."""
+    kind = f.get("b_noise_kind")
+    if kind == "fit":
+        return f"critical batch B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], _whole)}"
+    if kind in ("lower", "upper"):
+        return f["b_noise_reason"]
+    return f"no critical-batch fit ({f.get('b_noise_reason') or 'no target'})"
+
+
+def regimes_text(f) -> str:
+    """Shallue et al.'s regimes from B_noise (fits.regimes), each with its interval; empty without a fit."""
+    if f.get("b_noise_kind") != "fit":
+        return ""
+    return (f"perfect scaling up to ~{bounded(f['perfect_end'], f['perfect_end_lo'], f['perfect_end_hi'], _whole)}, "
+            f"diminishing returns up to ~"
+            f"{bounded(f['diminishing_end'], f['diminishing_end_lo'], f['diminishing_end_hi'], _whole)} "
+            "(doubling the batch saves under 10% of the steps past it)")
+
+
+def _rule(lo, hi) -> str:
+    names = [name for name, a in (("the linear rule", 1.0), ("the square-root rule", 0.5)) if lo <= a <= hi]
+    if len(names) == 2:
+        return "; it cannot tell the linear from the square-root rule"
+    return f"; consistent with {names[0]}" if names else "; neither the linear nor the square-root rule"
+
+
+def lr_text(f) -> str:
+    """LR* as the data support it: the power law with its interval, or the saturating form where it fits better
+    ("LR grows linearly up to ~200, flat past it"), the local slopes, and the effective LR's exponent."""
+    if f.get("alpha_kind") != "fit":
+        return f"LR*: no fit ({f.get('alpha_reason')})"
+    alpha = bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
+    text = f"LR* ~ B^alpha with alpha = {alpha}{_rule(f['alpha_lo'], f['alpha_hi'])}"
+    if f.get("lr_model") == "saturating" and f.get("b_lr_kind") == "fit":
+        text = (f"LR grows linearly up to ~{bounded(f['b_lr'], f['b_lr_lo'], f['b_lr_hi'], _whole)}, flat past it "
+                f"(LR* = eps_max / (1 + B_lr / B) fits better than a power law: lower AIC; as a power law {text})")
+    elif f.get("lr_model") == "either":
+        text += " (a saturating form eps_max / (1 + B_lr / B) fits as well)"
+    if f.get("slopes"):
+        text += f"; local slopes {f['slopes'].replace(',', ', ')}"
+    if pd.notna(f.get("alpha_effective")):
+        text += (f"; of the effective LR lr / (1 - momentum): alpha = "
+                 f"{bounded(f['alpha_effective'], f['alpha_effective_lo'], f['alpha_effective_hi'], _two)}")
+    return text
+
+
+def rests_on(f, metric: str, target: float | None, search: dict) -> str:
+    """What a variant's numbers rest on: reached batches of batches, search points and seeds per batch, edges,
+    and what the intervals are."""
+    reach = (f"{f['reached']} of {f['batches']} batches reached {metric} {target:g}"
+             + (f" (not reached: {f['unreached'].replace(',', ', ')})" if f.get("unreached") else "")
+             if target is not None else f"{f['batches']} batches, best {metric} within the budget")
+    seeds = search.get("seeds", 1)
+    grid = f"{search.get('points', '?')} search points x {seeds} seed{'s' if seeds != 1 else ''} per batch"
+    edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
+            else "")
+    dof = [f"{k} {int(f[f'{p}_dof'])} dof" for k, p in (("alpha", "alpha"), ("B_noise", "b_noise"))
+           if f.get(f"{p}_kind") == "fit"]
+    boot = int(f.get("alpha_resamples") or 0)
+    failed = [f"{int(f[f'{p}_failed'])} {k}" for k, p in (("alpha", "alpha"), ("B_noise", "b_noise"))
+              if pd.notna(f.get(f"{p}_failed"))]
+    intervals = (f"{100 * LEVEL:.0f}% intervals: t on each fit's residuals ({', '.join(dof)}) joined with {boot:,} "
+                 f"resamples of the seeds inside each point (failed, counted as unbounded: {', '.join(failed)})"
+                 if dof else "no interval without a fit")
+    return f"rests on {reach}; {grid}{edge}; {intervals}"
+
+
+def fits_table(study: Study, fits: pd.DataFrame, target: float | None, searches: dict | None = None) -> Table:
+    """Per variant: the critical batch, the regimes and the optimal LR, each as the data support it, with what
+    the numbers rest on."""
     pct = f"{100 * LEVEL:.0f}%"
     disp, tidy = [], []
     for _, f in fits.iterrows():
@@ -91,20 +179,31 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None) -> Table:
         gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
         disp.append({"Variant": f["variant"], "Batches reached": f"{f['reached']} of {f['batches']}"
                      if target is not None else "-",
-                     f"B_noise [{pct}]": "-" if pd.isna(f["b_noise"]) else
-                     f"{_whole(f['b_noise'])} {_interval(f['b_noise_lo'], f['b_noise_hi'], _whole)}",
-                     "S_min [steps]": _whole(f["s_min"]) if pd.notna(f["s_min"]) else "-",
-                     f"alpha [{pct}]": "-" if pd.isna(f["alpha"]) else
-                     f"{f['alpha']:.2f} {_interval(f['alpha_lo'], f['alpha_hi'], lambda v: f'{v:.2f}')}",
-                     "Resamples": f"{f['alpha_resamples']} / {f['b_noise_resamples']}",
-                     "Predicted B_simple (GNS)": _num(float(gns.median())) if len(gns) else "-"})
+                     f"B_noise [{pct}]": critical_text(f).removeprefix("critical batch B_noise ~ ")
+                     if target is not None else "-",
+                     "S_min [steps]": _whole(f["s_min"]) if pd.notna(f.get("s_min")) else "-",
+                     f"alpha [{pct}]": bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
+                     if f["alpha_kind"] == "fit" else f"no fit ({f['alpha_reason']})",
+                     "LR model": {"saturating": "saturating", "power": "power law",
+                                  "either": "either"}.get(f["lr_model"], "-"),
+                     "Edges": f["edges"] or "-",
+                     "Predicted B_simple (GNS)": number(float(gns.median())) if len(gns) else "-"})
         tidy.append({**f.to_dict(), "gns_b_simple": float(gns.median()) if len(gns) else None})
-    return Table("tuned-fits", "Critical batch and optimal-LR exponent of the best trials (tuned)",
+    return Table("tuned-fits", "Critical batch and optimal LR of each batch's search (tuned)",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["B_noise: S = S_min (1 + B_noise / B) fitted to the best trial's steps to target per batch "
-                  "(McCandlish et al. 2018); alpha: log LR* = log c + alpha log B fitted to the best trial's peak LR",
-                  f"[{pct}]: percentile bootstrap over the trials inside each batch (resampled with replacement, "
-                  "the best trial taken again, refitted); Resamples: the fits that succeeded (alpha / B_noise)"])
+                 ["B_noise: S = S_min (1 + B_noise / B) fitted to the steps to target at each batch's optimum "
+                  "(McCandlish et al. 2018), over the batches that reached the target; a value past the measured "
+                  "batches is a bound (> the largest: still in perfect scaling), fewer than 3 batches no fit",
+                  "alpha: log LR* = log c + alpha log B over the same batches; LR model: the power law against "
+                  "eps_max / (1 + B_lr / B), the lower AIC on the log residuals ('either' within 2)",
+                  "A batch's optimum: its best search point, placed between grid points by the parabola through it "
+                  "and its two neighbours where both reached the target; Edges: a best point at the lowest or "
+                  "highest LR searched",
+                  f"[{pct}]: the t-interval on the fit's residuals (the scatter of the batches' optima about the "
+                  "fit: seed noise and the search grid) joined with a percentile bootstrap over the seeds inside "
+                  "each search point (resampled with replacement: the seed noise a confirmation stage measured; a "
+                  "point with one seed keeps it); a failed resample counts as unbounded; an end past the measured "
+                  "batches is open"])
 
 
 def budget_table(view: pd.DataFrame, metric: str) -> Table:
@@ -112,7 +211,7 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
     cells: dict = {}
     for _, r in view.iterrows():
         key = (r["variant"], r["global_batch"])
-        cells.setdefault(key, {})[epochs_label(r["budget"])] = _num(r["best_value"])
+        cells.setdefault(key, {})[epochs_label(r["budget"])] = number(r["best_value"])
     variants = view["variant"].fillna("-").nunique() > 1 if len(view) else False
     disp = [{**({"Variant": v} if variants else {}), "Batch size": batch_label(b), **c}
             for (v, b), c in sorted(cells.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))]
@@ -121,8 +220,9 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
                  ["The best evaluation of any trial of the batch within the first N epochs"])
 
 
-def verdict(fits: pd.DataFrame, metric: str, target: float | None) -> list[str]:
-    """One line per variant: the critical batch and LR* ~ B^alpha, each with its interval."""
+def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None) -> list[str]:
+    """One line per variant: the critical batch and its regimes, the optimal LR, each as the data support it,
+    and what they rest on. `searches`: per variant {points, seeds} of the search per batch."""
     if fits.empty:
         return [f"no evaluations of {metric} yet: nothing to fit"]
     lines = []
@@ -130,15 +230,10 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None) -> list[str]:
         if target is None:
             crit = (f"no critical batch (no target: give --target; the best trial per batch is the one with the "
                     f"best {metric} within its budget, and the steps-to-result figure is skipped)")
-        elif pd.isna(f["b_noise"]):
-            crit = f"no critical-batch fit ({f['reached']} of {f['batches']} batches reached {metric} {target:g})"
         else:
-            crit = (f"critical batch B_noise ~ {_whole(f['b_noise'])} "
-                    f"{_interval(f['b_noise_lo'], f['b_noise_hi'], _whole)}")
-        if pd.isna(f["alpha"]):
-            lr = "LR*: no fit (fewer than two batches with a best trial's peak LR)"
-        else:
-            lr = (f"LR* ~ B^alpha with alpha = {f['alpha']:.2f} "
-                  f"{_interval(f['alpha_lo'], f['alpha_hi'], lambda v: f'{v:.2f}')} (linear rule 1, square-root 0.5)")
-        lines.append(f"{f['variant']}: {crit}; {lr}")
+            crit = critical_text(f)
+            reg = regimes_text(f)
+            crit = f"{crit}; {reg}" if reg else crit
+        search = (searches or {}).get(f["variant"], {})
+        lines.append(f"{f['variant']}: {crit}; {lr_text(f)}; {rests_on(f, metric, target, search)}")
     return lines

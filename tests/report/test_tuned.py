@@ -12,9 +12,11 @@ import pytest
 
 from lbscale.report import ReportOptions, load_results, plots, write_report
 from lbscale.report.scaling import fit_critical_batch
-from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, bootstrap, budget_view,
-                                  fit_lr_exponent, lr_exponent, steps_to_result, trial_outcomes, tuned_fits)
+from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, budget_view,
+                                  fit_lr_exponent, fits_of, lr_exponent, optima_of, steps_to_result, trial_outcomes,
+                                  tuned_fits)
 from tests.fixtures.make_results import make_study
+from tests.report.pictures import assert_drawn
 from tests.report.make_tuned import critical_steps, make_tuned_study, tuned_frames
 
 
@@ -111,8 +113,8 @@ def test_best_trials_and_the_bootstrap_recover_the_lr_exponent(alpha):
     assert fit["alpha"] == pytest.approx(alpha, abs=0.05) and fit["c"] > 0
     assert fit["alpha_lo"] <= alpha <= fit["alpha_hi"] and fit["alpha_lo"] < fit["alpha"] < fit["alpha_hi"]
     assert fit["alpha_resamples"] == 1000
-    again = bootstrap(trial_outcomes(trials, steps, "val_top1", 0.9, True), lr_exponent, True)
-    assert (again.lo, again.hi) == (fit["alpha_lo"], fit["alpha_hi"])  # seeded: the same interval
+    again = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert (again["alpha_lo"], again["alpha_hi"]) == (fit["alpha_lo"], fit["alpha_hi"])  # seeded: the same interval
 
 
 def test_the_critical_batch_of_the_best_trials():
@@ -150,14 +152,27 @@ def test_load_a_tuned_study(tmp_path):
     assert list(one["kind"]).count("step") == 10 and list(one["kind"]).count("epoch") == 4
     assert list(one["step"]) == sorted(one["step"]) and one["step"].max() == 1250
     assert list(one.columns) == ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed", "step",
-                                 "epoch", "samples", "train_loss", "val_top1", "val_loss", "elapsed_seconds", "kind"]
+                                 "epoch", "samples_seen", "train_loss", "val_top1", "val_loss", "elapsed_seconds",
+                                 "kind"]
     step_rows = one[one["kind"] == "step"]
     np.testing.assert_allclose(step_rows["epoch"], step_rows["step"] / 256)
     # samples seen so far: a step record's as written, an epoch record's summed over its epochs (each 256 x 1K)
-    np.testing.assert_allclose(one["samples"], one["step"] * 1024)
+    np.testing.assert_allclose(one["samples_seen"], one["step"] * 1024)
     assert set(study.epochs[study.epochs["trial"] == "b1024-sgd-none-p1-s0"]["epoch"]) == {1, 2, 3, 4}
     assert t.loc["b1024-sgd-none-p1-s0", "epochs_done"] == 4  # step evaluations are not epochs
     assert (study.epochs["epoch"] % 1 == 0).all() and "kind" not in study.epochs
+
+
+def test_step_records_of_an_older_lbscale_count_samples_seen_as_samples(tmp_path):
+    import json
+
+    results = make_tuned_study(tmp_path / "tuned")
+    trial = results / "b1024-sgd-none-p1-s0"
+    rows = [json.loads(line) for line in (trial / "metrics.jsonl").read_text().splitlines()]
+    old = [{("samples" if k == "samples_seen" else k): v for k, v in r.items()} for r in rows]
+    (trial / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    one = load_results([results]).steps.query("trial == 'b1024-sgd-none-p1-s0'")
+    np.testing.assert_allclose(one["samples_seen"], one["step"] * 1024)
 
 
 def test_old_results_load_as_before(tmp_path):
@@ -190,7 +205,7 @@ def test_tuned_report_opens_with_the_verdict_and_counts_pruned_trials(tmp_path):
     for col in ("steps_to_target", "epochs_to_target", "seconds_to_target"):
         np.testing.assert_allclose(best[col], own.loc[best["trial"], col].to_numpy(float))
     for name in ("steps-to-result", "optimal-lr", "budget"):
-        assert (out / "figures" / f"{name}.png").stat().st_size > 5000
+        assert_drawn(out / "figures" / f"{name}.png")
 
 
 def test_tuned_report_without_a_target_says_so(tmp_path):
@@ -212,23 +227,43 @@ def test_untuned_report_still_opens_with_its_verdict(tmp_path):
 
 # --- figures --------------------------------------------------------------------------------------------------
 
-def test_figures_plot_the_best_trials_and_the_reference_slopes():
+def test_figures_plot_every_trial_each_optimum_and_the_reference_slopes():
     batches = [64, 256, 1024, 4096]
     trials, steps = tuned_frames(batches, [-1, 0, 1], 0.5)
-    best = best_trials(trials, steps, "val_top1", 0.9, True)
+    outcomes = trial_outcomes(trials, steps, "val_top1", 0.9, True)
+    optima = optima_of(outcomes, 0.9, True)
     fits = tuned_fits(trials, steps, "val_top1", 0.9, True, n=50)
-    ax = plots.steps_to_result(best, fits, "val_top1", 0.9).axes[0]
-    points = ax.get_lines()[0]
-    np.testing.assert_allclose(points.get_xdata(), batches)
-    np.testing.assert_allclose(points.get_ydata(), np.round(critical_steps(batches)))
-    lines = {ln.get_label(): ln for ln in plots.optimal_lr(best, fits).axes[0].get_lines()}
+    lines = {ln.get_label(): ln for ln in plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
+             .axes[0].get_lines()}
+    best = lines["sgd: optimum of each batch"]
+    np.testing.assert_allclose(best.get_xdata(), batches)
+    np.testing.assert_allclose(best.get_ydata(), np.round(critical_steps(batches)))
+    every = lines["sgd: trials that reached it"]  # the whole search: 3 points per batch
+    assert len(every.get_xdata()) == 12 and sorted(set(every.get_xdata())) == batches
+    lines = {ln.get_label(): ln for ln in plots.optimal_lr(optima, outcomes, fits).axes[0].get_lines()}
     fitted, = [ln for name, ln in lines.items() if "alpha = 0.50" in name]
     for name, slope in (("linear rule (slope 1)", 1.0), ("square-root rule (slope 0.5)", 0.5)):
         x, y = np.asarray(lines[name].get_xdata()), np.asarray(lines[name].get_ydata())
         assert np.log(y[-1] / y[0]) / np.log(x[-1] / x[0]) == pytest.approx(slope)
-        # through the geometric centre of the best trials' points: at B = 512 (geometric mean), lr* = 0.02 * 512^0.5
+        # through the geometric centre of the optima: at B = 512 (geometric mean), lr* = 0.02 * 512^0.5
         assert np.interp(np.log(512), np.log(x), np.log(y)) == pytest.approx(np.log(0.02 * 512 ** 0.5))
     np.testing.assert_allclose(fitted.get_ydata(), 0.02 * np.asarray(fitted.get_xdata()) ** 0.5, rtol=1e-6)
+    np.testing.assert_allclose(lines["sgd: optimum LR*"].get_ydata(), [0.02 * b ** 0.5 for b in batches])
+
+
+def test_the_steps_figure_marks_trials_that_stopped_before_the_target(tmp_path):
+    res = make_tuned_study(tmp_path / "tuned")  # (256, f=1) and (512, f=1) pruned at step 500
+    study = load_results([res])
+    outcomes = trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True)
+    optima = optima_of(outcomes, 0.9, True)
+    fits = fits_of(outcomes, 0.9, True, n=50)
+    lines = {ln.get_label(): ln for ln in plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
+             .axes[0].get_lines()}
+    censored = lines["sgd-none: stopped before it (censored)"]
+    marks = set(zip(censored.get_xdata(), censored.get_ydata()))
+    missed = outcomes[~outcomes["reached"]]
+    assert marks == set(zip(missed["global_batch"], missed["last_step"]))  # each at its last evaluation
+    assert {(256, 500), (512, 500)} <= marks  # the two pruned at rung 1
 
 
 def test_a_search_that_is_an_axis_is_reported_by_rule_one_curve_per_point(tmp_path):

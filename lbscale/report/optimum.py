@@ -1,0 +1,133 @@
+"""The optimum of one batch's search, and its bootstrap: numpy arrays in, arrays out (the report's tuned
+analysis, `report/tuned.py`, feeds them a DataFrame group at a time).
+
+A batch's search is a set of points (LRs, in log) each trained with one or more seeds; a trial reached the target
+in S steps or did not. A point's steps are the geometric mean over its seeds, and a point counts only where every
+seed of it reached the target. The best point has the fewest steps; where both its neighbours in LR reached
+the target too, the parabola through the three (log steps over log LR) places the optimum between grid points
+(its vertex, kept inside the neighbours), so LR* and S* are not stuck on the search grid; elsewhere the best
+point is the optimum. A best point at the lowest or highest LR searched is on the edge: the optimum may lie
+outside the search.
+
+The bootstrap resamples the seeds inside each point with replacement (a confirmation stage's seeds enter as
+trials of their point), R resamples at once as count weights; the grid's own scatter is in the fits' residuals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def point_index(lrs: np.ndarray, points: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct points' log LRs in increasing order, each trial's index among them); trials of one search
+    point share it (`points`, e.g. grid.json's point id), else trials of one LR."""
+    keys = np.asarray(points if points is not None else lrs)
+    uniq, first, index = np.unique(keys, return_index=True, return_inverse=True)
+    x = np.log(np.asarray(lrs, dtype=float)[first])
+    order = np.argsort(x, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return x[order], rank[index]
+
+
+def optimum(x: np.ndarray, index: np.ndarray, log_steps: np.ndarray, weights: np.ndarray) -> dict:
+    """The optimum of one batch under R weightings of its trials. x: the points' log LR (P, increasing); index:
+    each trial's point (T,); log_steps: each trial's log steps to target, NaN where it did not reach it (T,);
+    weights: (R, T) counts (all ones for the data itself). Returns arrays of R: `log_lr`, `log_steps` (NaN where no
+    point reached the target), `best` (the best point's index, -1 where none) and `refined` (the parabola
+    placed it)."""
+    weights = np.atleast_2d(weights).astype(float)
+    r_count, p_count = len(weights), len(x)
+    member = np.zeros((len(index), p_count))
+    member[np.arange(len(index)), index] = 1.0
+    missed = np.isnan(log_steps)
+    drawn = weights @ member  # (R, P): how many trials of each point a resample holds
+    misses = (weights * missed) @ member
+    sums = (weights * np.where(missed, 0.0, log_steps)) @ member
+    reached = (drawn > 0) & (misses == 0)
+    mean = np.where(reached, sums / np.where(drawn > 0, drawn, 1.0), np.inf)
+    best = np.argmin(mean, axis=1)
+    rows = np.arange(r_count)
+    any_reached = reached[rows, best]
+    cols = np.arange(p_count)[None, :]
+    present = drawn > 0
+    left = np.where(present & (cols < best[:, None]), cols, -1).max(axis=1)
+    right = np.where(present & (cols > best[:, None]), cols, p_count).min(axis=1)
+    inside = any_reached & (left >= 0) & (right < p_count)
+    left_c, right_c = np.clip(left, 0, p_count - 1), np.clip(right, 0, p_count - 1)
+    inside &= reached[rows, left_c] & reached[rows, right_c]
+    x0, x1, x2 = x[left_c], x[best], x[right_c]
+    y0, y1, y2 = mean[rows, left_c], mean[rows, best], mean[rows, right_c]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        # the parabola y = a (x - x1)^2 + b (x - x1) + y1 through the three points
+        d0, d2 = x0 - x1, x2 - x1
+        a = ((y0 - y1) / d0 - (y2 - y1) / d2) / (d0 - d2)
+        b = (y0 - y1) / d0 - a * d0
+        refined = inside & np.isfinite(a) & (a > 0)
+        vertex = np.clip(-b / (2 * a), d0, d2)
+        low = np.minimum(a * vertex ** 2 + b * vertex + y1, y1)
+    log_lr = np.where(refined, x1 + vertex, x1)
+    out_steps = np.where(refined, low, y1)
+    return {"log_lr": np.where(any_reached, log_lr, np.nan), "log_steps": np.where(any_reached, out_steps, np.nan),
+            "best": np.where(any_reached, best, -1), "refined": refined & any_reached}
+
+
+def resample_weights(index: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(R, T) counts of each trial in R resamples of the seeds inside each point (with replacement, as many as the
+    point has): the seed noise a confirmation stage measured. Points are never dropped: a resample without the
+    best point would only say that a best-of-k minimum depends on k (scipy.stats.bootstrap warns of such
+    degenerate statistics); a point with one seed keeps it."""
+    out = np.zeros((resamples, len(index)))
+    for point in np.unique(index):
+        members = np.flatnonzero(index == point)
+        draws = members[rng.integers(0, len(members), size=(resamples, len(members)))]
+        np.add.at(out, (np.repeat(np.arange(resamples), len(members)), draws.ravel()), 1.0)
+    return out
+
+
+def line_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares slope of y over x per row (R, B), NaN entries left out; NaN where fewer than 3 remain."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    n = ok.sum(axis=1)
+    xs, ys = np.where(ok, x, 0.0), np.where(ok, y, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx, my = xs.sum(axis=1) / n, ys.sum(axis=1) / n
+        cov = (np.where(ok, (x - mx[:, None]) * (y - my[:, None]), 0.0)).sum(axis=1)
+        var = (np.where(ok, (x - mx[:, None]) ** 2, 0.0)).sum(axis=1)
+        slope = cov / var
+    return np.where(n >= 3, slope, np.nan)
+
+
+def critical_batches(batches: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """B_noise per row (R, B) of the relative-error fit S = a + c / B (NaN steps left out): c / a inside the
+    measured batches; +inf where the row is still in perfect scaling at its largest batch (a bound from below),
+    0 where past it at its smallest (from above); NaN where fewer than 3 batches reached the target."""
+    ok = np.isfinite(steps) & (steps > 0)
+    n = ok.sum(axis=1)
+    w = np.where(ok, 1.0 / np.where(ok, steps, 1.0), 0.0)  # rows of the design divided by S
+    u, v = w, w / batches[None, :]
+    suu, suv, svv = (u * u).sum(1), (u * v).sum(1), (v * v).sum(1)
+    su, sv = u.sum(1), v.sum(1)  # the target is 1 per point: normal equations of [u v] [a c]' = 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        det = suu * svv - suv ** 2
+        a = (su * svv - sv * suv) / det
+        c = (sv * suu - su * suv) / det
+        b_noise = c / a
+    lo = np.where(ok, batches[None, :], np.inf).min(axis=1)
+    hi = np.where(ok, batches[None, :], 0.0).max(axis=1)
+    out = np.where((c <= 0) | ((a > 0) & (b_noise < lo)), 0.0, b_noise)
+    out = np.where((a <= 0) & (c > 0) | ((a > 0) & (b_noise > hi)), np.inf, out)
+    return np.where(n >= 3, out, np.nan)
+
+
+def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float, int]:
+    """The percentile interval of bootstrap `values` in which a failed resample (NaN) counts as unbounded: it
+    sorts below everything for the lower end and above everything for the upper end, never dropped. Returns
+    (lo, hi, failed)."""
+    failed = int(np.isnan(values).sum())
+    if not len(values):
+        return -np.inf, np.inf, 0
+    tail = 50 * (1 - level)
+    lo = np.percentile(np.where(np.isnan(values), -np.inf, values), tail, method="lower")
+    hi = np.percentile(np.where(np.isnan(values), np.inf, values), 100 - tail, method="higher")
+    return float(lo), float(hi), failed
