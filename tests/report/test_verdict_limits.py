@@ -138,5 +138,5 @@ def test_the_verdict_says_what_it_rests_on():
     line = verdict(f, "val_top1", 0.9, {"sgd": {"points": 6, "seeds": 3}})[0]
     assert line.startswith("sgd: critical batch B_noise ~ ") and "perfect scaling up to ~" in line
     assert "5 of 5 batches reached val_top1 0.9" in line and "6 search points x 3 seeds per batch" in line
-    assert f"t on each fit's residuals (alpha 3 dof, B_noise 3 dof) joined with 100 resamples" in line
+    assert "t on each fit's residuals (alpha 3 dof, B_noise 3 dof) joined with 100 resamples" in line
     assert math.isfinite(f.iloc[0]["alpha_lo"]) and f.iloc[0]["alpha_failed"] == 0
