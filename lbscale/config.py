@@ -108,7 +108,8 @@ class TrialConfig:
         "val": "the validation split; the test split, where the file has one, is evaluated once at the end",
         "test": "the test split, as the papers report it (train on all of train with `prepare --val-fraction 0`)"})
     target_metric: str = _f(None, "Metric for time-to-target, e.g. val_top1, test_top1 or val_f1_micro.")
-    target: float = _f(None, "Target value of --target-metric.")
+    target: object = _f(None, "Target value of --target-metric, or several (0.90,0.95,0.97: steps to each; "
+                              "--stop-at-target ends at the hardest).", kind="targets")
     eval_every: int = _f(None, "Also evaluate every N optimizer steps (step records in metrics.jsonl; steps to "
                                "target at step resolution).")
     eval_every_samples: int = _f(None, "Or: evaluate whenever this many more training samples have been seen (the "
@@ -144,6 +145,14 @@ class TrialConfig:
     def warmup_auto(self) -> bool:
         return str(self.warmup_epochs) == "auto"
 
+    @property
+    def targets(self) -> tuple:
+        """Every target of --target-metric, easiest first (a loss: the highest first); () without one."""
+        if self.target is None:
+            return ()
+        values = sorted(self.target) if isinstance(self.target, (list, tuple)) else [float(self.target)]
+        return tuple(values if not str(self.target_metric or "").endswith("loss") else values[::-1])
+
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrialConfig)}
 CHOICES = {name: f.metadata["choices"] for name, f in FIELDS.items() if "choices" in f.metadata}
@@ -154,6 +163,13 @@ def _coerce(name: str, value):
     if value is None:
         return None
     try:
+        if f.metadata.get("kind") == "targets":  # one number stays a number; several are kept sorted
+            items = value.split(",") if isinstance(value, str) else (list(value) if isinstance(value, (list, tuple))
+                                                                     else [value])
+            out = sorted({float(v) for v in items if str(v).strip() != ""})
+            if not out:
+                raise ValueError(value)
+            return out[0] if len(out) == 1 else tuple(out)
         if f.metadata.get("kind") == "floats":
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(float(v) for v in items if str(v).strip() != "")

@@ -51,6 +51,28 @@ class NoiseScale:
                 "trace": self.trace_sum / self.count if self.count else None}
 
 
+@dataclass
+class SmoothedNoiseScale:
+    """Exponential moving averages of the |G|^2 and tr(Sigma) estimates (McCandlish et al. smooth both before
+    taking the ratio), bias-corrected as Adam's moments are: B_simple near the current point of training, where
+    the whole-run ratio mixes early training (large |G|^2) with late."""
+
+    decay: float = 0.9  # per measurement: about the last 10 measured steps
+    g2: float = 0.0
+    trace: float = 0.0
+    weight: float = 0.0  # 1 - decay^count: the bias correction
+
+    def add(self, g2_small: float, g2_big: float, b_small: float, b_big: float) -> None:
+        g2, trace = estimate(g2_small, g2_big, b_small, b_big)
+        self.g2 = self.decay * self.g2 + (1 - self.decay) * g2
+        self.trace = self.decay * self.trace + (1 - self.decay) * trace
+        self.weight = self.decay * self.weight + (1 - self.decay)
+
+    @property
+    def b_simple(self) -> float | None:
+        return self.trace / self.g2 if self.weight > 0 and self.g2 > 0 else None  # the correction cancels
+
+
 def measure(model, batches, loss_fn, k: int, groups: int, progress=None) -> NoiseScale:
     """Measure on `groups` groups of `k` micro-batches: each micro-batch gradient is the small batch, their mean
     the big one. `batches` yields (inputs, targets) of equal size; `loss_fn(outputs, targets)` is a mean loss."""
@@ -144,6 +166,7 @@ class DDPNoiseScale:
         self.big = torch.zeros((), dtype=torch.float64, device=device)
         self.total = NoiseScale()  # the whole run (checkpointed)
         self.epoch = NoiseScale()
+        self.smoothed = SmoothedNoiseScale()  # near the current step: step evaluations record it
         self.skipped = 0  # measured steps left out: a gradient that was not finite
 
     def hook(self, state, bucket):
@@ -174,7 +197,7 @@ class DDPNoiseScale:
         small = float(self.small) / self.world_size / loss_scale ** 2
         big = float(self.big) / loss_scale ** 2
         if math.isfinite(small) and math.isfinite(big):
-            for acc in (self.total, self.epoch):
+            for acc in (self.total, self.epoch, self.smoothed):
                 acc.add(small, big, self.b_small, self.b_big)
         else:
             self.skipped += 1
@@ -187,9 +210,15 @@ class DDPNoiseScale:
         self.epoch = NoiseScale()
         return out
 
+    def now(self) -> dict:
+        """A step evaluation's fields: the smoothed B_simple near this step."""
+        return {"gns_b_simple": self.smoothed.b_simple} if self.smoothed.weight > 0 else {}
+
     def state_dict(self) -> dict:
-        return {"total": asdict(self.total), "epoch": asdict(self.epoch), "skipped": self.skipped}
+        return {"total": asdict(self.total), "epoch": asdict(self.epoch), "skipped": self.skipped,
+                "smoothed": asdict(self.smoothed)}
 
     def load_state_dict(self, state: dict) -> None:
         self.total, self.epoch = NoiseScale(**state["total"]), NoiseScale(**state["epoch"])
         self.skipped = state.get("skipped", 0)
+        self.smoothed = SmoothedNoiseScale(**state["smoothed"]) if state.get("smoothed") else SmoothedNoiseScale()

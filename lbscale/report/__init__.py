@@ -64,7 +64,7 @@ class ReportOptions:
     formats: tuple = FORMATS
     metric: str = "auto"
     compare: str | None = None
-    target: float | None = None
+    target: object = None  # a number, several ("0.9,0.95" or a list), or None: the trials' own
     allreduce: Path | None = None  # `lbscale bench allreduce`'s fit: predict the scaling series' time per epoch
     predict_gpus: str | None = None  # "128,1024": where to predict (default: doubling up to 1,024)
 
@@ -84,12 +84,32 @@ def _metric(study: Study, metric: str) -> str:
     return metric
 
 
-def _target(study: Study, metric: str, target: float | None) -> float | None:
-    if target is not None:
-        return target
-    own = study.trials.dropna(subset=["target"])
-    own = own[own["target_metric"] == metric]["target"].unique()
-    return float(own[0]) if len(own) == 1 else None
+def parse_targets(target) -> list[float]:
+    """--target as given: None, a number, '0.90,0.95' or a list; LbscaleError where it is not numbers."""
+    if target is None:
+        return []
+    items = target.split(",") if isinstance(target, str) else (target if isinstance(target, (list, tuple))
+                                                                else [target])
+    try:
+        return sorted({float(t) for t in items if str(t).strip()})
+    except ValueError:
+        raise LbscaleError(f"--target {target}: expected a number or several, like 0.9,0.95") from None
+
+
+def _targets(study: Study, metric: str, target) -> list[float]:
+    """The targets of the report, easiest first (a loss: highest first): --target, else the trials' own for
+    `metric` where they agree. The last is the headline's."""
+    given = parse_targets(target)
+    if not given:
+        own = study.trials.dropna(subset=["targets"]) if "targets" in study.trials else study.trials.iloc[0:0]
+        own = own[own["target_metric"] == metric]["targets"].unique()
+        given = parse_targets(own[0]) if len(own) == 1 else []
+    return given[::-1] if metric.endswith("loss") else given
+
+
+def _target(study: Study, metric: str, target) -> float | None:
+    targets = _targets(study, metric, target)
+    return targets[-1] if targets else None
 
 
 def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
@@ -187,24 +207,35 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
         raise LbscaleError("--compare: published tables are rule-based; a tuned study (a search per batch) "
                            "has no row to put beside them")
     m = tuned_tables.step_metric(study, metric)
-    target = _target(study, m, o.target)
+    targets = _targets(study, m, o.target)
+    target = targets[-1] if targets else None  # the hardest: the headline's
     maximize = study.task.higher_is_better(m)
     outcomes = tuned.trial_outcomes(study.trials, study.steps, m, target, maximize)
     best = tuned.best_trials(study.trials, study.steps, m, target, maximize)
     fits = tuned.fits_of(outcomes, target, maximize, level=tuned_tables.LEVEL)
     optima = tuned.optima_of(outcomes, target, maximize)
+    by_target = {}  # the easier targets: B_noise per target (McCandlish et al.: it grows as the target tightens)
+    for t in targets[:-1]:
+        easier = tuned.trial_outcomes(study.trials, study.steps, m, t, maximize)
+        by_target[t] = (tuned.fits_of(easier, t, maximize, level=tuned_tables.LEVEL), tuned.optima_of(easier, t,
+                                                                                                       maximize))
     searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max())}
                 for v, g in optima.groupby(optima["variant"].fillna("-"))} if len(optima) else {}
     view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
     scaling, scaling_figs, prediction = _scaling(study, model)
     winners = study.trials[study.trials["trial"].isin(best["trial"])]  # search points are not seeds
-    ts = [tuned_tables.best_trial_table(study, best, m, target), tuned_tables.fits_table(study, fits, target),
+    every = pd.concat([f.assign(target=t) for t, (f, _) in {**by_target, target: (fits, optima)}.items()],
+                      ignore_index=True) if by_target else fits
+    at_target = tuned.gns_at_target(study.steps, best)
+    ts = [tuned_tables.best_trial_table(study, best, m, target),
+          tuned_tables.fits_table(study, every, target, at_target),
           tuned_tables.budget_table(view, m), tables.time_table(study, trials=winners), tables.time_split_table(study),
           *scaling, tables.trials_table(study)]
     figs = {}
     reached = target is not None and bool(optima["reached"].any()) if len(optima) else False
     if reached:
-        figs["steps-to-result"] = plots.steps_to_result(optima, outcomes, fits, m, target)
+        figs["steps-to-result"] = plots.steps_to_result(optima, outcomes, fits, m, target,
+                                                        {t: o for t, (_, o) in by_target.items()})
     figs.update({"optimal-lr": plots.optimal_lr(optima, outcomes, fits), "budget": plots.budget(view, m)})
     if target is not None and not reached:  # nothing reached the target: the budget figure leads
         figs = {"budget": figs.pop("budget"), **figs}
@@ -212,8 +243,10 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
                  "time-split": plots.time_split(study)})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
-    return Built(m, target, None, tuned_tables.verdict(fits, m, target, searches), line, ts, figs, next(iter(figs)),
-                 prediction)
+    lines = tuned_tables.verdict(fits, m, target, searches)
+    if by_target:
+        lines.append(tuned_tables.per_target_line({**{t: f for t, (f, _) in by_target.items()}, target: fits}, m))
+    return Built(m, target, None, lines, line, ts, figs, next(iter(figs)), prediction)
 
 
 def _save_figures(figs: dict, folder: Path) -> None:

@@ -128,6 +128,20 @@ def _variant(grid: dict, cfg: dict) -> str | None:
     return f"{grid['dataset']}:{variant}" if grid.get("dataset") else variant
 
 
+def _joined(target) -> str | None:
+    """A trial's targets as text ("0.9,0.95"): several since --target took a list."""
+    if target is None:
+        return None
+    return ",".join(f"{float(t):g}" for t in (target if isinstance(target, (list, tuple)) else [target]))
+
+
+def _hardest(target, metric: str | None) -> float | None:
+    """The target a trial stops at: the highest (the lowest for a loss) of several."""
+    if not isinstance(target, (list, tuple)):
+        return target
+    return (min if str(metric or "").endswith("loss") else max)(float(t) for t in target)
+
+
 def _trial_row(d: Path, records: list[dict]) -> dict:
     """One trial's row; `records` are its epoch records only (step evaluations are not epochs)."""
     summary = read_json(d / SUMMARY) or {}
@@ -177,7 +191,9 @@ def _trial_row(d: Path, records: list[dict]) -> dict:
         "comm_seconds": comm_s, "imbalance_seconds": imbalance_s, "comm_share": comm_share,
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": summary.get("target_metric") or cfg.get("target_metric"),
-        "target": summary.get("target") if summary.get("target") is not None else cfg.get("target"),
+        "target": _hardest(summary.get("target") if summary.get("target") is not None else cfg.get("target"),
+                           summary.get("target_metric") or cfg.get("target_metric")),
+        "targets": _joined(summary.get("target") if summary.get("target") is not None else cfg.get("target")),
         "steps_to_target": summary.get("steps_to_target"), "epochs_to_target": summary.get("epochs_to_target"),
         "seconds_to_target": summary.get("seconds_to_target"), "stopped": summary.get("stopped"),
         "pruned_rung": pruned.get("rung"), "pruned_step": pruned.get("step"),
@@ -226,7 +242,7 @@ def _evaluations(records: list[dict], owners: list[int], trials: pd.DataFrame) -
     batch = pd.to_numeric(ev["global_batch"], errors="coerce")
     ev["samples_seen"] = ev["samples_seen"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
     ev["kind"] = ev["kind"].fillna("epoch") if "kind" in ev else "epoch"
-    metrics = [c for c in ev if c.startswith(("val_", "test_")) or c == "train_loss"]
+    metrics = [c for c in ev if c.startswith(("val_", "test_")) or c in ("train_loss", "gns_b_simple")]
     ev = ev[base[:-2] + metrics + base[-2:]]
     return ev.sort_values(["results", "trial", "step", "elapsed_seconds"], kind="stable").reset_index(drop=True)
 

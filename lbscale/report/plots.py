@@ -311,12 +311,19 @@ def _fit_of(fits: pd.DataFrame, variant):
     return fits.loc[variant] if variant in fits.index else None
 
 
-def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float):
+def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float,
+                    easier: dict | None = None):
     """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
     caret at its last evaluation where it did not: censored, it would have needed more), each batch's optimum,
     a batch no trial of which reached it marked at its budget; the fitted S_min (1 + B_noise / B) with B_noise's
-    interval shaded, or the bound the data allow; perfect scaling from the smallest reached batch."""
+    interval shaded, or the bound the data allow; perfect scaling from the smallest reached batch. `easier`:
+    {target: optima} of easier targets, each batch's optimum drawn as a lighter curve per target."""
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for t, opt in (easier or {}).items():
+        for variant, g in _by_variant(opt[opt["reached"]] if len(opt) else opt):
+            g = g.sort_values("global_batch")
+            ax.plot(g["global_batch"], g["steps_star"], "s--", ms=4, alpha=0.6,
+                    label=f"{variant}: optimum, {metric} {t:g}")
     for variant, o in _by_variant(outcomes):
         hit = o[o["reached"].astype(bool)]
         line = ax.plot(hit["global_batch"], hit["steps_to_target"], ".", alpha=0.35,

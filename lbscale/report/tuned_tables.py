@@ -11,7 +11,7 @@ import pandas as pd
 from lbscale.report.load import HP, Study
 from lbscale.report.numbers import number
 from lbscale.report.tables import Table, batch_label, metric_label
-from lbscale.report.tuned import hp_columns
+from lbscale.report.tuned import gns_at_target, hp_columns
 
 LEVEL = 0.9  # the bootstrap intervals' level, as the tables and the verdict name it
 
@@ -64,6 +64,7 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
     hyperparameters."""
     label = metric_label(metric)
     hps = hp_columns(best)
+    gns = gns_at_target(study.steps, best) if target is not None else pd.Series(dtype=float)
     disp = []
     for _, r in best.iterrows():
         row = {"Variant": r["variant"]} if study.varies("variant") else {}
@@ -73,6 +74,8 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
                         "Epochs to target": number(r["epochs_to_target"], 2),
                         "Time to target [s]": number(r["seconds_to_target"], 1)})
         row.update({f"Best {label}": number(r["best_value"]), "Peak LR": _hp(r.get("peak_lr"))})
+        if len(gns):
+            row["B_simple at target"] = number(gns.get(r["trial"]))
         row.update({c.removeprefix(HP): _hp(r[c]) for c in hps if c != f"{HP}peak_lr"})
         disp.append(row)
     goal = (f"the fewest steps to {label} {target:g} (ties: the better best value, then the trial id); where no "
@@ -80,7 +83,11 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
             else f"the best {metric} of any evaluation (no target given)")
     return Table("tuned-best", "Best trial per batch (tuned)", pd.DataFrame(disp), best.reset_index(drop=True),
                  [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included",
-                  "Steps / epochs / time to target: the first evaluation (step or epoch) at or past the target"])
+                  "Steps / epochs / time to target: the first whole-split evaluation (step or epoch) at or past "
+                  "the target (a subset evaluation that meets it is confirmed on the whole split first)"]
+                 + (["B_simple at target: the trial's gradient noise scale near that step (--gns-every, smoothed "
+                     "over the last measured steps), where McCandlish et al. compare it with the critical batch"]
+                    if len(gns) else []))
 
 
 def _finite(v) -> bool:
@@ -169,15 +176,16 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
     return f"rests on {reach}; {grid}{edge}; {intervals}"
 
 
-def fits_table(study: Study, fits: pd.DataFrame, target: float | None, searches: dict | None = None) -> Table:
+def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.Series | None = None) -> Table:
     """Per variant: the critical batch, the regimes and the optimal LR, each as the data support it, with what
     the numbers rest on."""
     pct = f"{100 * LEVEL:.0f}%"
     disp, tidy = [], []
     for _, f in fits.iterrows():
         g = study.trials[study.trials["variant"].fillna("-") == (f["variant"] if pd.notna(f["variant"]) else "-")]
-        gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
-        disp.append({"Variant": f["variant"], "Batches reached": f"{f['reached']} of {f['batches']}"
+        at = gns[gns.index.isin(g["trial"])] if gns is not None else pd.Series(dtype=float)
+        disp.append({"Variant": f["variant"], **({"Target": f"{f['target']:g}"} if "target" in f else {}),
+                     "Batches reached": f"{f['reached']} of {f['batches']}"
                      if target is not None else "-",
                      f"B_noise [{pct}]": critical_text(f).removeprefix("critical batch B_noise ~ ")
                      if target is not None else "-",
@@ -187,13 +195,15 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, searches:
                      "LR model": {"saturating": "saturating", "power": "power law",
                                   "either": "either"}.get(f["lr_model"], "-"),
                      "Edges": f["edges"] or "-",
-                     "Predicted B_simple (GNS)": number(float(gns.median())) if len(gns) else "-"})
-        tidy.append({**f.to_dict(), "gns_b_simple": float(gns.median()) if len(gns) else None})
+                     "B_simple at target (GNS)": number(float(at.median())) if len(at) else "-"})
+        tidy.append({**f.to_dict(), "gns_b_simple": float(at.median()) if len(at) else None})
     return Table("tuned-fits", "Critical batch and optimal LR of each batch's search (tuned)",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
                  ["B_noise: S = S_min (1 + B_noise / B) fitted to the steps to target at each batch's optimum "
                   "(McCandlish et al. 2018), over the batches that reached the target; a value past the measured "
                   "batches is a bound (> the largest: still in perfect scaling), fewer than 3 batches no fit",
+                  "B_simple at target: the median over the batches' best trials of the noise scale where each "
+                  "reached the target (--gns-every; McCandlish et al.'s predictor of B_noise)",
                   "alpha: log LR* = log c + alpha log B over the same batches; LR model: the power law against "
                   "eps_max / (1 + B_lr / B), the lower AIC on the log residuals ('either' within 2)",
                   "A batch's optimum: its best search point, placed between grid points by the parabola through it "
@@ -237,3 +247,15 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
         search = (searches or {}).get(f["variant"], {})
         lines.append(f"{f['variant']}: {crit}; {lr_text(f)}; {rests_on(f, metric, target, search)}")
     return lines
+
+
+def per_target_line(fits: dict, metric: str) -> str:
+    """B_noise at each target, easiest first: McCandlish et al. find the critical batch grows as the target
+    tightens."""
+    parts = []
+    for t, f in fits.items():
+        for _, r in f.iterrows():
+            value = critical_text(r).removeprefix("critical batch B_noise ~ ")
+            variant = "" if len(f) == 1 else f" ({r['variant']})"
+            parts.append(f"{metric} {t:g}{variant}: {value}")
+    return "B_noise by target (it grows as the target tightens, McCandlish et al. 2018): " + "; ".join(parts)

@@ -33,9 +33,10 @@ class Progress:
     epoch: int = 0
     batch: int = 0
     step: int = 0
-    target_hit: dict | None = None
+    target_hit: dict | None = None  # the hardest target's (every target's once all are reached)
     diverged_at: dict | None = None
     elapsed: float = 0.0
+    target_hits: dict = field(default_factory=dict)  # target (as text) -> its first full-split evaluation
 
 
 @dataclass
@@ -76,7 +77,7 @@ class TrialState:
     def from_dict(cls, d: dict) -> "TrialState":
         """Also a checkpoint of an earlier lbscale: without a monitor's entry the monitor reads the checkpoint's
         own fields (its load_state_dict knows them), and a missing clock carries no seconds."""
-        progress = Progress(**{f.name: d.get(f.name, f.default) for f in fields(Progress)})
+        progress = Progress(**{f.name: d[f.name] for f in fields(Progress) if f.name in d})
         monitors = {name: d.get(name) for name in MONITORS}
         if monitors["divergence"] is None:
             monitors["divergence"] = d

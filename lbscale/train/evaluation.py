@@ -58,9 +58,9 @@ class EvalSchedule:
     evaluation at the target, publishes a rung and takes the rung's decision."""
 
     def __init__(self, cfg: TrialConfig, plan: Plan, task: Task, evaluator: Evaluator, book: RecordBook,
-                 pruner: Pruner | None, is_main: bool, decide):
+                 pruner: Pruner | None, is_main: bool, decide, gns=None):
         self.cfg, self.plan, self.task, self.evaluator, self.book = cfg, plan, task, evaluator, book
-        self.pruner, self.is_main, self.decide = pruner, is_main, decide
+        self.pruner, self.is_main, self.decide, self.gns = pruner, is_main, decide, gns
 
     @property
     def any(self) -> bool:
@@ -77,24 +77,44 @@ class EvalSchedule:
 
     def run(self, progress: Progress, trained_seconds: float, samples_seen: int) -> str | None:
         """Evaluate now (collective) and record it; then 'target' (reached, with --stop-at-target), 'pruned' or
-        'wait' (successive halving at a rung), or None to train on."""
-        te = time.perf_counter()
-        metrics = self.evaluator.evaluate(self.cfg.eval_split, subset=True)
-        record = self.book.step_evaluation(
-            progress.step, progress.epoch + progress.batch / self.plan.micro_batches_per_epoch, samples_seen,
-            metrics, trained_seconds, time.perf_counter() - te, self.evaluator.inputs.step_subset)
+        'wait' (successive halving at a rung), or None to train on. An evaluation on the step subset that first
+        meets a target is confirmed on the whole split at once (a second record, subset null): the target counts
+        only there."""
+        record = self._evaluate(progress, trained_seconds, samples_seen, subset=True)
         rung = self.pruner.rung_at(progress.step) if self.pruner else None
         if rung and self.is_main:  # published first: a trial that stops at its target is still a peer
             self.pruner.publish(rung, progress.step, record.get(self.pruner.metric, float("nan")))
+        if record["subset"] is not None and self._missed(progress, record):
+            record = self._evaluate(progress, trained_seconds, samples_seen, subset=False)
         if self.note_target(record, progress) and self.cfg.stop_at_target:
             return "target"
         return self.decide() if rung else None
 
+    def _evaluate(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool) -> dict:
+        te = time.perf_counter()
+        metrics = self.evaluator.evaluate(self.cfg.eval_split, subset=subset)
+        return self.book.step_evaluation(
+            progress.step, progress.epoch + progress.batch / self.plan.micro_batches_per_epoch, samples_seen,
+            {**metrics, **(self.gns.now() if self.gns else {})}, trained_seconds, time.perf_counter() - te,
+            self.evaluator.inputs.step_subset if subset else None)
+
+    def _missed(self, progress: Progress, record: dict) -> list[float]:
+        """The targets `record` meets that no whole-split evaluation has met yet."""
+        metric = self.cfg.target_metric
+        if not metric or metric not in record:
+            return []
+        return [t for t in self.cfg.targets if f"{t:g}" not in progress.target_hits
+                and self.task.reached(metric, record[metric], t)]
+
     def note_target(self, record: dict, progress: Progress) -> bool:
-        """Note the first evaluation (step or epoch) at or past the target; True once it has been reached."""
-        metric, target = self.cfg.target_metric, self.cfg.target
-        if metric and progress.target_hit is None and metric in record \
-                and self.task.reached(metric, record[metric], target):
-            progress.target_hit = {"steps_to_target": record["step"], "epochs_to_target": record["epoch"],
-                                   "seconds_to_target": record["elapsed_seconds"]}
+        """Note, per target, the first whole-split evaluation (step or epoch) at or past it; True once the
+        hardest target has been reached (its hit is `progress.target_hit`, the summary's steps to target)."""
+        if record.get("subset") is not None:
+            return progress.target_hit is not None  # a subset's value decides nothing
+        for t in self._missed(progress, record):
+            progress.target_hits[f"{t:g}"] = {"steps_to_target": record["step"], "epochs_to_target": record["epoch"],
+                                              "seconds_to_target": record["elapsed_seconds"]}
+        targets = self.cfg.targets
+        if targets and f"{targets[-1]:g}" in progress.target_hits:
+            progress.target_hit = progress.target_hits[f"{targets[-1]:g}"]
         return progress.target_hit is not None

@@ -131,8 +131,13 @@ def trial_summary(book: RecordBook, task: Task, status: str, error: str | None, 
                   wall_seconds: float, digests: list, test: dict | None, stopped: str | None, pruner,
                   gns) -> dict:
     """summary.json of a trial (`summarize` of its records) with what the trial knows besides them: its config
-    (`TrialConfig`), plan, progress (steps, target, divergence), pruner and noise-scale accumulator."""
+    (`TrialConfig`), plan, progress (steps, targets, divergence), pruner and noise-scale accumulator. A trial
+    stopped at its target ends with the model of its last whole-split evaluation, mid-epoch or not: that is its
+    `final`."""
+    last = next((r for r in reversed(book.records) if not r.get("partial") and r.get("subset") is None
+                 and (r.get("kind") == "step" or "train_loss" in r)), None) if stopped == "target" else None
     return summarize(book.records, task, status, error, steps=progress.step, eval_split=cfg.eval_split, test=test,
+                     **({"final": last} if last else {}), targets=progress.target_hits or None,
                      diverged_at=progress.diverged_at if status == "diverged" else None,
                      on_divergence=cfg.on_divergence, wall_seconds=wall_seconds, target_metric=cfg.target_metric,
                      target=cfg.target, **(progress.target_hit or NO_TARGET), world_size=world_size,

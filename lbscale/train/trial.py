@@ -76,7 +76,7 @@ class Trial:
         self.evaluator = Evaluator(self.train_step.eval_module, self.inputs, self.task, self.num_classes,
                                    self.device, self.train_step.autocast, self.train_step.loss_fn)
         self.schedule = EvalSchedule(cfg, self.plan, self.task, self.evaluator, self.book, self.pruner,
-                                     self.env.is_main, self.rung_decision)
+                                     self.env.is_main, self.rung_decision, self.train_step.gns)
         self.epoch_loss = torch.zeros(2, dtype=torch.float64, device=self.device)  # this rank's sum, micro-batches
 
     def rung_decision(self) -> str | None:

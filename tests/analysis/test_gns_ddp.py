@@ -69,3 +69,20 @@ def test_ddp_hook_estimate_matches_the_closed_form_and_ignores_loss_scaling():
     assert scaled["skipped"] == 1 and scaled["count"] == STEPS - 1
     # the same data less one step: the same estimate (not the scaled one's 2^24 weighting, not None)
     assert scaled["b_simple"] == pytest.approx(plain["b_simple"], rel=0.02)
+
+
+@pytest.mark.slow
+def test_step_evaluations_record_the_smoothed_noise_scale(tiny_h5, tmp_path):
+    import json
+
+    from tests.train.helpers import run_train
+
+    out = tmp_path / "gns"
+    r = run_train("--data", tiny_h5, "--out", out, "--model", "test_resnet", "--device", "cpu", "--quiet",
+                  "--global-batch", "32", "--epochs", "1", "--gns-every", "1", "--eval-every", "4", nproc=2)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [row for row in rows if row.get("kind") == "step"]
+    assert [row["step"] for row in steps] == [4, 8, 12, 16]
+    assert all(math.isfinite(row["gns_b_simple"]) for row in steps)
+    assert len({row["gns_b_simple"] for row in steps}) == 4  # it moves with training: one value per step

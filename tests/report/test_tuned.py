@@ -283,3 +283,23 @@ def test_a_search_that_is_an_axis_is_reported_by_rule_one_curve_per_point(tmp_pa
                                                         "sgd-none base_lr=0.1 momentum=0.9"]
     make_tuned_trial(tmp_path / "tuned", 256, 0.01, 0)
     assert load_results([tmp_path / "tuned"]).tuned  # grid.json without "tune": a tuning, as sweeps write it
+
+
+def test_several_targets_give_b_noise_per_target(tmp_path):
+    res = make_tuned_study(tmp_path / "tuned")  # val_top1 = 0.9 t / S: 0.45 is met at half the steps
+    out, line = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "csv"), target="0.45,0.9"))
+    first = _sections((out / "report.md").read_text())[1]
+    assert "B_noise by target (it grows as the target tightens, McCandlish et al. 2018): val_top1 0.45: " in first
+    assert "; val_top1 0.9: 256 [" in first
+    fits = pd.read_csv(out / "tables" / "tuned-fits.csv").set_index("target")
+    assert sorted(fits.index) == [0.45, 0.9] and fits.loc[0.9, "b_noise"] == pytest.approx(256, rel=0.01)
+    # at 0.45 each batch's optimum needs half the steps, rounded up to the evaluations every 125 steps
+    study = load_results([res])
+    easy = optima_of(trial_outcomes(study.trials, study.steps, "val_top1", 0.45, True), 0.45, True)
+    expected = [125 * np.ceil(critical_steps(b) / 2 / 125) for b in (256, 512, 1024, 2048)]
+    np.testing.assert_allclose(easy.sort_values("global_batch")["steps_star"], expected)
+    lines = {ln.get_label() for ln in plots.steps_to_result(
+        optima_of(trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True), 0.9, True),
+        trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True), fits.reset_index().iloc[[1]], "val_top1",
+        0.9, {0.45: easy}).axes[0].get_lines()}
+    assert "sgd-none: optimum, val_top1 0.45" in lines
