@@ -186,5 +186,5 @@ def test_several_targets_each_get_their_steps_and_the_trial_stops_at_the_hardest
     assert s["targets"] == {f"{t:g}": {"steps_to_target": first[t]["step"], "epochs_to_target": first[t]["epoch"],
                                        "seconds_to_target": pytest.approx(s["targets"][f"{t:g}"]["seconds_to_target"])}
                             for t in (easy, hard)}
-    assert s["steps_to_target"] == first[hard]["step"] and s["stopped"] == "target" and s["steps"] == first[hard]["step"]
+    assert s["steps_to_target"] == s["steps"] == first[hard]["step"] and s["stopped"] == "target"
     assert s["target"] == sorted([easy, hard])
