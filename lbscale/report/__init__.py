@@ -146,14 +146,17 @@ class Built:
     figures: dict  # name -> figure, the lead figure first
     lead: str | None
     prediction: str | None = None  # with --allreduce: the scaling model's headline
+    outcome: str | None = None  # the command's closing line's figures (default: the verdict's lines)
 
 
 def _scaling(study: Study, model, compare=None) -> tuple[list, dict, str | None]:
     """The scaling table, its figures and, given an all-reduce fit (`scaling_model`), the model's table right
-    after it, its points in the figures and its headline."""
+    after it, its points in the figures and its headline; nothing for a study run at one GPU count."""
     from lbscale.report import plots, tables
     from lbscale.report.scaling_model import predict_scaling, prediction_line, scaling_model_table
 
+    if model is None and study.trials["gpus"].nunique() < 2:  # one GPU count: no series, no empty frames
+        return [], {}, None
     ts, predicted, line = [tables.scaling_table(study)], None, None
     if model is not None:
         predicted, notes = predict_scaling(study.trials, model.doc, model.gpus)
@@ -246,7 +249,8 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     lines = tuned_tables.verdict(fits, m, target, searches)
     if by_target:
         lines.append(tuned_tables.per_target_line({**{t: f for t, (f, _) in by_target.items()}, target: fits}, m))
-    return Built(m, target, None, lines, line, ts, figs, next(iter(figs)), prediction)
+    return Built(m, target, None, lines, line, ts, figs, next(iter(figs)), prediction,
+                 tuned_tables.headline(fits, target))
 
 
 def _save_figures(figs: dict, folder: Path) -> None:
@@ -326,8 +330,9 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     finished = sum(counts.get(s, 0) for s in FINISHED if s != "pruned")
     pruned = f", {counts['pruned']} pruned" if counts.get("pruned") else ""
     prediction = f"{b.prediction}; " if b.prediction else ""
-    return out, (f"report of {len(study.trials)} trials ({finished} finished{pruned}): {'; '.join(b.verdict)}; "
-                 f"{prediction}written to {out}")
+    figures = b.outcome or "; ".join(b.verdict)
+    return out, f"report of {len(study.trials)} trials ({finished} finished{pruned}): {figures}; {prediction}" \
+                f"written to {out}"
 
 
 def _markdown(study: Study, header: list[str], b: Built) -> str:

@@ -159,11 +159,12 @@ def aic(rss: float, n: int, k: int = 2) -> float:
 
 def lr_model(batches, lrs, level: float = LEVEL) -> dict:
     """Both LR models side by side and which the data favour (the lower AIC on the log residuals; a difference
-    under 2 is no preference): {"power", "saturating", "better", "aic_power", "aic_saturating", "slopes"}."""
+    under 2 is no preference, and so are three batches, through which either curve passes closely):
+    {"power", "saturating", "better", "aic_power", "aic_saturating", "slopes"}."""
     power, saturating = lr_power_law(batches, lrs, level), lr_saturating(batches, lrs, level)
     out = {"power": power, "saturating": saturating, "better": "power" if power.ok else None,
            "aic_power": None, "aic_saturating": None, "slopes": local_slopes(batches, lrs)}
-    if power.ok and saturating.ok:
+    if power.ok and saturating.ok and power.dof >= 2:  # three points fit either curve: no preference from them
         n = power.dof + 2
         out["aic_power"], out["aic_saturating"] = aic(power.extra["rss"], n), aic(saturating.extra["rss"], n)
         gap = out["aic_power"] - out["aic_saturating"]

@@ -316,9 +316,10 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
     """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
     caret at its last evaluation where it did not: censored, it would have needed more), each batch's optimum,
     a batch no trial of which reached it marked at its budget; the fitted S_min (1 + B_noise / B) with B_noise's
-    interval shaded, or the bound the data allow; perfect scaling from the smallest reached batch. `easier`:
-    {target: optima} of easier targets, each batch's optimum drawn as a lighter curve per target."""
+    interval shaded, or the bound the data allow (in the title); perfect scaling from the smallest reached batch.
+    `easier`: {target: optima} of easier targets, each batch's optimum drawn as a lighter curve per target."""
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    bounds = []
     for t, opt in (easier or {}).items():
         for variant, g in _by_variant(opt[opt["reached"]] if len(opt) else opt):
             g = g.sort_values("global_batch")
@@ -347,7 +348,7 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
             ax.axvspan(max(f["b_noise_lo"], b.min() / 1.25), min(f["b_noise_hi"], b.max() * 1.25), color=color,
                        alpha=0.12)
         elif f is not None and f.get("b_noise_kind") in ("lower", "upper"):
-            ax.text(0.02, 0.04, f"{variant}: {f['b_noise_reason']}", transform=ax.transAxes, fontsize=7, color=color)
+            bounds.append(f"{variant}: {f['b_noise_reason'].split(':')[0]}")
     if len(outcomes):
         _batch_axis(ax, outcomes["global_batch"])
     if not len(optima) or not optima["reached"].any():
@@ -356,7 +357,8 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         _log_y(ax)
     ax.set_xlabel("global batch [images]")
     ax.set_ylabel("optimizer steps to target")
-    ax.set_title(f"Steps to {metric_label(metric)} {target:g}: every trial, and each batch's optimum")
+    ax.set_title("\n".join([f"Steps to {metric_label(metric)} {target:g}: every trial, and each batch's optimum",
+                            *bounds]), fontsize=10)
     _legend(ax, fontsize=7)
     return fig
 

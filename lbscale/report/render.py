@@ -52,18 +52,24 @@ def latex(df: pd.DataFrame, caption: str = "") -> str:
     return "\n".join(x for x in out if x) + "\n"
 
 
+NOWRAP = ("Trial", "Batch size", "Variant")  # names a line break would cut in two (b256-sgd-none-p2- / s0)
+
+
 def html_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "<p>(no rows)</p>"
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>"
+    keep = [str(c) in NOWRAP for c in df.columns]
+    body = "".join("<tr>" + "".join(f"<td{' class=id' if k else ''}>{html.escape(str(v))}</td>"
+                                    for v, k in zip(r, keep)) + "</tr>"
                    for r in df.itertuples(index=False))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}"
-         "th{background:#eee}img{max-width:100%}.note{color:#555;font-size:90%}")
+         "th{background:#eee}img{max-width:100%}.note{color:#555;font-size:90%}td.id{white-space:nowrap;text-align:left}"
+         "li{margin:0.3em 0}")
 
 
 def _img(name: str, png: bytes) -> str:

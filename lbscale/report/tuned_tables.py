@@ -108,6 +108,15 @@ def _two(v) -> str:
     return f"{v:.2f}"
 
 
+def _cell(f) -> str:
+    """B_noise in a table cell: the value with its interval, the bound alone, or 'no fit'."""
+    if f.get("b_noise_kind") == "fit":
+        return bounded(f["b_noise"], f["b_noise_lo"], f["b_noise_hi"], _whole)
+    if f.get("b_noise_kind") in ("lower", "upper"):
+        return f["b_noise_reason"].split(":")[0].removeprefix("B_noise ")
+    return "no fit"
+
+
 def critical_text(f) -> str:
     """The critical batch as the data support it: a value with its interval, a bound, or no fit and why."""
     kind = f.get("b_noise_kind")
@@ -187,8 +196,7 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.S
         disp.append({"Variant": f["variant"], **({"Target": f"{f['target']:g}"} if "target" in f else {}),
                      "Batches reached": f"{f['reached']} of {f['batches']}"
                      if target is not None else "-",
-                     f"B_noise [{pct}]": critical_text(f).removeprefix("critical batch B_noise ~ ")
-                     if target is not None else "-",
+                     f"B_noise [{pct}]": _cell(f) if target is not None else "-",
                      "S_min [steps]": _whole(f["s_min"]) if pd.notna(f.get("s_min")) else "-",
                      f"alpha [{pct}]": bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
                      if f["alpha_kind"] == "fit" else f"no fit ({f['alpha_reason']})",
@@ -231,7 +239,7 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
 
 
 def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None) -> list[str]:
-    """One line per variant: the critical batch and its regimes, the optimal LR, each as the data support it,
+    """Three lines per variant: the critical batch and its regimes, the optimal LR, each as the data support it,
     and what they rest on. `searches`: per variant {points, seeds} of the search per batch."""
     if fits.empty:
         return [f"no evaluations of {metric} yet: nothing to fit"]
@@ -245,8 +253,23 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
             reg = regimes_text(f)
             crit = f"{crit}; {reg}" if reg else crit
         search = (searches or {}).get(f["variant"], {})
-        lines.append(f"{f['variant']}: {crit}; {lr_text(f)}; {rests_on(f, metric, target, search)}")
+        lines += [f"{f['variant']}: {crit}", f"{f['variant']}: {lr_text(f)}",
+                  f"{f['variant']}: {rests_on(f, metric, target, search)}"]
     return lines
+
+
+def headline(fits: pd.DataFrame, target: float | None) -> str:
+    """The report command's outcome: per variant B_noise (or its bound) and alpha, each with its interval."""
+    parts = []
+    for _, f in fits.iterrows():
+        crit = ("no target" if target is None else
+                f"B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], _whole)}"
+                if f["b_noise_kind"] == "fit" else f["b_noise_reason"].split(":")[0]
+                if f["b_noise_kind"] in ("lower", "upper") else "no B_noise fit")
+        lr = (f"alpha = {bounded(f['alpha'], f['alpha_lo'], f['alpha_hi'], _two)}" if f["alpha_kind"] == "fit"
+              else "no alpha fit")
+        parts.append(f"{f['variant']}: {crit}, {lr} ({f['reached']} of {f['batches']} batches reached)")
+    return "; ".join(parts)
 
 
 def per_target_line(fits: dict, metric: str) -> str:

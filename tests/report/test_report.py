@@ -230,3 +230,15 @@ def test_the_metric_figure_draws_the_mean_over_completed_seeds(tmp_path):
     t = study.trials.groupby("global_batch")["final_val_top1"].mean()  # the two seeds' final values, by hand
     assert [int(v) for v in x] == [8192, 16384, 32768]
     np.testing.assert_allclose(np.asarray(y, dtype=float), t.loc[[8192, 16384, 32768]].to_numpy(dtype=float))
+
+
+def test_a_study_at_one_gpu_count_has_no_scaling_section_or_figures(tmp_path):
+    from lbscale.report import ReportOptions, write_report
+
+    res = tmp_path / "one"
+    for b in (512, 1024, 2048):
+        make_trial(res, b, 1, 0, target=0.9)
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md",)))
+    md = (out / "report.md").read_text()
+    assert "## Scaling" not in md and not (out / "figures" / "speedup.png").exists()
+    assert not (out / "figures" / "time-vs-gpus.png").exists() and (out / "figures" / "metric-vs-batch.png").exists()

@@ -190,8 +190,9 @@ def test_tuned_report_opens_with_the_verdict_and_counts_pruned_trials(tmp_path):
     out, line = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "html", "csv")))
     md = (out / "report.md").read_text()
     first = _sections(md)[1]
-    assert first.startswith("Verdict\n\nsgd-none: ") and "|" not in first  # the first section: before any table
+    assert first.startswith("Verdict\n\n- sgd-none: ") and "|" not in first  # the first section: before any table
     assert "alpha = 0.50 [" in first and "critical batch B_noise ~ 256 [" in first
+    assert "- sgd-none: rests on 4 of 4 batches reached val_top1 0.9; 3 search points x 1 seed per batch" in first
     assert first.index("![steps-to-result](figures/steps-to-result.png)") < first.index("13 trials")
     assert "13 trials: 10 completed, 1 pending, 2 pruned" in first
     assert _sections(md)[2].startswith("Best trial per batch (tuned)")

@@ -71,7 +71,7 @@ def test_alpha_comes_from_the_batches_that_reached_the_target():
     fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
     assert fit["alpha"] == pytest.approx(1.0, abs=0.05) and fit["alpha_kind"] == "fit"
     assert fit["reached"] == 3 and fit["batches"] == 4 and fit["unreached"] == "256"
-    line = verdict(pd.DataFrame([fit]), "val_top1", 0.9)[0]
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
     assert "3 of 4 batches reached val_top1 0.9 (not reached: 256)" in line
 
 
@@ -85,7 +85,8 @@ def test_an_optimum_on_the_edge_of_the_search_is_flagged():
     assert (optima.loc[256, "lr_lo"], optima.loc[256, "lr_hi"]) == (0.2, 0.8)
     fit = fits_of(trial_outcomes(trials, steps, "val_top1", 0.9, True), 0.9, True).iloc[0]
     assert fit["edges"] == "256 (low)"
-    assert "edge: 256 (low): the optimum may lie outside the search" in verdict(pd.DataFrame([fit]), "val_top1", 0.9)[0]
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
+    assert "edge: 256 (low): the optimum may lie outside the search" in line
 
 
 def test_a_saturating_optimal_lr_is_named_saturating_not_square_root():
@@ -100,7 +101,7 @@ def test_a_saturating_optimal_lr_is_named_saturating_not_square_root():
     trials, steps = frames(searches)
     fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
     assert fit["lr_model"] == "saturating" and fit["b_lr"] == pytest.approx(128, rel=1e-6)
-    line = verdict(pd.DataFrame([fit]), "val_top1", 0.9)[0]
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
     assert "LR grows linearly up to ~128" in line and "flat past it" in line
 
 
@@ -135,7 +136,7 @@ def test_the_verdict_says_what_it_rests_on():
     rng = np.random.default_rng(3)
     trials, steps = study(rng, top=2, seeds=2)
     f = tuned_fits(trials, steps, "val_top1", 0.9, True, n=100)
-    line = verdict(f, "val_top1", 0.9, {"sgd": {"points": 6, "seeds": 3}})[0]
+    line = " ".join(verdict(f, "val_top1", 0.9, {"sgd": {"points": 6, "seeds": 3}}))
     assert line.startswith("sgd: critical batch B_noise ~ ") and "perfect scaling up to ~" in line
     assert "5 of 5 batches reached val_top1 0.9" in line and "6 search points x 3 seeds per batch" in line
     assert "t on each fit's residuals (alpha 3 dof, B_noise 3 dof) joined with 100 resamples" in line
