@@ -291,12 +291,9 @@ def side_dir(out: Path) -> Path:
     return out.with_name(out.stem + "-filter")
 
 
-def run_filter(o: FilterOptions, command: str = "lbscale filter") -> tuple[FilterResult, str]:
-    """Filter o.data into o.out (and the random control); returns the result and the outcome line."""
+def _open_checked(o: FilterOptions):
+    """The prepared file of `o.data`, once the options and the file suit a filter (LbscaleError otherwise)."""
     from lbscale.data.formats import open_prepared
-    from lbscale.progress import bar
-    from lbscale.results import write_json
-    from lbscale.train import distributed as dist
 
     _check(o)
     if not Path(o.data).exists():
@@ -308,9 +305,33 @@ def run_filter(o: FilterOptions, command: str = "lbscale filter") -> tuple[Filte
     if f.encoding != "raw":
         raise LbscaleError(f"{o.data}: {f.encoding.upper()}-encoded samples; lbscale filter reads pixel files "
                            "(CIFAR-10, SAT, EuroSAT, synthetic)")
+    if f.size("train") < 10:
+        raise LbscaleError(f"{o.data}: {f.size('train')} train samples; too few to filter")
+    return f
+
+
+def _write_arms(o: FilterOptions, f, noise, labels, flipped, record: dict, result: FilterResult, command: str):
+    """The network-filtered file, and with o.random_control the random control that drops as many per class."""
+    write_subset(f, Path(o.out), noise, {**record, "arm": "network-filtered"}, command)
+    result.files["filtered"] = str(o.out)
+    if o.random_control:
+        drop = random_removal(labels, noise, f.num_classes, o.seed)
+        ctrl = {**record, "arm": "random-control", "dropped": np.flatnonzero(drop).tolist()}
+        if flipped is not None:
+            result.random_noise = detection(drop, flipped)
+            ctrl["label_noise_detection"] = result.random_noise
+        write_subset(f, Path(o.random_control), drop, ctrl, command)
+        result.files["random_control"] = str(o.random_control)
+
+
+def run_filter(o: FilterOptions, command: str = "lbscale filter") -> tuple[FilterResult, str]:
+    """Filter o.data into o.out (and the random control); returns the result and the outcome line."""
+    from lbscale.progress import bar
+    from lbscale.results import write_json
+    from lbscale.train import distributed as dist
+
+    f = _open_checked(o)
     n = f.size("train")
-    if n < 10:
-        raise LbscaleError(f"{o.data}: {n} train samples; too few to filter")
     model, source = _feature_model(o, f)
     device = dist.pick_device(o.device, dist.DistEnv())
     seconds: dict = {}
@@ -339,16 +360,7 @@ def run_filter(o: FilterOptions, command: str = "lbscale filter") -> tuple[Filte
         result.noise = detection(noise, flipped)
         record["label_noise_detection"] = result.noise
     t = time.perf_counter()
-    write_subset(f, Path(o.out), noise, {**record, "arm": "network-filtered"}, command)
-    result.files["filtered"] = str(o.out)
-    if o.random_control:
-        drop = random_removal(labels, noise, f.num_classes, o.seed)
-        ctrl = {**record, "arm": "random-control", "dropped": np.flatnonzero(drop).tolist()}
-        if flipped is not None:
-            result.random_noise = detection(drop, flipped)
-            ctrl["label_noise_detection"] = result.random_noise
-        write_subset(f, Path(o.random_control), drop, ctrl, command)
-        result.files["random_control"] = str(o.random_control)
+    _write_arms(o, f, noise, labels, flipped, record, result, command)
     seconds["write"] = time.perf_counter() - t
     side = side_dir(Path(o.out))
     side.mkdir(parents=True, exist_ok=True)

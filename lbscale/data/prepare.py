@@ -49,35 +49,39 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if "test" not in source.splits and test_fraction > 0:
         fractions["test"] = test_fraction
     assign = carve(source.train_labels(), fractions, seed) if fractions else None
-
     counts = {s: 0 for s in SPLITS}
     with create_writer(fmt, out, source.meta, command) as writer:
         for split in source.splits:
-            progress = bar(desc=f"write {split}", unit="img")
-            offset = 0
-            for batch in source.batches(split):
-                if split == "train" and assign is not None:
-                    rows = assign[offset:offset + len(batch.images)]
-                    offset += len(batch.images)
-                else:
-                    rows = np.full(len(batch.images), split, dtype=object)
-                if batch.keep is not None:
-                    rows = np.where(batch.keep, rows, None)
-                for name in dict.fromkeys(rows[rows != None]):  # noqa: E711 (element-wise)
-                    part = batch if (rows == name).all() else batch.take(rows == name)
-                    if len(part.images):
-                        extra = {"stats": part.stats} if part.stats is not None else {}
-                        writer.append(name, part.images, part.labels, part.names, part.extras, **extra)
-                        counts[name] += len(part.images)
-                progress.update(len(batch.images))
-            progress.close()
-            if split == "train" and assign is not None and offset != len(assign):
-                raise LbscaleError(f"{dataset}: train stream has {offset} samples, labels say {len(assign)}")
+            _write_split(dataset, source, split, writer, assign if split == "train" else None, counts)
         writer.finish()
     skipped = getattr(source, "skipped", None)
     if skipped:
         log_line(f"left out {len(skipped)} unreadable files (--skip-bad); listed in notes.skipped of {out}")
     return counts
+
+
+def _write_split(dataset: str, source, split: str, writer, assign: np.ndarray | None, counts: dict) -> None:
+    """Stream one split of `source` into `writer`; train's samples go to the split `assign` carved them into."""
+    progress = bar(desc=f"write {split}", unit="img")
+    offset = 0
+    for batch in source.batches(split):
+        if assign is not None:
+            rows = assign[offset:offset + len(batch.images)]
+            offset += len(batch.images)
+        else:
+            rows = np.full(len(batch.images), split, dtype=object)
+        if batch.keep is not None:
+            rows = np.where(batch.keep, rows, None)
+        for name in dict.fromkeys(rows[rows != None]):  # noqa: E711 (element-wise)
+            part = batch if (rows == name).all() else batch.take(rows == name)
+            if len(part.images):
+                extra = {"stats": part.stats} if part.stats is not None else {}
+                writer.append(name, part.images, part.labels, part.names, part.extras, **extra)
+                counts[name] += len(part.images)
+        progress.update(len(batch.images))
+    progress.close()
+    if assign is not None and offset != len(assign):
+        raise LbscaleError(f"{dataset}: train stream has {offset} samples, labels say {len(assign)}")
 
 
 def label_histogram(labels: np.ndarray, num_classes: int) -> np.ndarray:
