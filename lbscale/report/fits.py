@@ -66,14 +66,20 @@ def _least_squares(residual, p0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return r.x, r.fun, r.jac
 
 
-def _t_interval(p: np.ndarray, res: np.ndarray, jac: np.ndarray, index: int, level: float) -> tuple[float, float]:
-    """The t-interval of parameter `index`: its standard error from s^2 (J^T J)^-1, s^2 the residuals' mean
-    square over the residual degrees of freedom."""
-    dof = len(res) - len(p)
-    s2 = float(res @ res) / dof
+def _covariance(p: np.ndarray, res: np.ndarray, jac: np.ndarray) -> np.ndarray | None:
+    """s^2 (J^T J)^-1, s^2 the residuals' mean square over the residual degrees of freedom; None if singular."""
+    s2 = float(res @ res) / (len(res) - len(p))
     try:
-        cov = s2 * np.linalg.inv(jac.T @ jac)
+        return s2 * np.linalg.inv(jac.T @ jac)
     except np.linalg.LinAlgError:
+        return None
+
+
+def _t_interval(p: np.ndarray, res: np.ndarray, jac: np.ndarray, index: int, level: float) -> tuple[float, float]:
+    """The t-interval of parameter `index`: its standard error from the covariance (`_covariance`)."""
+    dof = len(res) - len(p)
+    cov = _covariance(p, res, jac)
+    if cov is None:
         return -math.inf, math.inf
     se = math.sqrt(max(float(cov[index, index]), 0.0))
     q = _t(level, dof)
@@ -111,7 +117,23 @@ def critical_batch(batches, steps, level: float = LEVEL) -> Fit:
     lo, hi = _t_interval(p, res, jac, 1, level)
     lo_v, hi_v = math.exp(lo), math.exp(hi)
     return Fit("fit", value, lo_v if lo_v >= lo_b else 0.0, hi_v if hi_v <= hi_b else math.inf, dof=len(b) - 2,
-               extra={"s_min": math.exp(p[0])})
+               extra={"s_min": math.exp(p[0]), "log_params": p, "cov": _covariance(p, res, jac),
+                      "span": (lo_b, hi_b)})
+
+
+def steps_at(fit: Fit, batches, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """S(B) of a critical-batch fit at `batches` with its t-interval (the delta method on log S, the fit's own
+    covariance and residual degrees of freedom): (steps, lo, hi)."""
+    b = np.asarray(batches, dtype=float)
+    p, cov = fit.extra["log_params"], fit.extra["cov"]
+    ratio = math.exp(p[1]) / b
+    log_s = p[0] + np.log1p(ratio)
+    if cov is None:
+        return np.exp(log_s), np.zeros_like(b), np.full_like(b, math.inf)
+    grad = np.stack([np.ones_like(b), ratio / (1 + ratio)], axis=1)
+    se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", grad, cov, grad), 0.0))
+    q = _t(level, fit.dof)
+    return np.exp(log_s), np.exp(log_s - q * se), np.exp(log_s + q * se)
 
 
 def lr_power_law(batches, lrs, level: float = LEVEL) -> Fit:

@@ -1,0 +1,190 @@
+"""How many GPUs to ask for: time to the target and GPU-hours at every (global batch, GPU count), joined from the
+two halves a study measures: the steps a batch needs (the critical-batch fit, `fits.critical_batch`) and the time
+a step takes at a local batch and GPU count (the step-time model below, with the ring all-reduce of
+`analysis.commmodel` at GPU counts not run). Pure DataFrame functions; docs/scaling-model.md has the equations.
+
+    time(B, K) = S(B) x step(B / K, K)          GPU-hours(B, K) = K x time(B, K) / 3600
+    step(b, K) = a + c b  +  comm(K) + imbalance(K)     (b: samples per GPU per step, local batch x accumulation)
+    comm(K)    = f x ring(K, gradient bytes), f the exposed share measured at K0 > 1 (1 where none was)
+
+At a measured (b, K) the step is the measured one, exactly. S(B) comes from the fit with its interval where it
+is bounded, else from interpolation between measured batches (log-log); a batch past the measured ones is predicted
+only from a fit, and then marked extrapolated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from lbscale.analysis.commmodel import DDP_BUCKET_BYTES, ring_allreduce_seconds
+from lbscale.report.fits import LEVEL, Fit, steps_at
+
+STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds", "train_seconds")
+
+
+def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
+    """Per measured (per-GPU batch, GPUs): the seconds of one optimizer step, by part, over the trials' steady
+    epochs (full epochs after the first), averaged over trials; with `gradient_bytes`."""
+    if epochs is None or not len(epochs):
+        return pd.DataFrame(columns=["per_gpu", "gpus", *STEP_PARTS, "gradient_bytes", "trials"])
+    e = epochs[~epochs["partial"].astype(bool)] if "partial" in epochs else epochs
+    e = e[e.groupby(["results", "trial"])["epoch"].transform("min") < e["epoch"]]  # steady: not the first
+    e = e.merge(trials[["results", "trial", "global_batch", "gpus", "steps_per_epoch", "gradient_bytes"]]
+                .rename(columns={"global_batch": "gb", "gpus": "k"}), on=["results", "trial"])
+    e = e[pd.to_numeric(e["steps_per_epoch"], errors="coerce") > 0]
+    per = {c: pd.to_numeric(e.get(c, 0.0), errors="coerce").fillna(0.0) / e["steps_per_epoch"] for c in STEP_PARTS}
+    rows = pd.DataFrame({"per_gpu": e["gb"] / e["k"], "gpus": e["k"], "trial": e["trial"], **per,
+                         "gradient_bytes": pd.to_numeric(e["gradient_bytes"], errors="coerce")})
+    per_trial = rows.groupby(["per_gpu", "gpus", "trial"]).mean(numeric_only=True).reset_index()
+    out = per_trial.groupby(["per_gpu", "gpus"]).agg(**{c: (c, "mean") for c in [*STEP_PARTS, "gradient_bytes"]},
+                                                     trials=("trial", "nunique")).reset_index()
+    return out
+
+
+def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
+    """The step-time model from `measured_steps`: compute + data per step = a + c x per-GPU batch (least squares
+    over the measured points, with its residual), the exposed share f of the ring all-reduce (mean over measured
+    points at K > 1; 1 where none), the imbalance per step (mean over K > 1), the gradient bytes."""
+    m = measured.dropna(subset=["per_gpu"])
+    x = m["per_gpu"].to_numpy(float)
+    y = (m["compute_seconds"] + m["data_seconds"]).to_numpy(float)
+    if len(np.unique(x)) >= 2:
+        c, a = np.polyfit(x, y, 1)
+        residual = float(np.sqrt(np.mean((y - (a + c * x)) ** 2)))
+    else:  # one local batch: compute proportional to it
+        a, c, residual = 0.0, float(y.mean() / x.mean()) if len(x) else 0.0, math.nan
+    grad = float(m["gradient_bytes"].dropna().median()) if m["gradient_bytes"].notna().any() else math.nan
+    multi = m[m["gpus"] > 1]
+    shares = []
+    if allreduce is not None and len(multi) and math.isfinite(grad):
+        for r in multi.itertuples():
+            ring = _ring(int(r.gpus), grad, allreduce)
+            if ring > 0:
+                shares.append(min(1.0, r.comm_seconds / ring))
+    return {"a": float(a), "c": float(c), "residual": residual, "points": int(len(m)),
+            "exposed": float(np.mean(shares)) if shares else 1.0, "calibrated": bool(shares),
+            "imbalance": float(multi["imbalance_seconds"].mean()) if len(multi) else 0.0,
+            "gradient_bytes": grad, "allreduce": allreduce}
+
+
+def _ring(gpus: int, gradient_bytes: float, allreduce: dict) -> float:
+    fit = allreduce["fit"]
+    buckets = max(1, math.ceil(gradient_bytes / DDP_BUCKET_BYTES))
+    return ring_allreduce_seconds(gpus, gradient_bytes, fit["alpha_seconds"], fit["beta_seconds_per_byte"], buckets)
+
+
+def step_seconds(model: dict, measured: pd.DataFrame, per_gpu: float, gpus: int) -> tuple[float, str]:
+    """Seconds per optimizer step at `per_gpu` samples per GPU and `gpus` GPUs, and where it comes from:
+    'measured' (a measured point, exactly), 'model', or 'no model' (NaN: more than one GPU, not measured, and no
+    all-reduce fit to predict the communication)."""
+    hit = measured[(measured["per_gpu"] == per_gpu) & (measured["gpus"] == gpus)]
+    if len(hit):
+        return float(hit["train_seconds"].iloc[0]), "measured"
+    compute = model["a"] + model["c"] * per_gpu
+    if gpus == 1:
+        return compute, "model"
+    if model["allreduce"] is None or not math.isfinite(model["gradient_bytes"]):
+        return math.nan, "no model"
+    comm = model["exposed"] * _ring(gpus, model["gradient_bytes"], model["allreduce"])
+    return compute + comm + model["imbalance"], "model"
+
+
+def steps_to_target(fit: Fit | None, reached: pd.DataFrame, batches, level: float = LEVEL) -> pd.DataFrame:
+    """S(B) at `batches` with its interval and its source: the critical-batch fit where it is bounded ('fit',
+    'fit, extrapolated' past the measured batches), else log-log interpolation between the measured optima
+    (`reached`: global_batch, steps_star), never past them ('not predicted')."""
+    b = np.asarray(sorted(set(float(x) for x in batches)), dtype=float)
+    out = pd.DataFrame({"global_batch": b})
+    if fit is not None and fit.ok and fit.extra.get("log_params") is not None:
+        s, lo, hi = steps_at(fit, b, level)
+        span = fit.extra["span"]
+        outside = (b < span[0]) | (b > span[1])
+        return out.assign(steps=s, steps_lo=lo, steps_hi=hi,
+                          steps_source=np.where(outside, "fit, extrapolated", "fit"))
+    r = reached.dropna(subset=["steps_star"]).sort_values("global_batch")
+    xs, ys = np.log(r["global_batch"].to_numpy(float)), np.log(r["steps_star"].to_numpy(float))
+    inside = (len(xs) >= 2) & (b >= (r["global_batch"].min() if len(r) else np.inf)) \
+        & (b <= (r["global_batch"].max() if len(r) else -np.inf))
+    s = np.where(inside, np.exp(np.interp(np.log(b), xs, ys)) if len(xs) >= 2 else np.nan, np.nan)
+    return out.assign(steps=s, steps_lo=s, steps_hi=s,
+                      steps_source=np.where(inside, "interpolated", "not predicted"))
+
+
+def one_run_steps(run_batch: float, run_steps: float, b_noise: float, batches) -> pd.DataFrame:
+    """S(B) from one run, approximately (McCandlish et al.): S = S_min (1 + B_noise / B) with B_noise the run's
+    noise scale near its target and S_min from its own steps at its batch, S_min = S_run / (1 + B_noise / B_run).
+    It assumes SGD-like dynamics and that B_simple stands for B_noise."""
+    b = np.asarray(sorted(set(float(x) for x in batches)), dtype=float)
+    s_min = run_steps / (1 + b_noise / run_batch)
+    s = s_min * (1 + b_noise / b)
+    return pd.DataFrame({"global_batch": b, "steps": s, "steps_lo": np.nan, "steps_hi": np.nan,
+                         "steps_source": "one run (GNS)"})
+
+
+def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus) -> pd.DataFrame:
+    """Time to target [s] and GPU-hours at every (global batch of `steps`, GPU count of `gpus`) where the batch
+    splits into at least one sample per GPU: with the intervals of S(B) (the step time's own interval is its fit's
+    residual, added both ways), each row's sources, and `measured_step` where the step was measured."""
+    rows = []
+    for r in steps.itertuples():
+        for k in sorted(set(int(g) for g in gpus)):
+            per_gpu = r.global_batch / k
+            if per_gpu < 1 or per_gpu != int(per_gpu):
+                continue
+            step, source = step_seconds(model, measured, per_gpu, k)
+            err = 0.0 if source == "measured" or not math.isfinite(model["residual"]) else model["residual"]
+            rows.append({"global_batch": r.global_batch, "gpus": k, "per_gpu": per_gpu, "steps": r.steps,
+                         "steps_source": r.steps_source, "step_seconds": step, "step_source": source,
+                         "seconds": r.steps * step, "seconds_lo": r.steps_lo * max(step - err, 0.0),
+                         "seconds_hi": r.steps_hi * (step + err)})
+    out = pd.DataFrame(rows, columns=["global_batch", "gpus", "per_gpu", "steps", "steps_source", "step_seconds",
+                                      "step_source", "seconds", "seconds_lo", "seconds_hi"])
+    for col in ("", "_lo", "_hi"):
+        out[f"gpu_hours{col}"] = out["gpus"] * out[f"seconds{col}"] / 3600
+    return out
+
+
+def best_per_gpus(grid: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU count, the batch with the least time to target."""
+    g = grid.dropna(subset=["seconds"])
+    return g.loc[g.groupby("gpus")["seconds"].idxmin()].sort_values("gpus").reset_index(drop=True) if len(g) else g
+
+
+def weak_line(grid: pd.DataFrame, per_gpu: float) -> pd.DataFrame:
+    """The fixed-local-batch (weak-scaling) configurations: B = per_gpu x K at every K."""
+    return grid[grid["per_gpu"] == per_gpu].dropna(subset=["seconds"]).sort_values("gpus").reset_index(drop=True)
+
+
+def pareto(grid: pd.DataFrame) -> pd.DataFrame:
+    """The configurations no other beats in both time to target and GPU-hours."""
+    g = grid.dropna(subset=["seconds"]).sort_values(["seconds", "gpu_hours"]).reset_index(drop=True)
+    keep, cheapest = [], math.inf
+    for i, r in g.iterrows():
+        if r["gpu_hours"] < cheapest:
+            keep.append(i)
+            cheapest = r["gpu_hours"]
+    return g.loc[keep].reset_index(drop=True)
+
+
+def recommend(grid: pd.DataFrame, gpu_budget: int | None = None, deadline_hours: float | None = None,
+              gain: float = 0.1) -> dict:
+    """The fastest configuration within `gpu_budget` GPUs, the cheapest (GPU-hours) whose time is within
+    `deadline_hours`, and the GPU count past which doubling the GPUs cuts the best time to target by less
+    than `gain` (10 %)."""
+    g = grid.dropna(subset=["seconds"])
+    out = {"fastest": None, "cheapest": None, "stops_paying": None}
+    within = g[g["gpus"] <= gpu_budget] if gpu_budget else g
+    if len(within):
+        out["fastest"] = within.loc[within["seconds"].idxmin()].to_dict()
+    fits = g[g["seconds"] <= deadline_hours * 3600] if deadline_hours else g
+    if len(fits):
+        out["cheapest"] = fits.loc[fits["gpu_hours"].idxmin()].to_dict()
+    best = best_per_gpus(g).set_index("gpus")["seconds"]
+    for k in best.index:
+        if 2 * k in best.index and best[2 * k] > (1 - gain) * best[k]:
+            out["stops_paying"] = int(k)
+            break
+    return out

@@ -1,0 +1,104 @@
+"""Time to target and GPU-hours from hand-made records with a known step-time model and a known S(B): the
+unmeasured (batch, GPUs) point recovered within 1 %, a measured point returned exactly, the interpolation that
+never extrapolates, the one-run approximation by hand, the Pareto front and the recommendation."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lbscale.analysis.commmodel import ring_allreduce_seconds
+from lbscale.report.fits import critical_batch
+from lbscale.report.time_to_target import (best_per_gpus, measured_steps, one_run_steps, pareto, recommend,
+                                           step_model, steps_to_target, time_grid)
+
+ALLREDUCE = {"fit": {"alpha_seconds": 1e-5, "beta_seconds_per_byte": 1e-9}, "points": []}
+GRAD = 4e7  # 2 buckets of DDP's 25 MiB
+EXPOSED = 0.5
+
+
+def compute(per_gpu):  # the known model: compute + data per step
+    return 0.01 + 0.0005 * per_gpu
+
+
+def comm(k):
+    return EXPOSED * ring_allreduce_seconds(k, GRAD, 1e-5, 1e-9, buckets=2) if k > 1 else 0.0
+
+
+def s_of(b):
+    return 1000 * (1 + 256 / b)
+
+
+def records(points, spe=50, epochs=3):
+    trials, epochs_rows = [], []
+    for b, k in points:
+        name = f"b{b}-g{k}"
+        trials.append({"results": "r", "trial": name, "global_batch": b, "gpus": k, "steps_per_epoch": spe,
+                       "gradient_bytes": GRAD})
+        for e in range(1, epochs + 1):
+            start = 1.5 if e == 1 else 1.0  # the first epoch carries start-up: left out
+            c, m = spe * compute(b / k) * start, spe * comm(k)
+            epochs_rows.append({"results": "r", "trial": name, "epoch": e, "partial": False,
+                                "data_seconds": 0.0, "compute_seconds": c, "comm_seconds": m,
+                                "imbalance_seconds": 0.0, "train_seconds": c + m})
+    return pd.DataFrame(trials), pd.DataFrame(epochs_rows)
+
+
+def test_an_unmeasured_point_is_recovered_within_one_percent():
+    trials, epochs = records([(64, 1), (128, 1), (256, 1), (512, 2), (1024, 2)])
+    measured = measured_steps(epochs, trials)
+    model = step_model(measured, ALLREDUCE)
+    assert model["c"] == pytest.approx(0.0005) and model["a"] == pytest.approx(0.01)
+    assert model["exposed"] == pytest.approx(EXPOSED) and model["calibrated"]
+    b = np.array([64, 128, 256, 512, 1024.0])
+    fit = critical_batch(b, s_of(b))
+    steps = steps_to_target(fit, pd.DataFrame(), [2048])
+    grid = time_grid(steps, model, measured, [8])
+    (row,) = grid.to_dict("records")
+    truth = s_of(2048) * (compute(256) + comm(8))
+    assert row["seconds"] == pytest.approx(truth, rel=0.01)
+    assert row["gpu_hours"] == pytest.approx(8 * truth / 3600, rel=0.01)
+    assert (row["steps_source"], row["step_source"]) == ("fit, extrapolated", "model")
+
+
+def test_a_measured_point_is_the_measurement_exactly():
+    trials, epochs = records([(64, 1), (256, 1), (512, 2)])
+    epochs.loc[epochs["trial"] == "b256-g1", "compute_seconds"] *= 1.07  # off the linear model
+    epochs["train_seconds"] = epochs["compute_seconds"] + epochs["comm_seconds"]
+    measured = measured_steps(epochs, trials)
+    model = step_model(measured, ALLREDUCE)
+    steps = steps_to_target(None, pd.DataFrame({"global_batch": [64, 512], "steps_star": [5000, 1500]}), [256])
+    (row,) = time_grid(steps, model, measured, [1]).to_dict("records")
+    assert row["step_seconds"] == compute(256) * 1.07 and row["step_source"] == "measured"
+    assert row["steps_source"] == "interpolated"  # log-log between 64 and 512: 5000 (1500/5000)^(2/3)
+    assert row["steps"] == pytest.approx(5000 * (1500 / 5000) ** (np.log(4) / np.log(8)))
+
+
+def test_without_a_fit_nothing_is_predicted_past_the_measured_batches():
+    reached = pd.DataFrame({"global_batch": [64, 128, 256], "steps_star": [4000, 2500, 1800]})
+    s = steps_to_target(None, reached, [32, 128, 512]).set_index("global_batch")
+    assert s.loc[128, "steps"] == pytest.approx(2500) and s.loc[128, "steps_source"] == "interpolated"
+    assert math.isnan(s.loc[32, "steps"]) and s.loc[512, "steps_source"] == "not predicted"
+
+
+def test_the_one_run_approximation_by_hand():
+    # a run at 256 needing 3,000 steps with B_simple 512 near its target: S_min = 3000 / (1 + 2) = 1000
+    s = one_run_steps(256, 3000, 512, [128, 256, 1024]).set_index("global_batch")["steps"]
+    assert s.to_dict() == pytest.approx({128: 5000.0, 256: 3000.0, 1024: 1500.0})
+
+
+def test_pareto_front_and_the_recommendation():
+    grid = pd.DataFrame({"global_batch": [256, 512, 512, 1024, 1024, 2048],
+                         "gpus": [1, 2, 4, 4, 8, 16],
+                         "seconds": [8000.0, 4200.0, 2300.0, 2200.0, 1300.0, 1250.0]})
+    grid["gpu_hours"] = grid["gpus"] * grid["seconds"] / 3600
+    front = pareto(grid)
+    # (512, 4): 2300 s and 2.56 GPU-hours, beaten by (1024, 4): 2200 s and 2.44
+    assert list(zip(front["global_batch"], front["gpus"])) == [(2048, 16), (1024, 8), (1024, 4), (512, 2), (256, 1)]
+    assert list(best_per_gpus(grid)["global_batch"]) == [256, 512, 1024, 1024, 2048]  # 4 GPUs: 2200 s at 1K
+    rec = recommend(grid, gpu_budget=8, deadline_hours=1.0)
+    assert (rec["fastest"]["gpus"], rec["fastest"]["global_batch"]) == (8, 1024)
+    # within an hour (3,600 s): 2200 s on 4 GPUs (2.44 GPU-hours) is cheaper than 1300 s on 8 (2.89)
+    assert (rec["cheapest"]["gpus"], rec["cheapest"]["global_batch"]) == (4, 1024)
+    assert rec["stops_paying"] == 8  # 8 -> 16 GPUs: 1300 -> 1250 s, under 10 %
