@@ -137,6 +137,9 @@ class TrialConfig:
     timing_warmup_steps: int = _f(3, "Optimizer steps per epoch left out of images/s.")
     gns_every: int = _f(None, "Measure the gradient noise scale every N optimizer steps (2+ processes; no extra pass).")
     preempt_after_steps: int = _f(None, "Act as if preempted after this many steps: checkpoint, exit 75.")
+    keep_checkpoints: str = _f(None, "Keep checkpoints beside the resume checkpoint, under kept/, at these points: "
+                                     "fractions of the run (5%,10%,25%,50%), epochs (2ep) or steps (300st); "
+                                     "lbscale branch trains from them.")
     tensorboard: bool = _f(False, "Write TensorBoard scalars under <out>/tensorboard (rank 0; needs the tensorboard "
                                   "package).")
     resume: bool = _f(False, "Continue from the checkpoint in --out.")
@@ -271,6 +274,10 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
+    if cfg.keep_checkpoints:
+        from lbscale.train.plan import parse_keep
+
+        parse_keep(cfg.keep_checkpoints)
 
 
 def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:

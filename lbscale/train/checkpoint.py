@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from lbscale.errors import LbscaleError
-from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, write_json
+from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, read_json, write_json
 from lbscale.train import distributed as dist
 
 
@@ -109,12 +109,15 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info: dict) -> None:
-    """Collective: every rank calls it at the same step."""
-    final, tmp = out / CHECKPOINT, out / f".{CHECKPOINT}.tmp"
+def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info: dict,
+         folder: str = CHECKPOINT) -> None:
+    """Collective: every rank calls it at the same step. `folder`: relative to `out` (a kept checkpoint's
+    kept/<label>)."""
+    final = out / folder
+    tmp = final.parent / f".{final.name}.tmp"
     if env.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        tmp.mkdir(parents=True)  # kept/ too, the first time
     dist.barrier()
     torch.save(rank_state, tmp / f"rank-{env.rank}.pt")
     if env.is_main:
@@ -122,7 +125,7 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info:
         write_json(tmp / CHECKPOINT_INFO, {**info, "written": time.time()})
     dist.barrier()
     if env.is_main:
-        old = out / f".{CHECKPOINT}.old"
+        old = final.parent / f".{final.name}.old"
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():
             final.rename(old)
@@ -131,12 +134,24 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info:
     dist.barrier()
 
 
+KEPT = "kept"  # beside the resume checkpoint: kept/<label>/, the checkpoints --keep-checkpoints keeps
+
+
+def kept(out: Path) -> dict[str, Path]:
+    """The kept checkpoints of a trial directory, by label, in step order."""
+    folder = Path(out) / KEPT
+    found = [d for d in folder.iterdir() if (d / "model.pt").exists()] if folder.is_dir() else []
+    steps = {d: (read_json(d / CHECKPOINT_INFO) or {}).get("step", 0) for d in found}
+    return {d.name: d for d in sorted(found, key=lambda d: steps[d])}
+
+
 def exists(out: Path) -> bool:
     return (out / CHECKPOINT / "model.pt").exists()
 
 
-def load(out: Path, env: dist.DistEnv, device: torch.device) -> tuple[dict, dict]:
-    folder = out / CHECKPOINT
+def load(out: Path, env: dist.DistEnv, device: torch.device, folder: Path | None = None) -> tuple[dict, dict]:
+    """The checkpoint of `out` (or the one in `folder`, a kept checkpoint): (main state, this rank's state)."""
+    folder = Path(folder) if folder is not None else out / CHECKPOINT
     main = torch.load(folder / "model.pt", map_location=device, weights_only=False)
     if main["world_size"] != env.world_size:
         raise LbscaleError(f"{folder}: written by {main['world_size']} processes, resuming with {env.world_size}")

@@ -4,6 +4,7 @@ Pure arithmetic (no torch), shared by `lbscale train` and `lbscale sweep --dry-r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from lbscale.config import TrialConfig
@@ -105,3 +106,36 @@ def compile_mode(requested: str, device_type: str) -> str:
     if requested == "auto":
         return "reduce-overhead" if device_type == "cuda" else "default"
     return requested
+
+
+KEEP_UNITS = {"%": "of the run's optimizer steps", "ep": "epochs", "st": "optimizer steps"}
+
+
+def parse_keep(text: str) -> list[tuple[str, float, str]]:
+    """'5%,10%,2ep,300st' -> [(label, value, unit)]; LbscaleError naming the bad item."""
+    out = []
+    for item in (t.strip() for t in str(text).split(",") if t.strip()):
+        unit = next((u for u in KEEP_UNITS if item.endswith(u)), None)
+        try:
+            value = float(item[: -len(unit)]) if unit else math.nan
+        except ValueError:
+            value = math.nan
+        if unit is None or not value > 0 or (unit == "%" and value >= 100):
+            raise LbscaleError(f"--keep-checkpoints: {item!r} is not N% (0 < N < 100), Nep (epochs) or Nst (steps)")
+        out.append((item, value, unit))
+    return out
+
+
+def keep_steps(text: str | None, total_steps: int, steps_per_epoch: int) -> dict[int, str]:
+    """The optimizer step of each point of --keep-checkpoints (a fraction of the run, epochs or steps, rounded
+    to a step >= 1 and below the last), by step; the label is kept/'s folder name."""
+    if not text:
+        return {}
+    out = {}
+    for label, value, unit in parse_keep(text):
+        step = {"%": value / 100 * total_steps, "ep": value * steps_per_epoch, "st": value}[unit]
+        step = int(round(step))
+        if not 1 <= step < total_steps:
+            raise LbscaleError(f"--keep-checkpoints {label}: step {step} is outside the run's 1..{total_steps - 1}")
+        out[step] = label.replace("%", "pct")
+    return out

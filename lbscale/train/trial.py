@@ -23,7 +23,7 @@ from lbscale.config import TrialConfig
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher
 from lbscale.progress import bar
-from lbscale.results import CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
+from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
 from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
 from lbscale.train.checks import check_trial_data
@@ -32,7 +32,7 @@ from lbscale.train.evaluation import EvalSchedule, Evaluator
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
 from lbscale.train.monitors import DivergenceMonitor, EpochClock, PaceMeter, split_exposed_wait
-from lbscale.train.plan import resolve_plan
+from lbscale.train.plan import keep_steps, resolve_plan
 from lbscale.train.pruning import make_pruner
 from lbscale.train.step import TrainStep
 from lbscale.train.summary import RecordBook, epoch_timing, trial_summary
@@ -58,6 +58,7 @@ class Trial:
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         self.pace = PaceMeter(cfg.timing_warmup_steps, env.world_size, sync, cfg.compile)
         self.pruner = make_pruner(cfg, self.task, self.plan.total_steps)
+        self.keep = keep_steps(cfg.keep_checkpoints, self.plan.total_steps, self.plan.steps_per_epoch)
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
@@ -86,14 +87,14 @@ class Trial:
     def monitors(self) -> dict:
         return {"divergence": self.divergence, "clock": self.clock, "gns": self.train_step.gns, "pruner": self.pruner}
 
-    def save_checkpoint(self, reason: str) -> None:
+    def save_checkpoint(self, reason: str, folder: str = CHECKPOINT) -> None:
         p = self.progress
         state = TrialState.of(self.model, self.train_step.optimizer, self.train_step.scaler,
                               replace(p, elapsed=self.elapsed()),
                               self.book.records, self.env.world_size, self.monitors())
         rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.epoch_loss.cpu()}
         checkpoint.save(self.out, self.env, state.to_dict(), rank, {"reason": reason, "epoch": p.epoch,
-                                                                   "step": p.step})
+                                                                   "step": p.step}, folder)
 
     def restore(self) -> None:
         main, rank = checkpoint.load(self.out, self.env, self.device)
@@ -164,6 +165,8 @@ class Trial:
         self.train_step.update(p.step)
         p.step += 1
         self.pace.step(images)
+        if p.step in self.keep:  # for lbscale branch: the state after this step, the epoch's clock aside
+            self.save_checkpoint("kept", f"{checkpoint.KEPT}/{self.keep[p.step]}")
         verdict = None
         if p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps \
                 or p.batch == self.plan.micro_batches_per_epoch:
