@@ -154,7 +154,10 @@ def train(config_path, **options):
 @click.option("--account", help="SLURM account (overrides the profile).")
 @click.option("--partition", help="SLURM partition (overrides the profile).")
 @click.option("--time", "time_limit", help="SLURM time limit (overrides the profile).")
-@click.option("--dry-run", is_flag=True, help="Print the plan (batches, GPUs, accum, peak LR, warm-up, steps) only.")
+@click.option("--dry-run", is_flag=True, help="Check the data files and print the plan (batches, GPUs, accum, peak "
+                                             "LR, warm-up, steps) only.")
+@click.option("--estimate", is_flag=True, help="With --dry-run: time a few steps of each trial shape here and print "
+                                               "the sweep's expected duration.")
 @click.option("--no-submit", is_flag=True, help="slurm: write the sbatch scripts, do not submit.")
 @click.option("--wait", is_flag=True, help="slurm: wait until the submitted arrays have finished.")
 @click.option("--max-concurrent", type=int, help="slurm: array tasks running at once (--array=...%M).")
@@ -164,6 +167,8 @@ def train(config_path, **options):
               help="slurm --requeue: a trial preempted more often than this is marked failed.")
 @click.option("--array-task", type=int, help="Run trial K of the plan (inside a SLURM array task).")
 @click.option("--trial", help="Run the trial with this id (inside a SLURM array task).")
+@click.option("--wait-for-lock", is_flag=True, help="Where another sweep runs into the same results directory, wait "
+                                                    "for it to end instead of refusing.")
 @quiet_option
 def sweep(spec, nproc, no_submit, **options):
     """Train the grid of SPEC: batch x GPUs x variant x warm-up x seed, locally or as SLURM job arrays."""
@@ -180,10 +185,14 @@ def sweep(spec, nproc, no_submit, **options):
 
 @cli.command()
 @click.argument("results", type=click.Path(path_type=Path))
-def status(results):
-    """A table of the trials under RESULTS: state, epoch reached, last metric, SLURM job, elapsed."""
-    from lbscale.sweep.command import status_table
+@click.option("--watch", type=float, is_flag=False, flag_value=5.0, default=None, metavar="[SECONDS]",
+              help="Redraw the table every SECONDS (5) until every trial has ended; Ctrl-C stops watching.")
+def status(results, watch):
+    """A table of the trials under RESULTS: state, epoch reached, last metric, SLURM job, elapsed, time left."""
+    from lbscale.sweep.command import status_table, watch_status
 
+    if watch is not None:
+        sys.exit(watch_status(results, watch))
     click.echo(status_table(results))
 
 
@@ -198,8 +207,8 @@ def status(results):
                                 "(sat4-lamb, sat6-lamb, bigearthnet-lars, mlperf-resnet50, imagenet-records, "
                                 "imagenet-records-steps, cifar10-filter, cifar10-filter-wd) "
                                 "or a CSV file.")
-@click.option("--target", type=float, help="Target value of --metric for steps / time to target and the critical "
-                                            "batch (default: the trials' own --target).")
+@click.option("--target", help="Target value of --metric for steps / time to target and the critical batch, or "
+                                "several (0.90,0.95,0.97: B_noise per target; default: the trials' own --target).")
 @click.option("--allreduce", type=click.Path(path_type=Path),
               help="The all-reduce fit of `lbscale bench allreduce`: predict each scaling series' time per epoch "
                    "at its GPU counts and beyond (docs/scaling-model.md).")

@@ -2,6 +2,7 @@
 carriage-return updates. `--quiet` silences both."""
 
 import sys
+import time
 
 from tqdm.auto import tqdm
 
@@ -71,3 +72,36 @@ def log_line(text: str) -> None:
     """A line for logs only (a terminal has the bar): e.g. one per training epoch."""
     if not _QUIET and not interactive():
         print(text, file=sys.stderr, flush=True)
+
+
+class Board:
+    """Another process's progress, as the caller reads it (`show`: position, total, text): on a terminal a bar it
+    redraws; in a log (not a terminal) a plain line, when told there is news and `log_every` seconds have passed
+    since the last line, or after `heartbeat` seconds without one. --quiet shows nothing."""
+
+    def __init__(self, desc: str, log_every: float, heartbeat: float):
+        self.desc, self.log_every, self.heartbeat = desc, log_every, heartbeat
+        self.last_line, self.started = float("-inf"), time.monotonic()
+        self.bar = None
+        if interactive() and not _QUIET:
+            self.bar = tqdm(total=None, desc=desc, bar_format="{desc}", file=sys.stderr, dynamic_ncols=True,
+                            leave=False)
+
+    def show(self, n: int, total: int | None, text: str, news: bool) -> None:
+        """At `n` of `total` (None: not known yet), with `text`; `news`: something moved since the last call."""
+        if self.bar is not None:
+            self.bar.total, self.bar.n = total, n
+            shown = text.replace("{", "{{").replace("}", "}}")
+            self.bar.bar_format = "{desc} |{bar:24}| " + shown if total else "{desc} " + shown
+            self.bar.refresh()
+            return
+        now = time.monotonic()
+        quiet_since = max(self.last_line, self.started)
+        if news and now - self.last_line >= self.log_every or now - quiet_since >= self.heartbeat:
+            log_line(f"{self.desc}: {text}")
+            self.last_line = now
+
+    def close(self) -> None:
+        """Clear the bar from the terminal (the caller prints the outcome)."""
+        if self.bar is not None:
+            self.bar.close()

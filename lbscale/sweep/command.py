@@ -1,4 +1,5 @@
-"""`lbscale sweep` and `lbscale status`: plan the grid, then dry-run, launch, or run one array task."""
+"""`lbscale sweep` and `lbscale status`: plan the grid and check its data, then dry-run (and estimate), launch
+under the results directory's lock, or run one array task; show (and watch) where each trial stands."""
 
 from __future__ import annotations
 
@@ -7,24 +8,26 @@ from dataclasses import replace
 from pathlib import Path
 
 from lbscale.errors import LbscaleError
+from lbscale.progress import interactive
+from lbscale.results import CONFIG, FINISHED, read_json
 from lbscale.slurm import SlurmEnv
-from lbscale.sweep.launch import LAUNCHERS, run_array_task
+from lbscale.sweep.array import run_array_task
+from lbscale.sweep.checks import check_plan_data, data_line
+from lbscale.sweep.eta import clock, pace_of, since_news, trial_left
+from lbscale.sweep.launch import LAUNCHERS
+from lbscale.sweep.lock import live_sweep, sweep_lock
 from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, plan_table
 from lbscale.sweep.spec import load_sweep_spec
-from lbscale.sweep.state import count_line, sweep_states
+from lbscale.sweep.state import count_line, sweep_states, trial_dirs
 from lbscale.sweep.systems import get_system
 
 
 def run_sweep(spec_path, o: SweepOptions) -> int:
-    """Plan the grid of `spec_path`, then print it (--dry-run), launch it, or run one of its trials."""
+    """Plan the grid of `spec_path` and check its data files, then print it (--dry-run, with --estimate its
+    expected duration), launch it, or run one of its trials."""
     spec = load_sweep_spec(spec_path)
-    if o.launcher not in LAUNCHERS:
-        raise LbscaleError(f"--launcher: {o.launcher!r} is not one of {', '.join(LAUNCHERS)}")
-    if o.max_concurrent is not None and o.max_concurrent < 1:
-        raise LbscaleError("--max-concurrent must be >= 1")
-    if o.max_requeues < 0:
-        raise LbscaleError("--max-requeues must be >= 0")
+    _check_options(o)
     prof = get_system(o.system or spec.system, o.systems_file, account=o.account, partition=o.partition,
                       time=o.time_limit)
     one_task = o.array_task is not None or o.trial is not None
@@ -32,16 +35,35 @@ def run_sweep(spec_path, o: SweepOptions) -> int:
     results = Path(o.results or spec.results or Path("results") / spec.name).resolve()
     plans = build_plan(spec, results, gpn, batch=o.batch, gpus=o.gpus, local_batch=o.local_batch, seeds=o.seeds,
                        epochs=o.epochs)
-    if o.dry_run:
-        print(plan_table(plans))
-        return 0
     # absolute paths: array tasks may start in another directory
     if o.systems_file is not None:
         o = replace(o, systems_file=str(Path(o.systems_file).resolve()))
     run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o)
-    if one_task:
+    if one_task:  # checked at submission; a trial's own failure is recorded in its directory (status, report)
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
-    return LAUNCHERS[o.launcher]().launch(plans, run)
+    samples = check_plan_data(spec.path, plans)  # before anything is written or started
+    if o.dry_run:
+        print(plan_table(plans))
+        print(f"{len(plans)} trials planned; data checked ({data_line(samples)}); nothing run (--dry-run)",
+              flush=True)
+        if o.estimate:
+            from lbscale.sweep.estimate import print_estimate
+
+            print_estimate(plans, o.retry_failed)
+        return 0
+    with sweep_lock(results, o.wait_for_lock):
+        return LAUNCHERS[o.launcher]().launch(plans, run)
+
+
+def _check_options(o: SweepOptions) -> None:
+    if o.launcher not in LAUNCHERS:
+        raise LbscaleError(f"--launcher: {o.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if o.max_concurrent is not None and o.max_concurrent < 1:
+        raise LbscaleError("--max-concurrent must be >= 1")
+    if o.max_requeues < 0:
+        raise LbscaleError("--max-requeues must be >= 0")
+    if o.estimate and not o.dry_run:
+        raise LbscaleError("--estimate goes with --dry-run: it times the plan's trial shapes instead of running it")
 
 
 def _pick(plans, array_task, trial):
@@ -59,23 +81,86 @@ def _pick(plans, array_task, trial):
     return plans[array_task]
 
 
-def status_table(results) -> str:
+def status_table(results, now: float | None = None) -> str:
+    """The trials under `results`: state, epoch, last metric, job, elapsed and time left; the sweep's time left
+    where trials are still to run; the count of states last."""
+    return _status(results, time.time() if now is None else now)[0]
+
+
+def _status(results, now: float) -> tuple[str, list[dict]]:
     results = Path(results)
     if not results.is_dir():
         raise LbscaleError(f"{results}: no such results directory")
     states = sweep_states(results)
     if not states:
         raise LbscaleError(f"{results}: no trials (directories with a trial.yaml)")
-    head = ["trial", "state", "epoch", "metric", "job", "elapsed"]
+    lefts = _time_left(results, states, now)
+    head = ["trial", "state", "epoch", "metric", "job", "elapsed", "left"]
     rows = []
-    for s in states:
+    for s, left in zip(states, lefts):
         epoch = f"{s['epoch']}/{s['epochs']}" if s["epochs"] else str(s["epoch"])
         metric = f"{s['metric']}={s['value']:.4f}" if s["metric"] and s["value"] is not None else "-"
-        elapsed = time.strftime("%H:%M:%S", time.gmtime(s["elapsed"])) if s["elapsed"] else "-"
-        rows.append([s["trial"], s["state"], epoch, metric, s["job"] or "-", elapsed])
+        rows.append([s["trial"], s["state"], epoch, metric, s["job"] or "-", clock(s["elapsed"] or None),
+                     clock(left)])
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     reasons = [f"{s['trial']}: {s['error']}" for s in states if s["state"] == "failed" and s["error"]]
-    return "\n".join([fmt.format(*head), *(fmt.format(*r) for r in rows),
+    return "\n".join([fmt.format(*head).rstrip(), *(fmt.format(*r).rstrip() for r in rows),
                       *(["failed:", *(f"  {r}" for r in reasons)] if reasons else []),
-                      count_line([s["state"] for s in states])])
+                      *_left_line(states, lefts), count_line([s["state"] for s in states])]), states
+
+
+def _time_left(results: Path, states: list[dict], now: float) -> list[float | None]:
+    """Each trial's time left (None: ended, or nothing to estimate it from): a running one at its own pace, one
+    to run at the pace of the trials that ran (eta.py)."""
+    dirs = trial_dirs(results)
+    samples = {}  # train samples per data file, from the trials that started: the steps of those that did not
+    for d in dirs:
+        config = read_json(d / CONFIG) or {}
+        if (config.get("plan") or {}).get("train_samples"):
+            samples[(config.get("config") or {}).get("data")] = config["plan"]["train_samples"]
+    paces = [pace_of(d, s, samples) for d, s in zip(dirs, states)]
+    ran = [t for t in paces if t.step]
+    return [None if s["state"] in (*FINISHED, "failed")
+            else trial_left(t, ran, since_news(d, now) if s["state"] == "running" else 0.0)
+            for d, s, t in zip(dirs, states, paces)]
+
+
+def _left_line(states: list[dict], lefts: list[float | None]) -> list[str]:
+    open_ = [(s["state"], left) for s, left in zip(states, lefts) if s["state"] not in (*FINISHED, "failed")]
+    if not open_:
+        return []
+    running = sum(state == "running" for state, _ in open_)
+    unknown = sum(left is None for _, left in open_)
+    if unknown == len(open_):
+        return ["time left: not known until a trial has written a record"]
+    total = sum(left for _, left in open_ if left is not None)
+    parts = [f"{running} running at {'its' if running == 1 else 'their'} own pace"] if running else []
+    if len(open_) > running:
+        parts.append(f"{len(open_) - running} to run at the pace of the trials run")
+    if unknown:
+        parts.append(f"{unknown} not estimated yet: no trial has a record")
+    return [f"time left: about {clock(total)} ({', '.join(parts)})"]
+
+
+def watch_status(results, every: float) -> int:
+    """Redraw the status table every `every` seconds until no trial runs or waits in a queue and no sweep holds
+    the results directory; Ctrl-C stops watching. The last line is the count of states."""
+    if every <= 0:
+        raise LbscaleError("--watch: give the seconds between redraws, > 0")
+    shown = states = None
+    try:
+        while True:
+            table, states = _status(results, time.time())
+            news = [(s["trial"], s["state"], s["epoch"], s["value"]) for s in states]
+            if interactive():
+                print("\033[H\033[J" + table, flush=True)  # the terminal's screen, redrawn
+            elif news != shown:  # in a log: the table again only when a trial moved
+                print(table, flush=True)
+            shown = news
+            if not (any(s["state"] in ("running", "submitted") for s in states) or live_sweep(Path(results))):
+                return 0
+            time.sleep(every)
+    except KeyboardInterrupt:
+        print("stopped watching" + (f"; {count_line([s['state'] for s in states])}" if states else ""), flush=True)
+        return 0

@@ -20,24 +20,18 @@ from pathlib import Path
 import yaml
 
 from lbscale import slurm
-from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
+from lbscale.errors import LbscaleError, error_line
 from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
                              WAITING, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
+from lbscale.sweep.follow import SweepProgress
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 from lbscale.sweep.state import checkpoint_info, checkpoint_reason, count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
 WATCHING_ONLY = {"tensorboard"}  # trial options that change what is logged, not what a trial computes
-RUNG_WAITS = "rung-waits.json"  # how often an array task went back to the queue to wait at a rung
-RUNG_WAIT_SECONDS = 30  # an array task waiting at a rung sleeps this long before it requeues itself
-MAX_RUNG_WAITS = 500  # then it gives up: a peer that never reports (cancelled, crashed) must not loop forever
 MAX_REASON = 500  # characters of a failed trial's reason kept in its summary
-# srun: a rank that exits (75 after a preemption checkpoint, or an error) does not end the step at once; the
-# others get this many seconds to exit by themselves before srun terminates them. Every rank leaves a
-# preemption through the same barriers (checkpoint.save, teardown), so they exit within seconds of each other;
-# a rank that failed alone leaves its peers stuck in a collective, and they are ended after this wait.
-RANK_EXIT_WAIT = 60
+FOLLOW_SECONDS = 1.0  # how often the local sweep looks at its running trial's files
 
 
 def same_trial(old_text: str, new: dict) -> bool:
@@ -116,15 +110,28 @@ def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
         time.sleep(1)
 
 
-def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env: dict | None = None) -> int:
+def finished(p: TrialPlan) -> bool:
+    """Whether the trial has a result of its own (completed, diverged, pruned)."""
+    summary = read_json(p.out / SUMMARY)
+    return bool(summary) and summary.get("status") in FINISHED
+
+
+def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env: dict | None = None,
+                follow=None) -> int:
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
-    outlives a killed sweep by the few seconds it needs to checkpoint.
+    outlives a killed sweep by the few seconds it needs to checkpoint. `follow`, where given, is called about
+    once a second while it runs (the sweep's progress).
+
+    A trial that another process has finished meanwhile is not run (0): its summary is its result, never an
+    earlier attempt to archive, and its train.log gets no second run's lines.
 
     Returns REQUEUE_EXIT whenever the trial stopped on a signal with a checkpoint: with several ranks, torchrun
     kills the others as soon as the first exits 75 (srun waits RANK_EXIT_WAIT seconds for them), so the step's
     own code may be a signal's even though every rank had written the preemption checkpoint. A trial that exits with an
     error of its own and no summary (bad data, a crash before its first result) gets a failed summary whose
     reason is its last line of output: else it would look pending, and be rerun, forever."""
+    if finished(p):
+        return 0
     started = time.time()
     archive_summary(p.out)  # a retried failed trial: its record moves to attempts/, its checkpoint is resumed
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
@@ -134,7 +141,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        code = proc.wait()
+        code = _wait(proc, follow)
     info = checkpoint_info(p.out)
     if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") in (PREEMPTED, WAITING) \
             and info.get("written", 0) >= started:
@@ -144,6 +151,18 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     if code != REQUEUE_EXIT:
         (p.out / RUN).unlink(missing_ok=True)
     return code
+
+
+def _wait(proc: subprocess.Popen, follow) -> int:
+    while follow is not None:
+        try:
+            return proc.wait(timeout=FOLLOW_SECONDS)
+        except subprocess.TimeoutExpired:
+            try:
+                follow()
+            except LbscaleError:  # a result file being rewritten: the progress waits, the trial does not
+                pass
+    return proc.wait()
 
 
 def waiting(p: TrialPlan) -> bool:
@@ -172,7 +191,8 @@ def failure_reason(log_path: Path, start: int, code: int) -> str:
     return (error_line(lines) or lines[-1])[:MAX_REASON]
 
 
-def _outcome(p: TrialPlan, code: int) -> str:
+def outcome(p: TrialPlan, code: int) -> str:
+    """The trial's state after its process exited `code`: 'completed val_top1 0.9312', 'failed: why (...)'."""
     s = trial_state(p.out)
     if s["state"] == "failed":
         return f"failed: {s['error']} (exit {code}, see {p.out / LOG})"
@@ -195,19 +215,11 @@ class LocalLauncher:
         write_trial_files(plans)
         todo = select(plans, run.options.retry_failed)
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
-        failures, seen = 0, None
+        failures, seen, progress = 0, None, SweepProgress()
         while todo:
             for i, p in enumerate(todo, 1):
-                wait_for_previous_run(p)
-                argv = train_argv(p)
-                if p.gpus > 1:
-                    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                            f"--nproc_per_node={p.gpus}", *argv[1:]]
-                code = run_process(p, argv)
-                if waiting(p):  # not interrupted: the next round resumes it
-                    (p.out / RUN).unlink(missing_ok=True)
+                code = self.run_trial(p, progress, f"[{i}/{len(todo)}]", todo[i:])
                 failures += code not in (0, REQUEUE_EXIT)
-                print(f"[{i}/{len(todo)}] {p.trial_id}: {_outcome(p, code)}", flush=True)
             # synchronous halving: trials wait at a rung for peers that ran after them; another round resumes
             # them, until none waits or a round changes nothing (a peer outside this run never reports)
             todo = [p for p in todo if waiting(p)]
@@ -222,6 +234,24 @@ class LocalLauncher:
                 print(f"next round of synchronous halving: {len(todo)} waiting trials", flush=True)
         print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
         return 1 if failures else 0
+
+    @staticmethod
+    def run_trial(p: TrialPlan, progress: SweepProgress, at: str, rest: list[TrialPlan]) -> int:
+        """One trial, followed by `progress` while it runs; its outcome line."""
+        wait_for_previous_run(p)
+        if finished(p):  # by another process since the sweep looked (one without the lock: an older lbscale)
+            print(f"{at} {p.trial_id}: {outcome(p, 0)} (finished by another process)", flush=True)
+            return 0
+        argv = train_argv(p)
+        if p.gpus > 1:
+            argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc_per_node={p.gpus}", *argv[1:]]
+        with progress.trial(p, at, rest) as follow:
+            code = run_process(p, argv, follow=follow)
+        if waiting(p):  # not interrupted: the next round resumes it
+            (p.out / RUN).unlink(missing_ok=True)
+        print(f"{at} {p.trial_id}: {outcome(p, code)}", flush=True)
+        return code
 
 
 def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[str]:
@@ -311,69 +341,6 @@ class SlurmLauncher:
         if jobs:
             print(f"{len(jobs)} job array(s) submitted; follow them with: lbscale status {run.results}")
         return 0
-
-
-def run_array_task(p: TrialPlan, run: SweepRun) -> int:
-    """Inside a SLURM job: run one trial with one srun task per GPU; requeue on preemption if asked."""
-    write_trial_files([p])
-    if not select([p], run.options.retry_failed):
-        print(f"{p.trial_id}: nothing to do ({trial_state(p.out)['state']}; failed trials run again with "
-              "--retry-failed)")
-        return 0
-    env = slurm.SlurmEnv.current()
-    argv, extra = train_argv(p), {}
-    if env.in_job:
-        argv = srun_argv(p, run.system, env.cpus_per_task) + argv
-        try:
-            extra = slurm.step_env(env, run.system)
-        except LbscaleError as e:  # the trial's own files say why, not only the job's output
-            with open(p.out / LOG, "a") as log:
-                log.write(f"{ERROR_PREFIX}{e}\n")
-            return _give_up(p, str(e), env.restart_count)
-    code = run_process(p, argv, job=env.job_name, extra_env=extra)
-    print(f"{p.trial_id}: {_outcome(p, code)}", flush=True)
-    record = read_json(p.out / RUNG_WAITS) or {}
-    waits = record.get("requeues", 0) if record.get("job") == env.job_name else 0  # SLURM counts per job
-    if code == REQUEUE_EXIT and waiting(p) and env.job_name:  # synchronous halving: back in the queue
-        if waits >= MAX_RUNG_WAITS:
-            return _give_up(p, f"waited {waits} times at a rung for peers that did not report (see rungs.json); "
-                               "a rerun of the sweep resumes it", env.restart_count)
-        write_json(p.out / RUNG_WAITS, {"job": env.job_name, "requeues": waits + 1})  # not preemptions
-        time.sleep(RUNG_WAIT_SECONDS)  # the peers train meanwhile: no instant resubmission loop
-        if not slurm.requeue(env.job_name):
-            print(f"{p.trial_id}: scontrol requeue {env.job_name} failed; the trial waits at its rung until the "
-                  "sweep is run again", flush=True)
-            return 1
-        return 0
-    if code == REQUEUE_EXIT and run.options.requeue and env.job_name:
-        if env.restart_count - waits >= run.options.max_requeues:
-            return _give_up(p, f"preempted {env.restart_count - waits + 1} times; requeue limit "
-                               f"{run.options.max_requeues} reached (--max-requeues); its checkpoint resumes with "
-                               "--retry-failed", env.restart_count)
-        slurm.requeue(env.job_name)
-        return 0
-    return code
-
-
-def srun_argv(p: TrialPlan, system: dict, cpus_per_task: int | None = None) -> list[str]:
-    """One task per GPU of the trial, over its nodes; CPUs per task passed on (srun no longer inherits them
-    from the batch script since Slurm 22.05): the job's (`cpus_per_task`, SLURM_CPUS_PER_TASK, so an edited
-    #SBATCH line wins), else the profile's."""
-    per_node = min(p.gpus, system["gpus_per_node"])
-    argv = ["srun", f"--ntasks={p.gpus}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
-            "--kill-on-bad-exit=0", f"--wait={RANK_EXIT_WAIT}"]
-    cpus = cpus_per_task or system.get("cpus_per_task")
-    if cpus is not None:
-        argv.append(f"--cpus-per-task={cpus}")
-    return argv + [str(a) for a in system.get("srun_args") or []]
-
-
-def _give_up(p: TrialPlan, why: str, requeues: int) -> int:
-    """An array task that stops requeueing its trial: failed, with why (its checkpoint stays for a retry)."""
-    write_failed_summary(p.out, why, requeues=requeues)
-    (p.out / RUN).unlink(missing_ok=True)
-    print(f"{p.trial_id}: failed: {why}", flush=True)
-    return 1
 
 
 LAUNCHERS = {"local": LocalLauncher, "slurm": SlurmLauncher}

@@ -23,6 +23,8 @@ class SweepOptions:
     partition: str | None = None
     time_limit: str | None = None
     dry_run: bool = False
+    estimate: bool = False  # with dry_run: time a few steps of each trial shape
+    wait_for_lock: bool = False  # wait for another sweep into the same results directory instead of refusing
     submit: bool = True
     wait: bool = False
     max_concurrent: int | None = None

@@ -65,6 +65,8 @@ class TrialPlan:
     search: dict | None = None
     tune: bool | None = None  # grid.search.tune: candidates of a tuning (True) or an axis (False)
     peers: tuple = ()  # the other trials of its successive-halving group in this plan (none without pruning)
+    batch_field: str = "grid.batch"  # where its batch and data come from, for one-line errors
+    data_field: str = "data"
 
     def axes(self) -> dict:
         """grid.json: where in its sweep's grid this trial sits."""
@@ -88,16 +90,17 @@ def _warmup_tag(w) -> str:
     return "wauto" if str(w) == "auto" else f"w{float(w):g}"
 
 
-def _cells(spec: SweepSpec, batch, gpus, local_batch) -> list[tuple[int, int | None, int | None, str]]:
-    """(global batch, GPUs or None, local batch or None, where) of every grid cell: the Cartesian batch x GPUs,
-    or the spec's paired points (which --batch / --gpus then select from)."""
+def _cells(spec: SweepSpec, batch, gpus, local_batch) -> list[tuple[int, int | None, int | None, str, str]]:
+    """(global batch, GPUs or None, local batch or None, where, the batch's field) of every grid cell: the
+    Cartesian batch x GPUs, or the spec's paired points (which --batch / --gpus then select from)."""
     local = parse_size(local_batch) if local_batch is not None else (
         parse_size(spec.local_batch) if spec.local_batch is not None else None)
     gpu_list = parse_ints(gpus, "gpus") if gpus is not None else (
         parse_ints(spec.gpus, "gpus") if spec.gpus is not None and not spec.points else None)
     if not spec.points:
         batches = parse_batches(batch if batch is not None else spec.batch)
-        return [(b, g, local, "") for b in batches for g in (gpu_list or [None])]
+        field = "--batch" if batch is not None else "grid.batch"
+        return [(b, g, local, "", field) for b in batches for g in (gpu_list or [None])]
     default_gpus = parse_ints(spec.gpus, "gpus") if spec.gpus is not None else [None]
     if len(default_gpus) > 1:
         raise LbscaleError(f"{spec.path}: with grid.points, grid.gpus is one default GPU count, not a list")
@@ -107,7 +110,8 @@ def _cells(spec: SweepSpec, batch, gpus, local_batch) -> list[tuple[int, int | N
         g = parse_ints(row["gpus"], "gpus")[0] if row.get("gpus") is not None else default_gpus[0]
         lb = local if local_batch is not None else (
             parse_size(row["local_batch"]) if row.get("local_batch") is not None else local)
-        cells.append((b, g, lb, f"grid.points[{i}] (batch {row['batch']}, gpus {g if g else '-'}): "))
+        cells.append((b, g, lb, f"grid.points[{i}] (batch {row['batch']}, gpus {g if g else '-'}): ",
+                      f"grid.points[{i}].batch"))
     if batch is not None:
         wanted = set(parse_batches(batch))
         cells = [c for c in cells if c[0] in wanted]
@@ -142,80 +146,107 @@ def _resources(b: int, g: int | None, local: int | None, gpus_per_node: int) -> 
 
 def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, gpus=None, local_batch=None,
                seeds=None, epochs=None) -> list[TrialPlan]:
-    """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs."""
+    """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs.
+
+    Pure: no data file is read here, so step counts are None until `sweep.checks.check_plan_data` resolves them
+    against the opened files."""
     cells = _cells(spec, batch, gpus, local_batch)
     seed_list = parse_seeds(seeds if seeds is not None else spec.seeds)
     variants = spec.variants or {_variant_name(spec.trial): {}}
     warmups = spec.warmup if spec.warmup is not None else [None]
-    for name in variants:
-        if not SAFE_ID.match(name):
-            raise LbscaleError(f"{spec.path}: variant name {name!r} may use letters, digits, '.', '_' and '-' only")
     datasets = spec.datasets or {None: spec.trial.get("data")}
-    for name in datasets:
-        if name is not None and not SAFE_ID.match(name):
-            raise LbscaleError(f"{spec.path}: dataset name {name!r} may use letters, digits, '.', '_' and '-' only")
-    samples = {name: _train_samples(path) for name, path in datasets.items()}
-    def space_of(variant: str):
-        return spec.variant_search.get(variant, spec.search)
-
-    def points_of(variant: str) -> list[tuple[int | None, dict]]:
-        space = space_of(variant)
-        if not space:
-            return [(None, {})]
-        # an axis or an override that sets the same option would overwrite the point silently
-        taken = {"warmup_epochs": spec.warmup is not None, "epochs": epochs is not None,
-                 "local_batch": local_batch is not None or spec.local_batch is not None or bool(spec.points),
-                 "accum_steps": local_batch is not None or spec.local_batch is not None or bool(spec.points)}
-        clash = sorted(k for k in space.names if taken.get(k))
-        where = "grid.search" if variant not in spec.variant_search else f"variant {variant}'s search"
-        if clash:
-            raise LbscaleError(f"{spec.path}: {where} sets {clash[0]}, which the grid (or --{clash[0]}) "
-                               "sets too; search it or give it, not both")
-        # a variant's own setting would be overwritten by every point: both "variants" would train the same
-        clash = sorted(space.names & set(variants[variant]))
-        if clash:
-            raise LbscaleError(f"{spec.path}: {where} sets {clash[0]}, which variant {variant} sets too; "
-                               "search it or give it in the variant, not both")
-        return list(enumerate(space.points()))
-
+    _check_names(spec, variants, datasets)
+    grid_sets = {"warmup_epochs": spec.warmup is not None, "epochs": epochs is not None,
+                 "local_batch": local_batch is not None or spec.local_batch is not None or bool(spec.points)}
+    grid_sets["accum_steps"] = grid_sets["local_batch"]
+    points = {name: _points_of(spec, name, options, grid_sets) for name, options in variants.items()}
     plans = []
-    for b, g, local, where in cells:
+    for b, g, local, where, field in cells:
         try:
             g, nodes, accum = _resources(b, g, local, gpus_per_node)
         except LbscaleError as e:
             raise LbscaleError(f"{where}{e}") from None
-        for (dname, dpath), (vname, voptions) in itertools.product(datasets.items(), variants.items()):
-            train_samples = samples[dname]
-            for w, (k, point), seed in itertools.product(warmups, points_of(vname), seed_list):
-                cell = ([f"b{b}", f"g{g}"] + ([dname] if dname is not None else []) + [vname]
-                        + ([_warmup_tag(w)] if w is not None else []))
-                trial_id = "-".join(cell + ([f"p{k}"] if k is not None else []) + [f"s{seed}"])
-                options = {**spec.trial, **voptions, **point, "global_batch": b, "seed": seed,
-                           "out": str(results / trial_id)}
-                if options.get("prune", "none") != "none":  # halving compares the points of one cell
-                    options.setdefault("prune_group", "-".join(cell))
-                if dname is not None:
-                    options["data"] = dpath
-                if epochs is not None:
-                    options["epochs"] = epochs
-                if w is not None:
-                    options["warmup_epochs"] = str(w)
-                if local is not None:
-                    options.update(local_batch=local, accum_steps=accum)
-                try:
-                    cfg = load_config(None, **options)
-                    resolved = resolve_plan(cfg, g, train_samples)
-                except LbscaleError as e:
-                    raise LbscaleError(f"trial {trial_id}: {e}") from None
-                plans.append(TrialPlan(trial_id, g, nodes, cfg, resolved, vname,
-                                       None if w is None else str(w), spec.name, dname, k, point or None,
-                               space_of(vname).tune if k is not None else None))
+        cell = _Cell(b, g, nodes, local, accum, field)
+        for dataset, variant in itertools.product(datasets.items(), variants.items()):
+            for w, point, seed in itertools.product(warmups, points[variant[0]], seed_list):
+                plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
     ids = [p.trial_id for p in plans]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise LbscaleError(f"{spec.path}: grid.points repeat a (batch, gpus) row: trial {dup} twice")
     _assign_peers(plans)
     return plans
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One (batch, GPUs) cell of the grid, its resources resolved."""
+
+    batch: int
+    gpus: int
+    nodes: int
+    local: int | None
+    accum: int | None
+    field: str  # where its batch comes from: grid.batch, grid.points[i].batch or --batch
+
+
+def _check_names(spec: SweepSpec, variants: dict, datasets: dict) -> None:
+    """Variant and dataset names become parts of trial ids (directory names)."""
+    for kind, names in (("variant", variants), ("dataset", datasets)):
+        for name in names:
+            if name is not None and not SAFE_ID.match(name):
+                raise LbscaleError(f"{spec.path}: {kind} name {name!r} may use letters, digits, '.', '_' and '-' "
+                                   "only")
+
+
+def _points_of(spec: SweepSpec, variant: str, options: dict, grid_sets: dict) -> list[tuple[int | None, dict]]:
+    """The searched points of a variant ((None, {}) without a search); an option the grid or the variant also
+    sets is refused, as every point would overwrite it silently."""
+    space = spec.variant_search.get(variant, spec.search)
+    if not space:
+        return [(None, {})]
+    where = "grid.search" if variant not in spec.variant_search else f"variant {variant}'s search"
+    clash = sorted(k for k in space.names if grid_sets.get(k))
+    if clash:
+        raise LbscaleError(f"{spec.path}: {where} sets {clash[0]}, which the grid (or --{clash[0]}) "
+                           "sets too; search it or give it, not both")
+    # both "variants" would train the same
+    clash = sorted(space.names & set(options))
+    if clash:
+        raise LbscaleError(f"{spec.path}: {where} sets {clash[0]}, which variant {variant} sets too; "
+                           "search it or give it in the variant, not both")
+    return list(enumerate(space.points()))
+
+
+def _trial_plan(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, variant: tuple, w, point: tuple,
+                seed: int, epochs) -> TrialPlan:
+    """One trial of a cell: its id, its resolved config and plan (steps unknown until the data is read)."""
+    (dname, dpath), (vname, voptions), (k, values) = dataset, variant, point
+    tags = ([f"b{cell.batch}", f"g{cell.gpus}"] + ([dname] if dname is not None else []) + [vname]
+            + ([_warmup_tag(w)] if w is not None else []))
+    trial_id = "-".join(tags + ([f"p{k}"] if k is not None else []) + [f"s{seed}"])
+    options = {**spec.trial, **voptions, **values, "global_batch": cell.batch, "seed": seed,
+               "out": str(results / trial_id)}
+    if options.get("prune", "none") != "none":  # halving compares the points of one cell
+        options.setdefault("prune_group", "-".join(tags))
+    if dname is not None:
+        options["data"] = dpath
+    if epochs is not None:
+        options["epochs"] = epochs
+    if w is not None:
+        options["warmup_epochs"] = str(w)
+    if cell.local is not None:
+        options.update(local_batch=cell.local, accum_steps=cell.accum)
+    try:
+        cfg = load_config(None, **options)
+        resolved = resolve_plan(cfg, cell.gpus, None)
+    except LbscaleError as e:
+        raise LbscaleError(f"trial {trial_id}: {e}") from None
+    data_field = (f"grid.datasets.{dname}" if dname is not None
+                  else f"grid.variants.{vname}.data" if "data" in voptions else "data")
+    tune = spec.variant_search.get(vname, spec.search).tune if k is not None else None
+    return TrialPlan(trial_id, cell.gpus, cell.nodes, cfg, resolved, vname, None if w is None else str(w), spec.name,
+                     dname, k, values or None, tune, batch_field=cell.field, data_field=data_field)
 
 
 def _assign_peers(plans: list[TrialPlan]) -> None:
@@ -228,15 +259,6 @@ def _assign_peers(plans: list[TrialPlan]) -> None:
     for p in plans:
         if p.config.prune != "none":
             p.peers = tuple(t for t in groups[p.config.prune_group] if t != p.trial_id)
-
-
-def _train_samples(data) -> int | None:
-    if not data or not Path(data).exists():
-        return None
-    from lbscale.data.formats import open_prepared
-
-    with open_prepared(data) as f:
-        return f.size("train")
 
 
 def plan_table(plans: list[TrialPlan]) -> str:

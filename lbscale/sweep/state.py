@@ -10,6 +10,7 @@ from pathlib import Path
 from lbscale import slurm
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, CONFIG, METRICS, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
                              WAITING, read_json, read_jsonl)
+from lbscale.sweep.eta import last_pace
 from lbscale.train.summary import epoch_records
 from lbscale.task import TASKS
 
@@ -86,11 +87,13 @@ def trial_state(trial_dir: Path) -> dict:
     shown = last or next((r for r in reversed(records) if r.get("kind") == "step"), {})
     metric = primary_metric(config, shown)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
+    step, trained = last_pace(records)  # step evaluations included: the pace between epochs
     return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),
             "epochs": (config.get("config") or {}).get("epochs"), "metric": metric,
             "value": shown.get(metric) if metric else None,
             "job": run.get("job") or submitted.get("job"), "elapsed": elapsed,
-            "error": summary.get("error") if summary else None}
+            "error": summary.get("error") if summary else None, "step": step, "trained": trained,
+            "steps": (config.get("plan") or {}).get("total_steps")}
 
 
 def trial_dirs(results: Path) -> list[Path]:

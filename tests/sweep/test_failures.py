@@ -46,17 +46,31 @@ def test_read_json_missing_is_none_corrupt_is_named(tmp_path):
     assert [r["epoch"] for r in read_jsonl(tmp_path / "m.jsonl")] == [1, 2]
 
 
+BAD_MODEL = """
+name: broken
+data: {data}
+model: test_resnet
+epochs: 1
+trial: {{optimizer: sgd, base_lr: 0.1, check_every: 1, timing_warmup_steps: 1, device: cpu}}
+grid:
+  batch: [32]
+  gpus: [1]
+  variants: {{full: {{}}, gone: {{model: no_such_net}}}}
+"""
+
+
 def test_trial_failing_before_any_output_is_failed_with_its_reason(tiny_h5, tmp_path, run_cli, child_env):
+    # the sweep checks the data before launch; a model name is the trial's own check (timm is not imported by
+    # the sweep), so that trial fails before writing anything
     from lbscale.report import load_results
 
-    missing = tmp_path / "nowhere" / "gone.h5"
     spec = tmp_path / "broken.yaml"
-    spec.write_text(SPEC.format(data=tiny_h5, missing=missing))
+    spec.write_text(BAD_MODEL.format(data=tiny_h5))
     results = tmp_path / "res"
     rc, out, err = run_cli("sweep", spec, "--results", results, "--quiet")
     assert rc == 1, out + err  # one trial failed
-    gone, full = results / "b32-g1-gone-sgd-linear-s0", results / "b32-g1-full-sgd-linear-s0"
-    reason = f"{missing}: no such file"
+    gone, full = results / "b32-g1-gone-s0", results / "b32-g1-full-s0"
+    reason = "--model: 'no_such_net' is not a timm model (e.g. resnet18, resnet50)"
     assert f"{gone.name}: failed: {reason}" in out
     assert "2 trials: 1 completed, 1 failed" in out
     summary = read_json(gone / "summary.json")

@@ -175,13 +175,13 @@ def test_hostile_values_are_quoted_never_run(tmp_path):
     assert not marker.exists()
 
 
-def test_slurm_scripts_name_a_relative_systems_file_absolutely(tmp_path, run_cli, monkeypatch):
+def test_slurm_scripts_name_a_relative_systems_file_absolutely(tmp_path, run_cli, monkeypatch, tiny_h5):
     # array tasks may start in another directory; the --systems path the user typed is relative
     monkeypatch.chdir(tmp_path)
     Path("mine.yaml").write_text("mine:\n  extends: generic\n  gpus_per_node: 4\n")
-    Path("spec.yaml").write_text(SPEC)
+    Path("spec.yaml").write_text(SPEC.replace("none.h5", str(tiny_h5)).replace("local_batch: 2048", "local_batch: 16"))
     rc, out, err = run_cli("sweep", "spec.yaml", "--launcher", "slurm", "--no-submit", "--system", "mine",
-                           "--systems", "mine.yaml", "--batch", "8k", "--seeds", "1", "--results", "r")
+                           "--systems", "mine.yaml", "--batch", "64", "--seeds", "1", "--results", "r")
     assert rc == 0, err
     script = (tmp_path / "r" / "slurm" / "spec-g4.sh").read_text()
     assert f"--systems {tmp_path / 'mine.yaml'} " in script and "--system mine " in script
@@ -198,12 +198,28 @@ def test_unsafe_sbatch_values_refused(tmp_path, key, value):
         get_system("bad", f)
 
 
-def test_shipped_specs_plan(run_cli):
-    for spec in sorted((ROOT / "experiments").glob("*.yaml")):
-        if spec.name == "demo-trial.yaml":
-            continue
+def test_shipped_specs_plan(run_cli, tmp_path, monkeypatch):
+    # where the data is not prepared yet, each spec names its data field and the file in one line
+    monkeypatch.chdir(tmp_path)
+    specs = [s for s in sorted((ROOT / "experiments").glob("*.yaml")) if s.name != "demo-trial.yaml"]
+    for spec in specs:
+        loaded = load_sweep_spec(spec)
+        field, path = next(iter((f"grid.datasets.{k}", v) for k, v in loaded.datasets.items()), ("data", None))
+        path = path or loaded.trial["data"]
         rc, out, err = run_cli("sweep", spec, "--dry-run", "--launcher", "slurm")
-        assert rc == 0, (spec, err)
+        assert (rc, out) == (2, ""), (spec, out)
+        assert err == (f"lbscale: error: {spec}: {field}: {path}: no such prepared file (write it with lbscale "
+                       f"prepare DATASET --out {path})\n")
+    # the demo's data as `make demo` prepares it: the demos plan
+    from lbscale.data.prepare import prepare
+
+    Path("data").mkdir()
+    prepare("synthetic", None, Path("data/demo.h5"), count=6000, label_noise=0.05, command="test")
+    for name in ("demo-sweep", "demo-tuned"):
+        rc, out, err = run_cli("sweep", ROOT / "experiments" / f"{name}.yaml", "--dry-run", "--launcher", "slurm")
+        assert rc == 0, err
+        assert out.splitlines()[-1].endswith("trials planned; data checked (data/demo.h5: 4,200 train samples); "
+                                             "nothing run (--dry-run)")
 
 
 def _shipped(name):

@@ -9,7 +9,7 @@ import pytest
 from lbscale.errors import LbscaleError
 from lbscale.results import read_json
 from lbscale.slurm import SlurmEnv, rendezvous_address, step_env
-from lbscale.sweep.launch import srun_argv
+from lbscale.sweep.array import srun_argv
 from lbscale.sweep.systems import get_system
 from tests.sweep.golden import make_golden
 

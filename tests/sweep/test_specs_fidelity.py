@@ -69,8 +69,13 @@ def test_cifar10_filter_figure_6_arm():
     assert "Figure 6" in _header("cifar10-filter-wd") and "Gahlot" in _header("cifar10-filter-wd")
 
 
-def test_cifar10_filter_figure_6_dry_run_rows(run_cli):
-    rc, out, err = run_cli("sweep", ROOT / "experiments" / "cifar10-filter-wd.yaml", "--dry-run")
+def test_cifar10_filter_figure_6_dry_run_rows(run_cli, tmp_path, tiny_h5):
+    # the data is checked before the plan is shown: the three arms' files as a tiny stand-in
+    text = (ROOT / "experiments" / "cifar10-filter-wd.yaml").read_text()
+    spec = tmp_path / "cifar10-filter-wd.yaml"
+    spec.write_text(text.replace("data/cifar10-nf.h5", str(tiny_h5)).replace("data/cifar10-rf.h5", str(tiny_h5))
+                    .replace("data/cifar10.h5", str(tiny_h5)))
+    rc, out, err = run_cli("sweep", spec, "--dry-run", "--results", tmp_path / "res")
     assert rc == 0, err
     ids = {line.split()[0] for line in out.splitlines()[1:] if line.startswith("b")}
     for b in (64, 128, 256):

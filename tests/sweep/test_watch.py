@@ -1,0 +1,167 @@
+"""Progress you can watch: the status table's time-left column against a hand computation from records the test
+writes, `lbscale status --watch` until every trial has ended, the local sweep's plain progress lines in a log,
+and the dry-run's --estimate (the sum by hand from its timings)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+
+from lbscale.results import read_json, read_jsonl
+
+NOW = 1_700_000_000.0
+
+
+@pytest.fixture
+def live_pid():
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def _trial(results, name, batch, epochs, records=(), plan=None, summary=None, run=None, updated=None):
+    d = results / name
+    d.mkdir(parents=True)
+    options = {"data": "/data/d.h5", "model": "test_resnet", "global_batch": batch, "epochs": epochs,
+               "optimizer": "sgd", "out": str(d)}
+    (d / "trial.yaml").write_text(yaml.safe_dump(options))
+    (d / "grid.json").write_text(json.dumps({"trial": name, "global_batch": batch, "gpus": 1}))
+    if plan:
+        (d / "config.json").write_text(json.dumps({"config": options, "plan": plan, "task": "multiclass"}))
+    if records:
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        os.utime(d / "metrics.jsonl", (updated, updated))
+    if summary:
+        (d / "summary.json").write_text(json.dumps(summary))
+    if run:
+        (d / "run.json").write_text(json.dumps(run))
+    return d
+
+
+def _study(tmp_path, pid):
+    results = tmp_path / "res"
+    plan = {"train_samples": 320, "steps_per_epoch": 10, "total_steps": 40}
+    _trial(results, "b32-g1-a", 32, 4, plan=plan, run={"host": socket.gethostname(), "pid": pid},
+           records=[{"epoch": 1, "step": 10, "elapsed_seconds": 30.0, "val_top1": 0.5},
+                    {"epoch": 2, "step": 20, "elapsed_seconds": 62.0, "val_top1": 0.6}], updated=NOW - 12)
+    _trial(results, "b32-g1-b", 32, 4, plan=plan, summary={"status": "completed", "wall_seconds": 125.0},
+           records=[{"epoch": 4, "step": 40, "elapsed_seconds": 120.0, "val_top1": 0.7}], updated=NOW - 500)
+    _trial(results, "b32-g1-c", 32, 4)  # pending, the shape of a and b
+    _trial(results, "b64-g1-d", 64, 2)  # pending, a shape not run yet
+    return results
+
+
+def test_the_time_left_column_by_hand(tmp_path, live_pid):
+    from lbscale.sweep.command import status_table
+
+    table = status_table(_study(tmp_path, live_pid), now=NOW).splitlines()
+    rows = {line.split()[0]: line.split() for line in table[1:] if line.startswith("b")}
+    assert table[0].split() == ["trial", "state", "epoch", "metric", "job", "elapsed", "left"]
+    # a: its own pace, 62 s / 20 steps, for the 20 steps left, less the 12 s since its last record: 50 s
+    assert rows["b32-g1-a"][1] == "running" and rows["b32-g1-a"][-1] == "0:00:50"
+    assert rows["b32-g1-b"][-1] == "-"
+    # c: 40 steps (320 samples / 32 x 4 epochs) at its shape's pace, (62 + 120) s / (20 + 40) steps: 121.3 s
+    assert rows["b32-g1-c"][1] == "pending" and rows["b32-g1-c"][-1] == "0:02:01"
+    # d: no trial of its shape yet: 10 steps x 64 samples at (62 + 120) s / (60 steps x 32 samples): 60.7 s
+    assert rows["b64-g1-d"][-1] == "0:01:01"
+    assert table[-2] == "time left: about 0:03:52 (1 running at its own pace, 2 to run at the pace of the trials run)"
+    assert table[-1] == "4 trials: 1 completed, 2 pending, 1 running"
+
+
+def test_status_watch_redraws_until_every_trial_has_ended(tmp_path, run_cli):
+    results = tmp_path / "res"
+    ends = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    threading.Thread(target=ends.wait, daemon=True).start()  # reaped once it ends, as a sweep reaps its trials
+    plan = {"train_samples": 320, "steps_per_epoch": 10, "total_steps": 40}
+    _trial(results, "b32-g1-a", 32, 4, plan=plan, run={"host": socket.gethostname(), "pid": ends.pid},
+           records=[{"epoch": 1, "step": 10, "elapsed_seconds": 30.0, "val_top1": 0.5}], updated=time.time())
+    _trial(results, "b32-g1-b", 32, 4, plan=plan, summary={"status": "completed"},
+           records=[{"epoch": 4, "step": 40, "elapsed_seconds": 120.0, "val_top1": 0.7}], updated=time.time())
+    rc, out, err = run_cli("status", results, "--watch", "0.2")
+    assert rc == 0, err
+    lines = out.splitlines()
+    tables = [i for i, line in enumerate(lines) if line.split()[:2] == ["trial", "state"]]
+    assert len(tables) >= 2  # drawn while it ran, and again once it had ended
+    running = lines[tables[0]:tables[1]]
+    assert any(line.startswith("b32-g1-a ") and " running " in line for line in running)
+    assert lines[-1] == "2 trials: 1 completed, 1 interrupted"
+
+
+def test_the_sweeps_estimate_by_hand():
+    from lbscale.sweep.eta import TrialPace, sweep_left
+
+    done = [TrialPace(("s32",), 32, steps=40, step=40, trained=120.0),
+            TrialPace(("s32",), 32, steps=40, step=20, trained=62.0)]
+    todo = [TrialPace(("s32",), 32, steps=40), TrialPace(("s64",), 64, steps=10)]
+    # 40 x 182/60 + 10 x 64 x 182/(60 x 32) + 2 start-ups of 5 s
+    assert sweep_left(done, todo, startup=5.0) == pytest.approx(40 * 182 / 60 + 640 * 182 / 1920 + 10)
+
+
+def test_the_estimate_of_a_trial_by_hand():
+    from lbscale.config import load_config
+    from lbscale.sweep.estimate import timing_from, trial_seconds
+    from lbscale.sweep.plan import TrialPlan
+    from lbscale.train.plan import resolve_plan
+
+    records = [{"kind": "step", "step": 5, "elapsed_seconds": 2.0, "eval_seconds": 0.5},
+               {"kind": "step", "step": 10, "elapsed_seconds": 3.0, "eval_seconds": 0.3}]
+    t = timing_from(records, wall=10.0, eval_samples=80)
+    # between the records: 1 s for 5 steps; the second evaluation; the wall time beyond steps and evaluations
+    assert (t.step_seconds, t.eval_seconds, t.startup, t.steps) == (pytest.approx(0.2), 0.3, pytest.approx(6.2),
+                                                                     (5, 10))
+    cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_every=4, eval_subset=40)
+    p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))  # 17 steps an epoch, 51 in all
+    # start-up + 51 steps + 3 epoch evaluations + 51 // 4 = 12 step evaluations of 40 of the 80 samples
+    assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 12 * 0.3 * 40 / 80)
+
+
+@pytest.fixture
+def child_env(monkeypatch):
+    from tests.sweep.test_launch import _env
+
+    for k, v in _env().items():
+        monkeypatch.setenv(k, v)
+
+
+def test_the_local_sweep_prints_progress_lines_in_a_log(tmp_path, run_cli, tiny_h5, child_env, monkeypatch):
+    from lbscale import progress
+    from lbscale.sweep import follow, launch
+    from tests.sweep.test_launch import _spec
+
+    monkeypatch.setattr(progress, "_QUIET", False)
+    monkeypatch.setattr(follow, "LOG_EVERY", 0.0)  # a line at every new record it sees
+    monkeypatch.setattr(launch, "FOLLOW_SECONDS", 0.1)
+    results = tmp_path / "res"
+    rc, out, err = run_cli("sweep", _spec(tmp_path, tiny_h5, epochs=3, gpus=1), "--results", results, "--batch",
+                           "32", "--seeds", "1")
+    assert rc == 0, out + err
+    lines = [line for line in err.splitlines() if line.startswith("[1/1] b32-g1-lars-linear-s0: epoch")]
+    assert lines and all(" left" in line and "\r" not in line for line in lines)
+    # each line as the trial's records had it then: 560 train samples // 32 = 17 steps an epoch, 3 epochs
+    records = {r["epoch"]: r for r in read_jsonl(results / "b32-g1-lars-linear-s0" / "metrics.jsonl")}
+    for line in lines:
+        epoch = int(line.split("epoch ")[1].split("/")[0])
+        assert line.startswith(f"[1/1] b32-g1-lars-linear-s0: epoch {epoch}/3, step {17 * epoch}/51, "
+                               f"val_top1 {records[epoch]['val_top1']:.4f}, about "), line
+    assert read_json(results / "b32-g1-lars-linear-s0" / "summary.json")["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_dry_run_estimate_times_each_shape_and_writes_nothing(tmp_path, run_cli, tiny_h5, child_env):
+    from tests.sweep.test_launch import _spec
+
+    results = tmp_path / "res"
+    rc, out, err = run_cli("sweep", _spec(tmp_path, tiny_h5, epochs=3, gpus=1), "--results", results,
+                           "--dry-run", "--estimate")
+    assert rc == 0, err
+    assert not results.exists()
+    shapes = [line for line in out.splitlines() if line.startswith("shape ")]
+    assert [s.split(":")[0] for s in shapes] == ["shape b32-g1 (2 trials)", "shape b64-g1 (2 trials)"]
+    assert out.splitlines()[-1].startswith("expected duration: about ")
