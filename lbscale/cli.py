@@ -12,7 +12,7 @@ import click
 from lbscale.data.sources import SOURCES
 from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.progress import set_quiet
-from lbscale.sweep.launch import LAUNCHERS
+from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from lbscale.config import CHOICES, FIELDS
 from lbscale.data.sources import SOURCES
-from lbscale.sweep.launch import LAUNCHERS
+from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
 from lbscale.train.optim import OPTIMIZERS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES

@@ -13,8 +13,9 @@ from lbscale.results import CONFIG, FINISHED, read_json
 from lbscale.slurm import SlurmEnv
 from lbscale.sweep.array import run_array_task
 from lbscale.sweep.checks import check_plan_data, data_line
+from lbscale.sweep.confirm import confirmation
 from lbscale.sweep.eta import clock, pace_of, since_news, trial_left
-from lbscale.sweep.launch import LAUNCHERS
+from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.sweep.lock import live_sweep, sweep_lock
 from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, plan_table
@@ -35,10 +36,12 @@ def run_sweep(spec_path, o: SweepOptions) -> int:
     results = Path(o.results or spec.results or Path("results") / spec.name).resolve()
     plans = build_plan(spec, results, gpn, batch=o.batch, gpus=o.gpus, local_batch=o.local_batch, seeds=o.seeds,
                        epochs=o.epochs)
+    plans += confirmation(spec, plans)  # the cells whose search has finished: their best points, more seeds
     # absolute paths: array tasks may start in another directory
     if o.systems_file is not None:
         o = replace(o, systems_file=str(Path(o.systems_file).resolve()))
-    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o)
+    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o,
+                   more=(lambda done: confirmation(spec, done)) if _confirms(spec) else None)
     if one_task:  # checked at submission; a trial's own failure is recorded in its directory (status, report)
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
     samples = check_plan_data(spec.path, plans)  # before anything is written or started
@@ -53,6 +56,11 @@ def run_sweep(spec_path, o: SweepOptions) -> int:
         return 0
     with sweep_lock(results, o.wait_for_lock):
         return LAUNCHERS[o.launcher]().launch(plans, run)
+
+
+def _confirms(spec) -> bool:
+    """Whether a search of the spec has a confirmation stage."""
+    return any(getattr(s, "confirm", None) for s in [spec.search, *spec.variant_search.values()] if s)
 
 
 def _check_options(o: SweepOptions) -> None:

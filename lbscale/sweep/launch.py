@@ -9,19 +9,19 @@ with a checkpoint and re-runs failed ones only with --retry-failed.
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
+import numpy as np
 import yaml
 
-from lbscale import slurm
 from lbscale.errors import LbscaleError, error_line
-from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
+from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUMMARY, TRIAL_YAML,
                              WAITING, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
 from lbscale.sweep.follow import SweepProgress
 from lbscale.sweep.options import SweepRun
@@ -205,6 +205,22 @@ def _counts(plans: list[TrialPlan]) -> str:
     return count_line([trial_state(p.out)["state"] for p in plans])
 
 
+def arrival_order(plans: list[TrialPlan]) -> list[TrialPlan]:
+    """The order a local sweep runs its trials in: cells as planned, the search points inside each cell of a
+    halving group in a seeded shuffle of their own (a hash of the group), so that asynchronous halving, where the
+    first to arrive always goes on, does not favour the same LR point at every batch."""
+    groups: dict[str, list[TrialPlan]] = {}
+    for p in plans:
+        groups.setdefault(p.config.prune_group or p.trial_id, []).append(p)
+    out = []
+    for name, members in groups.items():
+        if len(members) > 1 and members[0].config.prune == "asha":
+            order = np.random.default_rng(zlib.crc32(name.encode())).permutation(len(members))
+            members = [members[i] for i in order]
+        out += members
+    return out
+
+
 class LocalLauncher:
     """Trials one after another on this machine: one process, or torchrun with one process per 'GPU'."""
 
@@ -213,27 +229,39 @@ class LocalLauncher:
 
     def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
         write_trial_files(plans)
-        todo = select(plans, run.options.retry_failed)
+        todo = arrival_order(select(plans, run.options.retry_failed))
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
-        failures, seen, progress = 0, None, SweepProgress()
+        failures, progress = 0, SweepProgress()
+        while todo:
+            failures += self.run_rounds(todo, progress)
+            more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in {q.trial_id for q in plans}]
+            if more:  # the confirmation stage of the cells whose search just finished
+                print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
+                      flush=True)
+                write_trial_files(more)
+                plans = plans + more
+            todo = select(more, run.options.retry_failed)
+        print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
+        return 1 if failures else 0
+
+    def run_rounds(self, todo: list[TrialPlan], progress: SweepProgress) -> int:
+        """Run `todo`, and again the trials that wait at a rung of synchronous halving for peers that ran after
+        them, until none waits or a round changes nothing (a peer outside this run never reports); the failures."""
+        failures, seen = 0, None
         while todo:
             for i, p in enumerate(todo, 1):
                 code = self.run_trial(p, progress, f"[{i}/{len(todo)}]", todo[i:])
                 failures += code not in (0, REQUEUE_EXIT)
-            # synchronous halving: trials wait at a rung for peers that ran after them; another round resumes
-            # them, until none waits or a round changes nothing (a peer outside this run never reports)
             todo = [p for p in todo if waiting(p)]
             now = [(p.trial_id, checkpoint_info(p.out).get("step")) for p in todo]
             if todo and now == seen:
                 print(f"{len(todo)} trials still wait at a rung for peers that did not report (see rungs.json)",
                       flush=True)
-                failures += len(todo)
-                break
+                return failures + len(todo)
             seen = now
             if todo:
                 print(f"next round of synchronous halving: {len(todo)} waiting trials", flush=True)
-        print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
-        return 1 if failures else 0
+        return failures
 
     @staticmethod
     def run_trial(p: TrialPlan, progress: SweepProgress, at: str, rest: list[TrialPlan]) -> int:
@@ -252,95 +280,3 @@ class LocalLauncher:
             (p.out / RUN).unlink(missing_ok=True)
         print(f"{at} {p.trial_id}: {outcome(p, code)}", flush=True)
         return code
-
-
-def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[str]:
-    s, gpn = run.system, run.system["gpus_per_node"]
-    per_node = min(p.gpus, gpn)
-    array = f"0-{count - 1}" + (f"%{run.options.max_concurrent}" if run.options.max_concurrent else "")
-    lines = [f"--job-name=lbscale-{name}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
-             f"--array={array}", f"--output={run.results / 'slurm' / '%x-%A_%a.out'}"]
-    for key, opt in (("account", "account"), ("partition", "partition"), ("time", "time"),
-                     ("cpus_per_task", "cpus-per-task")):
-        if s.get(key) is not None:
-            lines.append(f"--{opt}={s[key]}")
-    if s.get("gres"):
-        lines.append(f"--gres={str(s['gres']).format(gpus=per_node)}")
-    if run.options.requeue:
-        lines += ["--requeue", f"--signal=USR1@{run.signal_seconds}"]
-    elif p.config.prune == "sha":  # a trial waiting at a rung goes back to the queue
-        lines.append("--requeue")
-    return lines
-
-
-def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str:
-    """One sbatch script: one array task per trial of `group` (all of one shape: GPUs and nodes)."""
-    q = shlex.quote
-    p = group[0]
-    out = ["#!/bin/bash"]
-    for line in _sbatch_lines(run, p, len(group), name):
-        if "\n" in line or " " in line:
-            raise LbscaleError(f"unsafe #SBATCH value: {line!r}")
-        out.append(f"#SBATCH {line}")
-    out += ["# Generated by `lbscale sweep --launcher slurm`: one array task per trial.", "set -eu"]
-    if run.system.get("modules"):
-        out.append("module load " + " ".join(q(str(m)) for m in run.system["modules"]))
-    for k, v in (run.system.get("environment") or {}).items():
-        out.append(f"export {k}={q(str(v))}")
-    if run.system.get("cpus_per_task") is not None:  # srun (Slurm >= 22.05) no longer inherits --cpus-per-task
-        out.append('export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"')
-    if run.system.get("rendezvous_suffix"):
-        suffix = run.system["rendezvous_suffix"]
-        out.append(f"# the array task exports MASTER_ADDR: the first node of the job + {suffix!r}, resolved there")
-    out.append("TRIALS=(" + " ".join(q(t.trial_id) for t in group) + ")")
-    cmd = [sys.executable, "-m", "lbscale.cli", "sweep", run.spec_path, *run.plan_args, "--results",
-           str(run.results), "--launcher", "slurm", "--system", run.system["name"]]
-    if run.options.systems_file:
-        cmd += ["--systems", run.options.systems_file]
-    if run.options.requeue:
-        cmd += ["--requeue", "--max-requeues", str(run.options.max_requeues)]
-    if run.options.retry_failed:  # the failed trial's summary is still there: the array task must retry it
-        cmd.append("--retry-failed")
-    out.append("exec " + " ".join(q(c) for c in cmd) + ' --trial "${TRIALS[$SLURM_ARRAY_TASK_ID]}"')
-    return "\n".join(out) + "\n"
-
-
-class SlurmLauncher:
-    """Renders and submits one job array per trial shape; each array task runs one trial with srun."""
-
-    name = "slurm"
-    help = "one SLURM job array per trial shape, srun with one task per GPU"
-
-    def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
-        write_trial_files(plans)
-        todo = [p for p in select(plans, run.options.retry_failed) if not running_here(p.out)]
-        print(f"{len(plans) - len(todo)} of {len(plans)} trials finished or running; submitting {len(todo)}",
-              flush=True)
-        groups: dict[tuple, list[TrialPlan]] = {}
-        for p in todo:
-            groups.setdefault((p.gpus, p.nodes), []).append(p)
-        (run.results / "slurm").mkdir(parents=True, exist_ok=True)
-        jobs = []
-        for (gpus, _), group in groups.items():
-            name = f"{Path(run.spec_path).stem}-g{gpus}"
-            script = run.results / "slurm" / f"{name}.sh"
-            write_atomic(script, render_array_script(run, group, name))
-            if not run.options.submit:
-                print(f"wrote {script} ({len(group)} array tasks)")
-                continue
-            job = slurm.submit(script)
-            jobs.append(job)
-            for k, p in enumerate(group):
-                write_json(p.out / SUBMITTED, {"job": f"{job}_{k}", "script": str(script)})
-            print(f"submitted job array {job} ({len(group)} trials, {gpus} GPUs each): {script}", flush=True)
-        if run.options.wait and jobs:
-            slurm.wait_for_jobs(jobs)
-            states = [trial_state(p.out)["state"] for p in plans]
-            print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
-            return 0 if all(s in FINISHED for s in states) else 1
-        if jobs:
-            print(f"{len(jobs)} job array(s) submitted; follow them with: lbscale status {run.results}")
-        return 0
-
-
-LAUNCHERS = {"local": LocalLauncher, "slurm": SlurmLauncher}

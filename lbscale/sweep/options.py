@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 
 @dataclass
@@ -55,6 +56,7 @@ class SweepRun:
     system: dict
     options: SweepOptions = field(default_factory=SweepOptions)
     signal_seconds: int = 300  # --signal=USR1@this with --requeue: time to checkpoint before the limit
+    more: Callable | None = None  # plans -> the trials that follow once some have finished (sweep.confirm)
 
     @property
     def plan_args(self) -> list[str]:

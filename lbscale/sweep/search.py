@@ -11,6 +11,7 @@ momentum and warm-up).
       warmup_epochs: {choice: [0, 2, 5]}
       weight_decay: [1.0e-4, 5.0e-4]                    # a plain list: every value (a grid)
       tune: true              # false: the points are an axis (one curve each in the report), not a tuning
+      confirm: {top: 2, seeds: 2}   # once a cell's search has finished, its 2 best points with 2 more seeds
 
 Every (batch, variant) cell gets the same points (point k means the same draw in every cell; a scaling rule
 still scales base_lr per batch), so the same spec always yields the same trials, whatever --batch selects.
@@ -34,7 +35,7 @@ SAMPLERS = {"sobol": "scrambled Sobol' sequence (balanced for a power-of-two num
 DISTRIBUTIONS = {"loguniform": "log-uniform in [lo, hi]", "uniform": "uniform in [lo, hi]",
                  "one_minus_loguniform": "1 - x, x log-uniform in [lo, hi] (momentum close to 1)",
                  "choice": "one of the listed values, equally likely"}
-SEARCH_KEYS = {"trials", "sampler", "seed", "tune"}
+SEARCH_KEYS = {"trials", "sampler", "seed", "tune", "confirm"}
 # set by the grid itself (batch, seeds, data, the halving group) or per run, never a point's
 NOT_SEARCHED = {"out", "resume", "preempt_after_steps", "seed", "global_batch", "data", "prune_group"}
 
@@ -49,6 +50,7 @@ class SearchSpace:
     sampler: str = "sobol"
     seed: int = 0
     tune: bool = True  # False: the points are an axis of the grid (one curve each), not candidates of a tuning
+    confirm: tuple | None = None  # (top K points, S more seeds) rerun once a cell's search has finished
 
     @property
     def names(self) -> set[str]:
@@ -108,6 +110,7 @@ def parse_search(raw, where: str, known_options) -> SearchSpace | None:
                         tune=raw.get("tune", True))
     if not isinstance(space.tune, bool):
         raise LbscaleError(f"{where}: grid.search.tune must be true or false")
+    space.confirm = _confirm(raw.get("confirm"), where, space.tune)
     if not isinstance(space.trials, int) or isinstance(space.trials, bool) or space.trials < 1:
         raise LbscaleError(f"{where}: grid.search.trials must be an integer >= 1")
     if not isinstance(space.seed, int) or isinstance(space.seed, bool):
@@ -135,6 +138,19 @@ def parse_search(raw, where: str, known_options) -> SearchSpace | None:
     if space.trials > 1 and not space.sampled:
         raise LbscaleError(f"{where}: grid.search.trials needs a distribution to draw from (lists are a grid)")
     return space
+
+
+def _confirm(raw, where: str, tune: bool) -> tuple | None:
+    """grid.search.confirm: {top: K, seeds: S} -> (K, S); a one-line error for anything else."""
+    if raw is None:
+        return None
+    if not tune:
+        raise LbscaleError(f"{where}: grid.search.confirm reruns the best points of a tuning; with tune: false "
+                           "the points are an axis and there is no best to confirm")
+    if not isinstance(raw, dict) or set(raw) != {"top", "seeds"} or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in raw.values()):
+        raise LbscaleError(f"{where}: grid.search.confirm must be {{top: K, seeds: S}} with integers >= 1")
+    return raw["top"], raw["seeds"]
 
 
 def _check_args(dist: str, args, where: str):

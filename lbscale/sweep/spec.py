@@ -35,10 +35,15 @@ class SweepSpec:
     path: str = ""
 
 
+ALIASES = {"targets": "target"}  # a spec may write several targets as `targets: [0.9, 0.95]`
+
+
 def _check_trial_keys(options: dict, where: str) -> dict:
     out = {}
     for key, value in (options or {}).items():
-        name = str(key).replace("-", "_")
+        name = ALIASES.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
+        if name in out:
+            raise LbscaleError(f"{where}: {key!r} and {name!r} set the same option; give one")
         if name not in FIELDS or name in ("out", "resume", "preempt_after_steps"):
             raise LbscaleError(f"{where}: unknown trial option {key!r}")
         out[name] = value

@@ -83,8 +83,10 @@ def trial_state(trial_dir: Path) -> dict:
     else:
         state = "pending"
     last = next((r for r in reversed(epoch_records(records)) if not r.get("partial")), {})
-    # a trial stopped at its target or pruned inside its first epoch: its last step evaluation's figure
-    shown = last or next((r for r in reversed(records) if r.get("kind") == "step"), {})
+    # the model the trial ended with (summary.json's final: a trial stopped at its target inside an epoch ends with
+    # its whole-split evaluation there); else the last epoch's, else the last step evaluation's
+    shown = (summary or {}).get("final") or last or next((r for r in reversed(records) if r.get("kind") == "step"),
+                                                         {})
     metric = primary_metric(config, shown)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
     step, trained = last_pace(records)  # step evaluations included: the pace between epochs

@@ -7,7 +7,7 @@ import pytest
 
 from lbscale.errors import LbscaleError
 from lbscale.sweep.spec import load_sweep_spec
-from lbscale.sweep.launch import render_array_script
+from lbscale.sweep.submit import render_array_script
 from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, parse_batches, parse_seeds
 from lbscale.sweep.systems import get_system

@@ -188,3 +188,19 @@ def test_several_targets_each_get_their_steps_and_the_trial_stops_at_the_hardest
                             for t in (easy, hard)}
     assert s["steps_to_target"] == s["steps"] == first[hard]["step"] and s["stopped"] == "target"
     assert s["target"] == sorted([easy, hard])
+
+
+def test_a_trial_stopped_at_its_target_ends_with_its_whole_split_evaluation(tiny_h5, tmp_path, run_cli):
+    # its final metric is the model it ended with, at the stop inside epoch 2: what the sweep line and status show
+    from lbscale.sweep.state import trial_state
+
+    out = tmp_path / "stop"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, "--eval-every", "3",
+                         "--eval-subset", "40", "--target-metric", "val_loss", "--target", "1e9", "--stop-at-target")
+    assert rc == 0, err
+    rows = _rows(out)
+    whole = [r for r in rows if r.get("kind") == "step" and r["subset"] is None]
+    s = summary(out)
+    assert len(whole) == 1 and s["final"] == whole[0] and s["steps"] == whole[0]["step"] == 3
+    state = trial_state(out)
+    assert (state["metric"], state["value"]) == ("val_top1", whole[0]["val_top1"])

@@ -28,7 +28,7 @@ RESULTS = Path("/scratch/project/results/sat4-lamb")
 
 
 def render(system_name: str) -> str:
-    from lbscale.sweep.launch import render_array_script
+    from lbscale.sweep.submit import render_array_script
     from lbscale.sweep.options import SweepOptions, SweepRun
     from lbscale.sweep.plan import build_plan
     from lbscale.sweep.spec import load_sweep_spec

@@ -1,0 +1,65 @@
+"""The confirmation stage of a tuned sweep (`grid.search.confirm: {top: K, seeds: S}`): once every search trial of
+a cell (batch, GPUs, dataset, variant, warm-up) has finished, its K best points train again with S more seeds, so
+the report's intervals measure the winners' seed noise (Nado et al. 2021: a best-of-k minimum from one seed each
+is not a statistic to bootstrap). Ranked as the report ranks: reached the target first, then fewer steps to it,
+then the better value of the metric, then the trial id; ids are the point's with the new seeds (`...-p3-s1`), so a
+rerun plans the same trials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from lbscale.results import FINISHED, METRICS, SUMMARY, read_json, read_jsonl
+from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.spec import SweepSpec
+
+
+def _cell(p: TrialPlan) -> tuple:
+    return (p.plan.global_batch, p.gpus, p.dataset, p.variant, p.warmup)
+
+
+def _rank(p: TrialPlan) -> tuple:
+    """A finished search trial's place: (missed the target, steps to it, the metric's best value negated where
+    higher is better, the id)."""
+    summary = read_json(p.out / SUMMARY) or {}
+    steps = summary.get("steps_to_target")
+    metric = p.config.target_metric or p.config.prune_metric
+    values = [r[metric] for r in read_jsonl(p.out / METRICS) if metric and r.get(metric) is not None] \
+        if metric else []
+    values = [v for v in values if v == v]  # NaN: a diverged evaluation
+    best = (max(values) if not metric.endswith("loss") else min(values)) if values else None
+    key = math.inf if best is None else (-best if not metric.endswith("loss") else best)
+    return (steps is None, steps if steps is not None else math.inf, key, p.trial_id)
+
+
+def confirmation(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialPlan]:
+    """The confirmation trials of every cell whose search has finished (none where the spec asks for none, or
+    while a search trial of the cell still runs or waits)."""
+    cells: dict[tuple, list[TrialPlan]] = {}
+    for p in plans:
+        if p.point is not None and p.tune and not p.confirms:  # the search itself, never its confirmations
+            cells.setdefault(_cell(p), []).append(p)
+    out = []
+    for members in cells.values():
+        space = spec.variant_search.get(members[0].variant, spec.search)
+        confirm = getattr(space, "confirm", None)
+        if not confirm or not all((read_json(p.out / SUMMARY) or {}).get("status") in FINISHED for p in members):
+            continue
+        top, seeds = confirm
+        points = list(dict.fromkeys(p.point for p in sorted(members, key=_rank)))[:top]
+        first = max(p.config.seed for p in members) + 1
+        for point in points:
+            template = next(p for p in members if p.point == point)
+            out += [_again(template, seed) for seed in range(first, first + seeds)]
+    return out
+
+
+def _again(p: TrialPlan, seed: int) -> TrialPlan:
+    """The search trial `p` with another seed, not pruned (it is no candidate any more: its point was chosen)."""
+    trial_id = p.trial_id.rsplit("-s", 1)[0] + f"-s{seed}"
+    out = p.out.parent / trial_id
+    cfg = dataclasses.replace(p.config, seed=seed, out=str(out), prune="none", prune_group=None,
+                              prune_min_steps=None)
+    return dataclasses.replace(p, trial_id=trial_id, config=cfg, peers=(), confirms=True)
