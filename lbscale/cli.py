@@ -45,6 +45,8 @@ def cli():
 @click.option("--workers", type=int, default=1, show_default=True,
               help="Reader processes beside the writing process (BigEarthNet, EuroSAT); 0 reads in-process.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-train", type=int, help="Keep this many train samples (stratified by class, seeded by --seed) "
+                                             "and leave the rest out: a documented subset for a quick study.")
 @click.option("--force", is_flag=True, help="Replace an existing output.")
 @click.option("--count", type=int, default=6000, show_default=True, help="synthetic: samples in all splits.")
 @click.option("--bands", type=int, default=4, show_default=True, help="synthetic: spectral bands.")
@@ -75,8 +77,8 @@ def cli():
                              "default: from the file and folder names.")
 @click.option("--subset", help="idx: the set of files to read where --src holds several (EMNIST: balanced, ...).")
 @quiet_option
-def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, force, count, bands, size, classes,
-            images, labels, layout, split_of, band_names, class_names,
+def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, max_train, force, count, bands, size,
+            classes, images, labels, layout, split_of, band_names, class_names,
             task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import prepare as run_prepare
@@ -93,7 +95,7 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
                                                       encoding=encoding, name=name, subset=subset).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
-                         command=shlex.join(["lbscale", *sys.argv[1:]]), **specific)
+                         command=shlex.join(["lbscale", *sys.argv[1:]]), max_train=max_train, **specific)
     click.echo(f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
 
 

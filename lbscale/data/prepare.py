@@ -16,7 +16,7 @@ from lbscale.progress import bar, log_line
 
 def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fraction: float = 0.1,
             test_fraction: float = 0.2, seed: int = 0, workers: int = 1, force: bool = False,
-            command: str = "", **source_options) -> dict[str, int]:
+            command: str = "", max_train: int | None = None, **source_options) -> dict[str, int]:
     """Prepare `dataset` from `src` into `out`; returns samples written per split."""
     out = Path(out)
     if dataset not in SOURCES:
@@ -27,6 +27,8 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
         raise LbscaleError(f"{out.parent}: output directory does not exist")
     if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1:
         raise LbscaleError("--val-fraction and --test-fraction must be in [0, 1)")
+    if max_train is not None and max_train < 1:
+        raise LbscaleError("--max-train must be >= 1")
     if dataset not in ("synthetic", "arrays") and src is None:
         raise LbscaleError(f"{dataset}: --src is required")
     cls = SOURCES[dataset]
@@ -49,6 +51,16 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if "test" not in source.splits and test_fraction > 0:
         fractions["test"] = test_fraction
     assign = carve(source.train_labels(), fractions, seed) if fractions else None
+    if max_train is not None:  # a documented subset of train: stratified, seeded, the rest left out
+        try:
+            labels = source.train_labels()
+        except NotImplementedError:  # a source that generates its splits (synthetic): nothing to choose from
+            raise LbscaleError(f"{dataset}: --max-train chooses from a train split read from --src; {dataset} "
+                               "generates its splits (use its own size options, e.g. --count)") from None
+        before = assign if assign is not None else np.full(len(labels), "train", dtype=object)
+        assign = limit_train(before, labels, max_train, seed)
+        source.meta.notes["train_subset"] = (f"{max_train} of {int((before == 'train').sum())} train samples kept "
+                                             f"(--max-train, stratified by class, seed {seed})")
     counts = {s: 0 for s in SPLITS}
     with create_writer(fmt, out, source.meta, command) as writer:
         for split in source.splits:
@@ -58,6 +70,27 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if skipped:
         log_line(f"left out {len(skipped)} unreadable files (--skip-bad); listed in notes.skipped of {out}")
     return counts
+
+
+def limit_train(assign: np.ndarray, labels: np.ndarray, max_train: int, seed: int) -> np.ndarray:
+    """`assign` with only `max_train` of its train samples left in train (stratified by class: each class its
+    share, largest remainders rounded up; seeded), the others None: left out of the file."""
+    from lbscale.data.sources.base import stratify_key
+
+    assign = assign.copy()
+    rows = np.flatnonzero(assign == "train")
+    if max_train >= len(rows):
+        raise LbscaleError(f"--max-train {max_train}: the train split has {len(rows)} samples, no more to leave out")
+    key = stratify_key(labels[rows])
+    classes, counts = np.unique(key, return_counts=True)
+    share = counts * max_train / len(rows)
+    quota = np.floor(share).astype(int)
+    quota[np.argsort(-(share - quota), kind="stable")[: max_train - quota.sum()]] += 1
+    rng = np.random.default_rng([seed, 0x7A1])
+    for c, q in zip(classes, quota):
+        members = rng.permutation(rows[key == c])
+        assign[members[q:]] = None
+    return assign
 
 
 def _write_split(dataset: str, source, split: str, writer, assign: np.ndarray | None, counts: dict) -> None:
