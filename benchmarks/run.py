@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lbscale.progress import set_quiet  # noqa: E402
 
 # Imported one at a time, so that e.g. the prepare benchmark does not fork a process holding torch.
-BENCHES = ["loader", "prepare", "folder", "train", "step", "eval", "report", "filter", "jpeg", "scaling_model",
+BENCHES = ["loader", "prepare", "folder", "train", "step", "eval", "report", "report_tuned", "filter", "jpeg",
+           "scaling_model",
            "checksums"]
 
 if __name__ == "__main__":

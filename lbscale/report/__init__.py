@@ -9,12 +9,10 @@ batch, the optimal LR's exponent and the critical batch (`report.tuned`); a rule
 from __future__ import annotations
 
 import io
-import multiprocessing
-import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +21,7 @@ from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
 from lbscale.results import FINISHED
 from lbscale.sweep.state import count_line
-from lbscale.report.render import FORMATS, html_page, integral, latex, markdown
+from lbscale.report.render import FORMATS, figures_drawn, html_page, integral, latex, markdown
 
 __all__ = ["load_results", "write_report", "published", "Study", "FORMATS"]
 
@@ -142,8 +140,8 @@ class Built:
     source: str | None
     verdict: list[str]  # one line per variant (tuned) or the headline (rule-based)
     metric_line: str
-    tables: list
-    figures: dict  # name -> figure, the lead figure first
+    tables: list  # functions that make them (or the tables), in order: `write_report` makes them while figures draw
+    figures: dict  # name -> a function that draws the figure (or the figure), the lead figure first
     lead: str | None
     prediction: str | None = None  # with --allreduce: the scaling model's headline
     outcome: str | None = None  # the command's closing line's figures (default: the verdict's lines)
@@ -157,13 +155,13 @@ def _scaling(study: Study, model, compare=None) -> tuple[list, dict, str | None]
 
     if model is None and study.trials["gpus"].nunique() < 2:  # one GPU count: no series, no empty frames
         return [], {}, None
-    ts, predicted, line = [tables.scaling_table(study)], None, None
+    ts, predicted, line = [partial(tables.scaling_table, study)], None, None
     if model is not None:
         predicted, notes = predict_scaling(study.trials, model.doc, model.gpus)
-        ts.append(scaling_model_table(study, predicted, notes, model))
+        ts.append(partial(scaling_model_table, study, predicted, notes, model))
         line = prediction_line(predicted)
-    figs = {"time-vs-gpus": plots.time_vs_gpus(study, compare, predicted),
-            "speedup": plots.speedup(study, predicted)}
+    figs = {"time-vs-gpus": partial(plots.time_vs_gpus, study, compare, predicted),
+            "speedup": partial(plots.speedup, study, predicted)}
     return ts, figs, line
 
 
@@ -175,28 +173,27 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
         return _build_tuned(study, o, metric, model)
     compare, source = published(o.compare) if o.compare else (None, None)
     target = _target(study, tables.per_epoch(study, metric), o.target)
-    ts = [tables.accuracy_table(study, metric, compare), tables.lr_table(study, metric, compare),
-          tables.time_table(study, compare), tables.time_split_table(study)]
+    ts = [partial(tables.accuracy_table, study, metric, compare), partial(tables.lr_table, study, metric, compare),
+          partial(tables.time_table, study, compare), partial(tables.time_split_table, study)]
     for axis in ("variant", "warmup"):
         if study.trials[axis].fillna("-").nunique() > 1:
-            ts.append(tables.axis_table(study, axis, metric))
+            ts.append(partial(tables.axis_table, study, axis, metric))
     steps = None
     if target is not None:
         steps = tables.target_steps(study, tables.per_epoch(study, metric), target, study.task)
-        ts.append(tables.target_table(study, tables.per_epoch(study, metric), target, steps))
+        ts.append(partial(tables.target_table, study, tables.per_epoch(study, metric), target, steps))
     scaling, scaling_figs, prediction = _scaling(study, model, compare)
     ts += scaling
     if steps is not None or study.trials["gns_b_simple"].notna().any():
-        ts.append(tables.critical_batch_table(study, steps if steps is not None else pd.DataFrame()))
-    ts.append(tables.trials_table(study))
-    figs = {"metric-vs-batch": plots.metric_vs_batch(study, metric, compare), **scaling_figs,
-            "training-curves": plots.training_curves(study, tables.per_epoch(study, metric)),
-            "lr-schedules": plots.lr_schedules(study),
-            "time-split": plots.time_split(study)}
+        ts.append(partial(tables.critical_batch_table, study, steps if steps is not None else pd.DataFrame()))
+    ts.append(partial(tables.trials_table, study))
+    figs = {"metric-vs-batch": partial(plots.metric_vs_batch, study, metric, compare), **scaling_figs,
+            "training-curves": partial(plots.training_curves, study, tables.per_epoch(study, metric)),
+            "lr-schedules": partial(plots.lr_schedules, study),
+            "time-split": partial(plots.time_split, study)}
     if steps is not None:
-        figs["steps-to-target"] = plots.steps_to_target(steps, tables.per_epoch(study, metric), target,
-                                                        compare if o.compare and "epochs_to_target" in compare
-                                                        else None)
+        figs["steps-to-target"] = partial(plots.steps_to_target, steps, tables.per_epoch(study, metric), target,
+                                          compare if o.compare and "epochs_to_target" in compare else None)
     line = f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}"
     return Built(metric, target, source, [headline(study, metric)], line, ts, figs, "metric-vs-batch", prediction)
 
@@ -230,20 +227,21 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     every = pd.concat([f.assign(target=t) for t, (f, _) in {**by_target, target: (fits, optima)}.items()],
                       ignore_index=True) if by_target else fits
     at_target = tuned.gns_at_target(study.steps, best)
-    ts = [tuned_tables.best_trial_table(study, best, m, target),
-          tuned_tables.fits_table(study, every, target, at_target),
-          tuned_tables.budget_table(view, m), tables.time_table(study, trials=winners), tables.time_split_table(study),
-          *scaling, tables.trials_table(study)]
+    ts = [partial(tuned_tables.best_trial_table, study, best, m, target),
+          partial(tuned_tables.fits_table, study, every, target, at_target),
+          partial(tuned_tables.budget_table, view, m), partial(tables.time_table, study, trials=winners),
+          partial(tables.time_split_table, study), *scaling, partial(tables.trials_table, study)]
     figs = {}
     reached = target is not None and bool(optima["reached"].any()) if len(optima) else False
     if reached:
-        figs["steps-to-result"] = plots.steps_to_result(optima, outcomes, fits, m, target,
-                                                        {t: o for t, (_, o) in by_target.items()})
-    figs.update({"optimal-lr": plots.optimal_lr(optima, outcomes, fits), "budget": plots.budget(view, m)})
+        figs["steps-to-result"] = partial(plots.steps_to_result, optima, outcomes, fits, m, target,
+                                          {t: o for t, (_, o) in by_target.items()})
+    figs.update({"optimal-lr": partial(plots.optimal_lr, optima, outcomes, fits),
+                 "budget": partial(plots.budget, view, m)})
     if target is not None and not reached:  # nothing reached the target: the budget figure leads
         figs = {"budget": figs.pop("budget"), **figs}
-    figs.update({"training-curves": plots.best_curves(study, best, m), **scaling_figs,
-                 "time-split": plots.time_split(study)})
+    figs.update({"training-curves": partial(plots.best_curves, study, best, m), **scaling_figs,
+                 "time-split": partial(plots.time_split, study)})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
     lines = tuned_tables.verdict(fits, m, target, searches)
@@ -253,35 +251,8 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
                  tuned_tables.headline(fits, target))
 
 
-def _save_figures(figs: dict, folder: Path) -> None:
-    """PNG and PDF of every figure. Rendering is single-threaded and most of a large report's time, so on a
-    multi-core POSIX machine a forked child renders every other figure, but only where torch is not loaded:
-    a child forked while torch's or openTSNE's worker threads run (a notebook, a test after training, `lbscale
-    filter`) can inherit a lock one of them held and hang, as it once did in CI. `lbscale report` itself
-    never imports torch."""
-    names = list(figs)
-
-    def save(subset):
-        for name in subset:
-            figs[name].savefig(folder / f"{name}.png", bbox_inches="tight")
-            figs[name].savefig(folder / f"{name}.pdf", bbox_inches="tight")
-
-    if (len(names) < 2 or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods()
-            or "torch" in sys.modules):
-        save(names)
-        return
-    child = multiprocessing.get_context("fork").Process(target=save, args=(names[1::2],))
-    child.start()
-    save(names[::2])
-    child.join()
-    if child.exitcode != 0:
-        raise RuntimeError(f"rendering figures {names[1::2]} failed (exit {child.exitcode})")
-
-
 def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     """Load, build and write the report atomically (a temp dir renamed into place); returns (dir, summary line)."""
-    import matplotlib.pyplot as plt
-
     from lbscale.report.scaling_model import scaling_model
 
     bad = [f for f in o.formats if f not in FORMATS]
@@ -302,17 +273,16 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     try:
         (tmp / "figures").mkdir()
         (tmp / "tables").mkdir()
-        _save_figures(b.figures, tmp / "figures")
+        with figures_drawn(b.figures, tmp / "figures"):  # a child process draws while this one makes the tables
+            b.tables = [t() if callable(t) else t for t in b.tables]
+            for t in b.tables:
+                if "csv" in o.formats:
+                    integral(t.tidy).to_csv(tmp / "tables" / f"{t.name}.csv", index=False)
+                if "latex" in o.formats:
+                    (tmp / "tables" / f"{t.name}.tex").write_text(latex(t.display, t.title))
+            if "md" in o.formats:
+                (tmp / "report.md").write_text(_markdown(study, header, b))
         pngs = {name: (tmp / "figures" / f"{name}.png").read_bytes() for name in b.figures}
-        for fig in b.figures.values():
-            plt.close(fig)
-        for t in b.tables:
-            if "csv" in o.formats:
-                integral(t.tidy).to_csv(tmp / "tables" / f"{t.name}.csv", index=False)
-            if "latex" in o.formats:
-                (tmp / "tables" / f"{t.name}.tex").write_text(latex(t.display, t.title))
-        if "md" in o.formats:
-            (tmp / "report.md").write_text(_markdown(study, header, b))
         if "html" in o.formats:
             (tmp / "report.html").write_text(html_page("lbscale report", b.verdict, header, b.tables, pngs, b.lead))
         if out.exists():

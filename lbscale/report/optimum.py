@@ -38,12 +38,10 @@ def optimum(x: np.ndarray, index: np.ndarray, log_steps: np.ndarray, weights: np
     placed it)."""
     weights = np.atleast_2d(weights).astype(float)
     r_count, p_count = len(weights), len(x)
-    member = np.zeros((len(index), p_count))
-    member[np.arange(len(index)), index] = 1.0
     missed = np.isnan(log_steps)
-    drawn = weights @ member  # (R, P): how many trials of each point a resample holds
-    misses = (weights * missed) @ member
-    sums = (weights * np.where(missed, 0.0, log_steps)) @ member
+    drawn = _per_point(weights, index, p_count)  # (R, P): how many trials of each point a resample holds
+    misses = _per_point(weights * missed, index, p_count)
+    sums = _per_point(weights * np.where(missed, 0.0, log_steps), index, p_count)
     reached = (drawn > 0) & (misses == 0)
     mean = np.where(reached, sums / np.where(drawn > 0, drawn, 1.0), np.inf)
     best = np.argmin(mean, axis=1)
@@ -78,10 +76,32 @@ def resample_weights(index: np.ndarray, resamples: int, rng: np.random.Generator
     best point would only say that a best-of-k minimum depends on k (scipy.stats.bootstrap warns of such
     degenerate statistics); a point with one seed keeps it."""
     out = np.zeros((resamples, len(index)))
-    for point in np.unique(index):
+    points, sizes = np.unique(index, return_counts=True)
+    out[:, np.isin(index, points[sizes == 1])] = 1.0  # numpy draws no bits for a range of one value: nothing to draw
+    for point in points[sizes > 1]:  # in order, each its own draw
         members = np.flatnonzero(index == point)
-        draws = members[rng.integers(0, len(members), size=(resamples, len(members)))]
-        np.add.at(out, (np.repeat(np.arange(resamples), len(members)), draws.ravel()), 1.0)
+        draws = rng.integers(0, len(members), size=(resamples, len(members)))
+        out[:, members] = (draws[:, :, None] == np.arange(len(members))).sum(axis=1)  # how often each was drawn
+    return out
+
+
+def _per_point(values: np.ndarray, index: np.ndarray, points: int) -> np.ndarray:
+    """(R, P) sums of `values` (R, T) over each point's trials: values @ member, member the (T, P) indicator of
+    each trial's point. Where no point has more than two trials (a search of one seed per point, two where a
+    confirmation stage added one), added directly, a point's k-th trials at once: a sum of one or two numbers is
+    the product's to the last bit, without the T x P matrix (2,000 x 2,000 at 2,000 points of one seed). More
+    seeds are summed by the product, whose order of additions is BLAS's."""
+    order = np.argsort(index, kind="stable")
+    first = np.r_[0, np.flatnonzero(np.diff(index[order])) + 1]  # where each point's trials begin
+    rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))  # a trial's place in its point
+    if len(rank) and rank.max() > 1:
+        member = np.zeros((len(index), points))
+        member[np.arange(len(index)), index] = 1.0
+        return values @ member
+    out = np.zeros((len(values), points))
+    for k in (0, 1):
+        at = order[rank == k]
+        out[:, index[at]] += values[:, at]
     return out
 
 

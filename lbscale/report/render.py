@@ -1,12 +1,17 @@
-"""Tables as Markdown, LaTeX, CSV and HTML; one self-contained HTML page with the figures embedded."""
+"""Tables as Markdown, LaTeX, CSV and HTML; one self-contained HTML page with the figures embedded; the figures as
+PNG and PDF."""
 
 from __future__ import annotations
 
 import base64
 import html
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from lbscale.report.parallel import can_fork
 
 FORMATS = ("md", "latex", "csv", "html")
 
@@ -98,3 +103,101 @@ def html_page(title: str, verdict: list[str], header: list[str], tables, figures
             parts.append(f"<h2>{html.escape(name)}</h2>{_img(name, png)}")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def save_figure(fig, folder: Path, name: str) -> None:
+    """`name`.png and `name`.pdf of `fig`, cropped to what it draws (as savefig's bbox_inches="tight"), each
+    drawn once: "tight" draws a figure twice per file, once to measure it. The Agg canvas is drawn once; its
+    pixels give the box (what differs from the background, plus savefig's padding) and, cropped, the PNG; the PDF
+    is printed into the same box. A drawing that touches the canvas's edge may reach past it, where only the
+    measuring draw finds its extent: such a figure is saved the classic way."""
+    import matplotlib as mpl
+    from matplotlib.image import imsave
+    from matplotlib.transforms import Bbox
+
+    png, pdf = folder / f"{name}.png", folder / f"{name}.pdf"
+    fig.set_layout_engine(None)  # laid out when it was built (tight_layout's engine would draw before printing)
+    fig.canvas.draw()
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    ink = (rgba != rgba[0, 0]).any(axis=2)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    h, w = ink.shape
+    if not len(rows) or rows[0] == 0 or cols[0] == 0 or rows[-1] == h - 1 or cols[-1] == w - 1:
+        fig.savefig(png, bbox_inches="tight")
+        fig.savefig(pdf, bbox_inches="tight")
+        return
+    dpi = fig.dpi
+    pad = round(mpl.rcParams["savefig.pad_inches"] * dpi)
+    y0, y1 = max(rows[0] - pad, 0), min(rows[-1] + 1 + pad, h)
+    x0, x1 = max(cols[0] - pad, 0), min(cols[-1] + 1 + pad, w)
+    imsave(png, rgba[y0:y1, x0:x1], format="png", dpi=dpi)
+    _keep_titles(fig)
+    fig.savefig(pdf, bbox_inches=Bbox.from_extents(x0 / dpi, (h - y1) / dpi, x1 / dpi, (h - y0) / dpi))
+
+
+def _keep_titles(fig) -> None:
+    """Each axes' title where the last draw placed it: matplotlib places a title anew on every draw (above any
+    tick labels or offset text at the top), measuring the y axis's tick labels to do so, which is a tenth of a
+    figure's drawing. A title set with an explicit position is not placed again."""
+    for ax in fig.axes:
+        title = ax.title
+        if title.get_text():
+            ax.set_title(title.get_text(), y=title.get_position()[1], fontsize=title.get_fontsize(),
+                         fontweight=title.get_fontweight(), color=title.get_color())
+
+
+def _draw(figs: dict, folder: Path, name: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figs[name]() if callable(figs[name]) else figs[name]
+    try:
+        save_figure(fig, folder, name)
+    finally:
+        plt.close(fig)
+
+
+def _draw_from(figs: dict, folder: Path, names: list, taken) -> None:
+    """Draw the next figure nobody has taken (`taken`: the shared index of the next one) until none is left."""
+    while True:
+        with taken.get_lock():
+            i = taken.value
+            taken.value += 1
+        if i >= len(names):
+            return
+        _draw(figs, folder, names[i])
+
+
+@contextmanager
+def figures_drawn(figs: dict, folder: Path):
+    """PNG and PDF of every figure (`save_figure`) by the end of the with-block; a value is the figure or a
+    function that builds it, so that another process can build and draw it. Drawing is single-threaded and most
+    of a large report's time: where a child may be forked (`parallel.can_fork`), it starts on the figures at
+    once, and this process takes figures from the same list as soon as the block's own work is done."""
+    import multiprocessing
+
+    names = list(figs)
+    if len(names) < 2 or not can_fork():
+        yield
+        for name in names:
+            _draw(figs, folder, name)
+        return
+    fork = multiprocessing.get_context("fork")
+    taken = fork.Value("i", 0)
+    child = fork.Process(target=_draw_from, args=(figs, folder, names, taken))
+    child.start()
+    try:
+        yield
+        _draw_from(figs, folder, names, taken)
+    except BaseException:
+        child.terminate()
+        raise
+    finally:
+        child.join()
+    if child.exitcode != 0:
+        raise RuntimeError(f"drawing figures in a child process failed (exit {child.exitcode})")
+
+
+def save_figures(figs: dict, folder: Path) -> None:
+    """PNG and PDF of every figure (`figures_drawn`)."""
+    with figures_drawn(figs, folder):
+        pass

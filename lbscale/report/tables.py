@@ -273,22 +273,25 @@ def time_split_table(study: Study) -> Table:
     ranks in the all-reduce)."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
     t = t.assign(variant=t["variant"].fillna("-")).sort_values(["variant", "global_batch", "gpus", "seed", "trial"])
-    disp, tidy = [], []
-    for _, r in t.iterrows():
-        data, compute, comm, imbalance = (float(pd.to_numeric(r.get(c), errors="coerce"))
-                                          for c in ("data_seconds", "compute_seconds", "comm_seconds",
-                                                    "imbalance_seconds"))
-        train = data + compute + sum(0.0 if math.isnan(v) else v for v in (comm, imbalance))
-        row = {"Trial": r["trial"], **({"Variant": r["variant"]} if study.varies("variant") else {}),
-               "Batch size": batch_label(r["global_batch"]), "N. GPUs": int(r["gpus"])}
-        disp.append({**row, "Data [s]": number(data), "Compute [s]": number(compute), "Communication [s]": number(comm),
-                     "Imbalance [s]": number(imbalance),
-                     "Communication share": "-" if math.isnan(comm) or not train else f"{100 * comm / train:.1f}%"})
-        tidy.append({"trial": r["trial"], "variant": r["variant"], "global_batch": r["global_batch"],
-                     "gpus": r["gpus"], "seed": r["seed"], "data_seconds": data, "compute_seconds": compute,
-                     "comm_seconds": comm, "imbalance_seconds": imbalance, "train_seconds": train})
+    data, compute, comm, imbalance = (pd.to_numeric(t[c], errors="coerce").astype(float)
+                                      for c in ("data_seconds", "compute_seconds", "comm_seconds",
+                                                "imbalance_seconds"))
+    train = data + compute + (comm.fillna(0.0) + imbalance.fillna(0.0))
+    columns = {"trial": t["trial"], "variant": t["variant"], "global_batch": t["global_batch"], "gpus": t["gpus"],
+               "seed": t["seed"], "data_seconds": data, "compute_seconds": compute, "comm_seconds": comm,
+               "imbalance_seconds": imbalance, "train_seconds": train}
+    tidy = {k: v.tolist() for k, v in columns.items()}  # one row per trial, as Python values: as its rows had them
+    share = ["-" if math.isnan(c) or not s else f"{100 * c / s:.1f}%" for c, s in zip(tidy["comm_seconds"],
+                                                                                      tidy["train_seconds"])]
+    disp = {"Trial": tidy["trial"], **({"Variant": tidy["variant"]} if study.varies("variant") else {}),
+            "Batch size": [batch_label(b) for b in tidy["global_batch"]], "N. GPUs": [int(k) for k in tidy["gpus"]],
+            **{title: [number(v) for v in tidy[c]] for title, c in (("Data [s]", "data_seconds"),
+                                                                    ("Compute [s]", "compute_seconds"),
+                                                                    ("Communication [s]", "comm_seconds"),
+                                                                    ("Imbalance [s]", "imbalance_seconds"))},
+            "Communication share": share}
     return Table("time-split", "Training time per trial: data wait, compute, communication, imbalance",
-                 pd.DataFrame(disp), pd.DataFrame(tidy),
+                 pd.DataFrame(disp if len(t) else []), pd.DataFrame(tidy if len(t) else []),
                  ["Seconds over all epochs; communication: the gradient all-reduce each step still waited for after "
                   "its backward finished; imbalance: the time the fastest rank waited for the slowest to reach it "
                   "(docs/results.md); '-' for trials of an lbscale that counted these in compute or communication"])
