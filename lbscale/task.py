@@ -56,11 +56,13 @@ class Task:
     def best(self, metric: str, values) -> float:
         return max(values) if self.higher_is_better(metric) else min(values)
 
-    def check_target_metric(self, metric: str, num_classes: int | None = None, splits=("val",)) -> None:
-        """A time-to-target metric this task never produces would silently never fire: refuse it."""
+    def check_target_metric(self, metric: str, num_classes: int | None = None, splits=("val",),
+                            option: str = "--target-metric") -> None:
+        """A time-to-target metric this task never produces would silently never fire: refuse it, naming the
+        option that asked for it."""
         known = [m for split in splits for m in self.metric_names(num_classes, split)]
         if metric not in known:
-            raise LbscaleError(f"--target-metric: {metric!r} is not a metric of a {self.name} task "
+            raise LbscaleError(f"{option}: {metric!r} is not a metric of a {self.name} task "
                                f"(choose one of {', '.join(known)})")
 
     # --- torch side (the trial) ---------------------------------------------------------------------

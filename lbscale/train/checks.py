@@ -61,7 +61,7 @@ def check_trial_data(cfg: TrialConfig, data: PreparedFile, world_size: int) -> D
     if cfg.target_metric:
         task.check_target_metric(cfg.target_metric, num_classes, (split,))
     if cfg.prune != "none" and cfg.prune_metric:
-        task.check_target_metric(cfg.prune_metric, num_classes, (split,))
+        task.check_target_metric(cfg.prune_metric, num_classes, (split,), option="--prune-metric")
     if cfg.gns_every and world_size < 2:
         raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
                            "on one process run `lbscale gns` on the trial's checkpoint")
