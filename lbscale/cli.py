@@ -216,13 +216,20 @@ def status(results, watch):
                    "at its GPU counts and beyond (docs/scaling-model.md).")
 @click.option("--predict-gpus", help="With --allreduce: GPU counts to predict, e.g. 128,1024 (default: doubling "
                                      "from twice the largest measured up to 1024).")
-def report(results, out, formats, metric, compare, target, allreduce, predict_gpus):
+@click.option("--gpu-budget", type=click.IntRange(min=1),
+              help="With --allreduce: the fastest configuration (batch, GPUs) to the target within this many GPUs.")
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True),
+              help="With --allreduce: the cheapest configuration (GPU-hours) reaching the target within HOURS.")
+def report(results, out, formats, metric, compare, target, allreduce, predict_gpus, gpu_budget, deadline):
     """Tables and figures of the trials under RESULTS (one or more sweeps or trial directories)."""
     from lbscale.report import ReportOptions, write_report
 
+    if (gpu_budget or deadline) and allreduce is None:
+        raise LbscaleError("--gpu-budget and --deadline need --allreduce FILE (the fit `lbscale bench allreduce` "
+                           "writes): time to target at GPU counts not run is predicted from it")
     fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
     _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
-                                                        predict_gpus))
+                                                        predict_gpus, gpu_budget, deadline))
     click.echo(line)
 
 

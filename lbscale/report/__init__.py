@@ -65,6 +65,8 @@ class ReportOptions:
     target: object = None  # a number, several ("0.9,0.95" or a list), or None: the trials' own
     allreduce: Path | None = None  # `lbscale bench allreduce`'s fit: predict the scaling series' time per epoch
     predict_gpus: str | None = None  # "128,1024": where to predict (default: doubling up to 1,024)
+    gpu_budget: int | None = None  # with allreduce: the fastest configuration within this many GPUs
+    deadline: float | None = None  # with allreduce: the cheapest configuration (GPU-hours) within these hours
 
 
 def _metric(study: Study, metric: str) -> str:
@@ -78,7 +80,7 @@ def _metric(study: Study, metric: str) -> str:
         test = task.primary_on("test")
         has_test = f"final_{test}" in study.trials and study.trials[f"final_{test}"].notna().any()
         return test if has_test else task.primary_metric
-    task.check_target_metric(metric, splits=("val", "test"))  # the same question: does this task produce it?
+    task.check_target_metric(metric, splits=("val", "test"), option="--metric")  # does this task produce it?
     return metric
 
 
@@ -147,26 +149,34 @@ class Built:
     outcome: str | None = None  # the command's closing line's figures (default: the verdict's lines)
 
 
-def _scaling(study: Study, model, compare=None) -> tuple[list, dict, str | None]:
-    """The scaling table, its figures and, given an all-reduce fit (`scaling_model`), the model's table right
-    after it, its points in the figures and its headline; nothing for a study run at one GPU count."""
-    from lbscale.report import plots, tables
+def _scaling(study: Study, model, compare=None, reached=None, o: ReportOptions | None = None
+             ) -> tuple[list, dict, str | None, str | None]:
+    """The scaling section: given an all-reduce fit (`scaling_model`), it opens with time to target and GPU-hours
+    (`report.gpus`, from `reached`: (per-batch optima, per-trial steps) or None) and its recommendation line;
+    then the scaling table, its figures and the model's table right after it, its points in the figures and its
+    headline; nothing for a study run at one GPU count without a fit. Returns (tables, figures, the model's
+    headline, the recommendation)."""
+    from lbscale.report import gpus, plots, tables
     from lbscale.report.scaling_model import predict_scaling, prediction_line, scaling_model_table
 
     if model is None and study.trials["gpus"].nunique() < 2:  # one GPU count: no series, no empty frames
-        return [], {}, None
-    ts, predicted, line = [partial(tables.scaling_table, study)], None, None
+        return [], {}, None, None
+    ts, figs, predicted, line, advice = [], {}, None, None, None
+    if model is not None and reached is not None:
+        ts, figs, advice = gpus.section(study, *reached, model, o.gpu_budget if o else None,
+                                        o.deadline if o else None, compare=compare)
+    ts = ts + [partial(tables.scaling_table, study)]
     if model is not None:
         predicted, notes = predict_scaling(study.trials, model.doc, model.gpus)
         ts.append(partial(scaling_model_table, study, predicted, notes, model))
         line = prediction_line(predicted)
-    figs = {"time-vs-gpus": partial(plots.time_vs_gpus, study, compare, predicted),
-            "speedup": partial(plots.speedup, study, predicted)}
-    return ts, figs, line
+    figs.update({"time-vs-gpus": partial(plots.time_vs_gpus, study, compare, predicted),
+                 "speedup": partial(plots.speedup, study, predicted)})
+    return ts, figs, line, advice
 
 
 def _build(study: Study, o: ReportOptions, model=None) -> Built:
-    from lbscale.report import plots, tables
+    from lbscale.report import gpus, plots, tables
 
     metric = _metric(study, o.metric)
     if study.tuned:
@@ -182,7 +192,10 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
     if target is not None:
         steps = tables.target_steps(study, tables.per_epoch(study, metric), target, study.task)
         ts.append(partial(tables.target_table, study, tables.per_epoch(study, metric), target, steps))
-    scaling, scaling_figs, prediction = _scaling(study, model, compare)
+    reached = None
+    if steps is not None:
+        reached = (gpus.reached_per_batch(steps), gpus.study_steps(steps))
+    scaling, scaling_figs, prediction, advice = _scaling(study, model, compare, reached, o)
     ts += scaling
     if steps is not None or study.trials["gns_b_simple"].notna().any():
         ts.append(partial(tables.critical_batch_table, study, steps if steps is not None else pd.DataFrame()))
@@ -195,13 +208,19 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
         figs["steps-to-target"] = partial(plots.steps_to_target, steps, tables.per_epoch(study, metric), target,
                                           compare if o.compare and "epochs_to_target" in compare else None)
     line = f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}"
-    return Built(metric, target, source, [headline(study, metric)], line, ts, figs, "metric-vs-batch", prediction)
+    return Built(metric, target, source, [headline(study, metric)] + ([advice] if advice else []), line, ts, figs,
+                 "metric-vs-batch", prediction)
+
+
+def _joined(*lines) -> str | None:
+    kept = [x for x in lines if x]
+    return "; ".join(kept) if kept else None
 
 
 def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Built:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     bootstrap intervals; the rule-based tables that average over seeds would average over search points here."""
-    from lbscale.report import plots, tables, tuned, tuned_tables
+    from lbscale.report import gpus, plots, tables, tuned, tuned_tables
 
     if o.compare:
         raise LbscaleError("--compare: published tables are rule-based; a tuned study (a search per batch) "
@@ -222,7 +241,8 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max())}
                 for v, g in optima.groupby(optima["variant"].fillna("-"))} if len(optima) else {}
     view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
-    scaling, scaling_figs, prediction = _scaling(study, model)
+    reached = (optima, gpus.per_trial_of(outcomes)) if target is not None else None
+    scaling, scaling_figs, prediction, advice = _scaling(study, model, None, reached, o)
     winners = study.trials[study.trials["trial"].isin(best["trial"])]  # search points are not seeds
     every = pd.concat([f.assign(target=t) for t, (f, _) in {**by_target, target: (fits, optima)}.items()],
                       ignore_index=True) if by_target else fits
@@ -247,7 +267,9 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     lines = tuned_tables.verdict(fits, m, target, searches)
     if by_target:
         lines.append(tuned_tables.per_target_line({**{t: f for t, (f, _) in by_target.items()}, target: fits}, m))
-    return Built(m, target, None, lines, line, ts, figs, next(iter(figs)), prediction,
+    if advice:
+        lines.append(advice)
+    return Built(m, target, None, lines, line, ts, figs, next(iter(figs)), _joined(prediction, advice),
                  tuned_tables.headline(fits, target))
 
 

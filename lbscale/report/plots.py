@@ -426,3 +426,63 @@ def budget(view: pd.DataFrame, metric: str):
     ax.set_title(f"Best {metric_label(metric)} within an epoch budget")
     _legend(ax, fontsize=8, title="budget")
     return fig
+
+
+def time_to_target(grid: pd.DataFrame, fronts: dict, per_gpu: float | None, compare: pd.DataFrame | None = None):
+    """How many GPUs: left, time to target vs GPUs (log-log) per (variant, basis), the best batch per GPU count
+    (filled where the step was measured, hollow where predicted, the interval as error bars) and the
+    fixed-per-GPU-batch weak-scaling line dashed, with the ideal 1/K of the per-epoch view dotted (what time per
+    epoch alone would promise); right, time to target vs GPU-hours, every configuration and the Pareto front."""
+    from lbscale.report.time_to_target import best_per_gpus
+
+    fig, (ax, pax) = plt.subplots(1, 2, figsize=(12.0, 4.4))
+    hours = bool(grid["seconds"].max() >= 3600) if len(grid) else True  # a short study reads in seconds
+    scale, unit = (3600.0, "h") if hours else (1.0, "s")
+    for (variant, basis), g in grid.groupby(["variant", "basis"], sort=False):
+        best = best_per_gpus(g)
+        if not len(best):
+            continue
+        name = f"{variant}" + ("" if basis == "study" else f", {basis}")
+        shown = best["seconds"] / scale
+        err = np.vstack([shown - best["seconds_lo"].fillna(best["seconds"]) / scale,
+                         best["seconds_hi"].fillna(best["seconds"]).clip(upper=best["seconds"] * 1e3) / scale - shown])
+        line = ax.errorbar(best["gpus"], shown, yerr=np.maximum(err, 0), fmt="-", capsize=2,
+                           label=f"{name}: best batch")[0]
+        color = line.get_color()
+        m = best["step_source"] == "measured"
+        ax.plot(best["gpus"][m], shown[m], "o", color=color, label=f"{name}: measured step" if m.any() else None)
+        ax.plot(best["gpus"][~m], shown[~m], "o", mfc="none", color=color)
+        weak = g[g["per_gpu"] == per_gpu].dropna(subset=["seconds"]).sort_values("gpus") if per_gpu else g.iloc[0:0]
+        if len(weak) > 1:
+            ax.plot(weak["gpus"], weak["seconds"] / scale, "s--", mfc="none", color=color, alpha=0.7,
+                    label=f"{name}: weak scaling ({per_gpu:,.0f}/GPU)")
+            k0, t0 = weak["gpus"].iloc[0], weak["seconds"].iloc[0] / scale
+            ideal = "per-epoch ideal 1/K" not in ax.get_legend_handles_labels()[1]
+            ax.plot(weak["gpus"], t0 * k0 / weak["gpus"], ":", color=color, alpha=0.7,
+                    label="per-epoch ideal 1/K" if ideal else None)
+        done = g.dropna(subset=["seconds"])
+        pax.plot(done["gpu_hours"], done["seconds"] / scale, ".", color=color, alpha=0.35)
+        front = fronts.get((variant, basis))
+        if front is not None and len(front):
+            pax.plot(front["gpu_hours"], front["seconds"] / scale, "o-", color=color, label=f"{name}: Pareto front")
+            for r in front.iloc[[0, -1]].itertuples():
+                pax.annotate(f"{batch_label(r.global_batch)} x {int(r.gpus)} GPU{'s' if r.gpus > 1 else ''}",
+                             (r.gpu_hours, r.seconds / scale),
+                             fontsize=7, xytext=(4, 4), textcoords="offset points")
+    if compare is not None and "total_seconds" in compare:
+        c = compare.dropna(subset=["total_seconds", "gpus"])
+        ax.plot(c["gpus"], c["total_seconds"] / scale, "s", color="gray", label="paper (different hardware)")
+    _gpu_axis(ax, [x for line in ax.lines for x in line.get_xdata()])
+    _log_y(ax)
+    ax.set_xlabel("GPUs (processes)")
+    ax.set_ylabel(f"time to target [{unit}]")
+    ax.set_title("Time to target vs GPUs")
+    _legend(ax, fontsize=7)
+    pax.set_xscale("log")
+    _log_y(pax)
+    pax.set_xlabel("GPU-hours to target")
+    pax.set_ylabel(f"time to target [{unit}]")
+    pax.set_title("Time vs cost: the Pareto front")
+    _legend(pax, fontsize=7)
+    fig.tight_layout()
+    return fig

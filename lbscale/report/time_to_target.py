@@ -27,16 +27,32 @@ STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seco
 
 def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """Per measured (per-GPU batch, GPUs): the seconds of one optimizer step, by part, over the trials' steady
-    epochs (full epochs after the first), averaged over trials; with `gradient_bytes`."""
+    epochs (full epochs after the first; a trial with none, e.g. stopped at its target in its second epoch, gives
+    its first and its partial one), averaged over trials; with `gradient_bytes`. An epoch's steps: the
+    difference of its record's `step` to the one before (steps_per_epoch where no step was recorded)."""
     if epochs is None or not len(epochs):
         return pd.DataFrame(columns=["per_gpu", "gpus", *STEP_PARTS, "gradient_bytes", "trials"])
-    e = epochs[~epochs["partial"].astype(bool)] if "partial" in epochs else epochs
-    e = e[e.groupby(["results", "trial"])["epoch"].transform("min") < e["epoch"]]  # steady: not the first
-    e = e.merge(trials[["results", "trial", "global_batch", "gpus", "steps_per_epoch", "gradient_bytes"]]
-                .rename(columns={"global_batch": "gb", "gpus": "k"}), on=["results", "trial"])
-    e = e[pd.to_numeric(e["steps_per_epoch"], errors="coerce") > 0]
-    per = {c: pd.to_numeric(e.get(c, 0.0), errors="coerce").fillna(0.0) / e["steps_per_epoch"] for c in STEP_PARTS}
-    rows = pd.DataFrame({"per_gpu": e["gb"] / e["k"], "gpus": e["k"], "trial": e["trial"], **per,
+    keys = ["results", "trial"]
+    extra = [c for c in ("global_batch", "gpus", "steps_per_epoch", "gradient_bytes") if c not in epochs]
+    e = epochs.merge(trials[[*keys, *extra]], on=keys) if extra else epochs
+    e = e.sort_values([*keys, "epoch"])
+    spe = pd.to_numeric(e["steps_per_epoch"], errors="coerce")
+    if "step" in e:
+        done = pd.to_numeric(e["step"], errors="coerce")
+        before = done.groupby([e[k] for k in keys]).shift(1)
+        first = e.groupby(keys).cumcount() == 0
+        spe = (done - before.where(~first, 0.0)).fillna(spe)  # a step missing before: steps_per_epoch
+    e = e.assign(_steps=spe)[spe > 0]
+    partial = e["partial"].astype(bool) if "partial" in e else pd.Series(False, index=e.index)
+    steady = ~partial & (e.groupby(keys)["epoch"].transform("min") < e["epoch"])
+    e = e[steady | ~steady.groupby([e[k] for k in keys]).transform("any")]
+    zero = pd.Series(0.0, index=e.index)  # a part not recorded (no all-reduce at one GPU) took no time
+    per = {c: pd.to_numeric(e[c], errors="coerce").fillna(0.0) / e["_steps"] if c in e else zero
+           for c in STEP_PARTS}
+    if "compute_seconds" not in e or e["compute_seconds"].isna().all():  # an lbscale that did not time it apart
+        per["compute_seconds"] = (per["train_seconds"] - per["data_seconds"] - per["comm_seconds"]
+                                  - per["imbalance_seconds"]).clip(lower=0.0)
+    rows = pd.DataFrame({"per_gpu": e["global_batch"] / e["gpus"], "gpus": e["gpus"], "trial": e["trial"], **per,
                          "gradient_bytes": pd.to_numeric(e["gradient_bytes"], errors="coerce")})
     per_trial = rows.groupby(["per_gpu", "gpus", "trial"]).mean(numeric_only=True).reset_index()
     out = per_trial.groupby(["per_gpu", "gpus"]).agg(**{c: (c, "mean") for c in [*STEP_PARTS, "gradient_bytes"]},
@@ -51,8 +67,10 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
     m = measured.dropna(subset=["per_gpu"])
     x = m["per_gpu"].to_numpy(float)
     y = (m["compute_seconds"] + m["data_seconds"]).to_numpy(float)
-    if len(np.unique(x)) >= 2:
-        c, a = np.polyfit(x, y, 1)
+    if len(np.unique(x)) >= 2:  # non-negative least squares: a step never takes less than nothing
+        from scipy.optimize import nnls
+
+        (a, c), _ = nnls(np.stack([np.ones_like(x), x], axis=1), y)
         residual = float(np.sqrt(np.mean((y - (a + c * x)) ** 2)))
     else:  # one local batch: compute proportional to it
         a, c, residual = 0.0, float(y.mean() / x.mean()) if len(x) else 0.0, math.nan
@@ -65,6 +83,7 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
             if ring > 0:
                 shares.append(min(1.0, r.comm_seconds / ring))
     return {"a": float(a), "c": float(c), "residual": residual, "points": int(len(m)),
+            "per_gpu_span": (float(x.min()), float(x.max())) if len(x) else (math.nan, math.nan),
             "exposed": float(np.mean(shares)) if shares else 1.0, "calibrated": bool(shares),
             "imbalance": float(multi["imbalance_seconds"].mean()) if len(multi) else 0.0,
             "gradient_bytes": grad, "allreduce": allreduce}
@@ -78,18 +97,21 @@ def _ring(gpus: int, gradient_bytes: float, allreduce: dict) -> float:
 
 def step_seconds(model: dict, measured: pd.DataFrame, per_gpu: float, gpus: int) -> tuple[float, str]:
     """Seconds per optimizer step at `per_gpu` samples per GPU and `gpus` GPUs, and where it comes from:
-    'measured' (a measured point, exactly), 'model', or 'no model' (NaN: more than one GPU, not measured, and no
-    all-reduce fit to predict the communication)."""
+    'measured' (a measured point, exactly), 'model' ('model, extrapolated' at a per-GPU batch outside the
+    measured ones), or 'no model' (NaN: more than one GPU, not measured, and no all-reduce fit or gradient size
+    to predict the communication)."""
     hit = measured[(measured["per_gpu"] == per_gpu) & (measured["gpus"] == gpus)]
     if len(hit):
         return float(hit["train_seconds"].iloc[0]), "measured"
     compute = model["a"] + model["c"] * per_gpu
+    lo, hi = model.get("per_gpu_span", (per_gpu, per_gpu))
+    source = "model" if lo <= per_gpu <= hi else "model, extrapolated"
     if gpus == 1:
-        return compute, "model"
+        return compute, source
     if model["allreduce"] is None or not math.isfinite(model["gradient_bytes"]):
         return math.nan, "no model"
     comm = model["exposed"] * _ring(gpus, model["gradient_bytes"], model["allreduce"])
-    return compute + comm + model["imbalance"], "model"
+    return compute + comm + model["imbalance"], source
 
 
 def steps_to_target(fit: Fit | None, reached: pd.DataFrame, batches, level: float = LEVEL) -> pd.DataFrame:
@@ -136,6 +158,7 @@ def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus) ->
                 continue
             step, source = step_seconds(model, measured, per_gpu, k)
             err = 0.0 if source == "measured" or not math.isfinite(model["residual"]) else model["residual"]
+            err = min(err, step) if math.isfinite(step) else err
             rows.append({"global_batch": r.global_batch, "gpus": k, "per_gpu": per_gpu, "steps": r.steps,
                          "steps_source": r.steps_source, "step_seconds": step, "step_source": source,
                          "seconds": r.steps * step, "seconds_lo": r.steps_lo * max(step - err, 0.0),
