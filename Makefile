@@ -7,7 +7,7 @@ LBSCALE := $(VENV)/bin/lbscale
 STAMP := $(VENV)/.installed-stamp
 DEMO_DATA := data/demo.h5
 
-.PHONY: venv demo test bench lint clean
+.PHONY: venv demo demo-real test bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,24 @@ demo: venv
 	$(LBSCALE) status results/demo-tuned
 	$(LBSCALE) report results/demo-tuned --out reports/demo-tuned
 
+# A first study on real data (Zalando's Fashion-MNIST, Debian's dataset-fashion-mnist): installed where missing
+# and possible (root with apt-get), else one line on how to get the four IDX files; then prepare a documented
+# 3,000-image train subset, the tuned sweep (experiments/fashion-mnist-tuned.yaml) and its report.
+FASHION_SRC ?= /usr/share/datasets/fashion-mnist
+demo-real: venv
+	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	       && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 \
+	            || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist >/dev/null; }; } } || true
+	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
+	  || { echo "demo-real: no Fashion-MNIST IDX files in $(FASHION_SRC): install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist, as root) or put the four files of Zalando Research's fashion-mnist release in a folder and run make demo-real FASHION_SRC=FOLDER" >&2; exit 2; }
+	mkdir -p data
+	$(LBSCALE) prepare idx --src $(FASHION_SRC) --out data/fashion-mnist-3k.h5 --val-fraction 0.05 --max-train 3000 --force
+	$(LBSCALE) data info data/fashion-mnist-3k.h5
+	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --dry-run
+	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml
+	$(LBSCALE) report results/fashion-mnist-tuned --out reports/fashion-mnist-tuned
+
 test: venv
 	$(PY) -m pytest -q
 
@@ -40,4 +58,4 @@ lint: venv
 	$(PY) -m ruff check lbscale tests benchmarks
 
 clean:
-	rm -rf $(VENV) data results/demo-tuned results/demo-sweep results/runs reports .pytest_cache
+	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/demo-sweep results/runs reports .pytest_cache

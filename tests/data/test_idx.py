@@ -2,8 +2,6 @@
 
 import gzip
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import h5py
@@ -11,6 +9,7 @@ import numpy as np
 import pytest
 
 from lbscale.data.sources.base import carve
+from tests.real_data import debian_fashion_mnist
 from tests.fixtures.make_idx import NAMES, break_magic, make_idx, truncate, write_idx
 
 
@@ -151,18 +150,8 @@ def test_no_idx_files_and_an_unknown_name(tmp_path, run_cli):
                     "--subset letters names 0 of the IDX sets here")
 
 
-def _debian_fashion_mnist() -> Path:
-    if shutil.which("dpkg") is None:
-        pytest.skip("no dpkg: Debian's dataset-fashion-mnist package cannot be installed here")
-    listed = subprocess.run(["dpkg", "-L", "dataset-fashion-mnist"], capture_output=True, text=True)
-    files = [Path(p) for p in listed.stdout.splitlines() if p.endswith("train-images-idx3-ubyte.gz")]
-    if listed.returncode != 0 or not files:
-        pytest.skip("Debian's dataset-fashion-mnist is not installed (apt-get install dataset-fashion-mnist)")
-    return files[0].parent
-
-
 def test_real_fashion_mnist_from_debian(tmp_path, run_cli):
-    src, out = _debian_fashion_mnist(), tmp_path / "fm.h5"
+    src, out = debian_fashion_mnist(), tmp_path / "fm.h5"
     rc, stdout, err = run_cli("prepare", "idx", "--src", src, "--out", out)
     assert rc == 0 and "train 54000, val 6000, test 10000" in stdout, err
     attrs, got = _read(out)
