@@ -62,3 +62,12 @@ def slurm():
             pytest.fail(why + "; LBSCALE_REQUIRE_SLURM=1 forbids skipping")
         pytest.skip(why)
     return True
+
+
+@pytest.fixture
+def live_pid():
+    """The pid of a process of this host that runs while the test does."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield p.pid
+    p.kill()
+    p.wait()

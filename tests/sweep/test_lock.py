@@ -23,15 +23,6 @@ def child_env(monkeypatch):
         monkeypatch.setenv(k, v)
 
 
-@pytest.fixture
-def live_pid():
-    """The pid of a process of this host that runs while the test does."""
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    yield p.pid
-    p.kill()
-    p.wait()
-
-
 def _dead_pid():
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()

@@ -18,14 +18,6 @@ from lbscale.results import read_json, read_jsonl
 NOW = 1_700_000_000.0
 
 
-@pytest.fixture
-def live_pid():
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    yield p.pid
-    p.kill()
-    p.wait()
-
-
 def _trial(results, name, batch, epochs, records=(), plan=None, summary=None, run=None, updated=None):
     d = results / name
     d.mkdir(parents=True)
