@@ -19,7 +19,7 @@ from benchmarks.common import report
 from lbscale.report import ReportOptions, write_report
 from lbscale.task import get_task
 from lbscale.train.summary import summarize
-from tests.report.make_tuned import critical_steps, curve, needed_steps
+from tests.report.make_tuned import critical_steps, curve, needed_steps, records_at
 
 BATCHES = [2 ** k for k in range(5, 15)]
 POINTS = 2000
@@ -42,17 +42,7 @@ def _records(batch: int, lr: float, spe: int, last: int, every: int, target: flo
     records, hit, evals = [], None, 0.0
     for t in _evaluations(last, every, spe):
         v = curve(t, need, target)
-        new = []
-        if t % every == 0:
-            new.append({"kind": "step", "step": t, "epoch": t / spe, "samples_seen": t * batch, "val_top1": v,
-                        "val_loss": 1 - v, "elapsed_seconds": t * step_seconds + evals, "eval_seconds": 0.5,
-                        "subset": None})
-        if t % spe == 0:
-            evals += 1.0
-            new.append({"epoch": t // spe, "step": t, "train_loss": 1.1 - v, "val_top1": v, "val_loss": 1 - v,
-                        "train_seconds": spe * step_seconds, "eval_seconds": 1.0, "lr": lr, "samples": spe * batch,
-                        "images_per_second": batch / step_seconds, "data_seconds": 0.0,
-                        "compute_seconds": spe * step_seconds, "elapsed_seconds": t * step_seconds + evals})
+        new, evals = records_at(t, v, batch, lr, spe, every, step_seconds, evals)
         records += new
         if v >= target and hit is None:
             hit = {"steps_to_target": t, "epochs_to_target": new[0]["epoch"],

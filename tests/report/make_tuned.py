@@ -60,6 +60,25 @@ def _write(path: Path, obj):
     path.write_text(json.dumps(obj) + "\n")
 
 
+def records_at(t: int, v: float, batch: int, lr: float, spe: int, every: int, step_seconds: float,
+               evals: float) -> tuple[list, float]:
+    """The records a trial writes at step `t` with metric value `v` (a step evaluation where t is a multiple of
+    `every`, an epoch record where it ends an epoch, in that order) and the epoch evaluations' seconds so far
+    (the clock leaves step evaluations out)."""
+    new = []
+    if t % every == 0:
+        new.append({"kind": "step", "step": t, "epoch": t / spe, "samples_seen": t * batch, "val_top1": v,
+                    "val_loss": 1 - v, "elapsed_seconds": t * step_seconds + evals, "eval_seconds": 0.5,
+                    "subset": None})
+    if t % spe == 0:
+        evals += 1.0
+        new.append({"epoch": t // spe, "step": t, "train_loss": 1.1 - v, "val_top1": v, "val_loss": 1 - v,
+                    "train_seconds": spe * step_seconds, "eval_seconds": 1.0, "lr": lr, "samples": spe * batch,
+                    "images_per_second": batch / step_seconds, "data_seconds": 0.0,
+                    "compute_seconds": spe * step_seconds, "elapsed_seconds": t * step_seconds + evals})
+    return new, evals
+
+
 def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, seed: int = 0, *,
                      variant: str = "sgd-none", epochs: int = 10, train_samples: int = 2 ** 18, every: int = 125,
                      target: float = 0.9, state: str = "completed", pruned_step: int | None = None,
@@ -94,17 +113,7 @@ def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, se
     records, hit, evals = [], None, 0.0  # evals: epoch evaluations' seconds (the clock leaves step ones out)
     for t in range(1, last + 1):
         v = curve(t, need, target)
-        new = []
-        if t % every == 0:
-            new.append({"kind": "step", "step": t, "epoch": t / spe, "samples_seen": t * batch, "val_top1": v,
-                        "val_loss": 1 - v, "elapsed_seconds": t * step_seconds + evals, "eval_seconds": 0.5,
-                        "subset": None})
-        if t % spe == 0:
-            evals += 1.0
-            new.append({"epoch": t // spe, "step": t, "train_loss": 1.1 - v, "val_top1": v, "val_loss": 1 - v,
-                        "train_seconds": spe * step_seconds, "eval_seconds": 1.0, "lr": lr, "samples": spe * batch,
-                        "images_per_second": batch / step_seconds, "data_seconds": 0.0,
-                        "compute_seconds": spe * step_seconds, "elapsed_seconds": t * step_seconds + evals})
+        new, evals = records_at(t, v, batch, lr, spe, every, step_seconds, evals)
         records += new
         if new and v >= target and hit is None:  # the first record at the step: the step evaluation comes first
             hit = {"steps_to_target": t, "epochs_to_target": new[0]["epoch"],
