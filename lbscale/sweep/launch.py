@@ -23,6 +23,7 @@ import yaml
 from lbscale.errors import LbscaleError, error_line
 from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUMMARY, TRIAL_YAML,
                              WAITING, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
+from lbscale.sweep import warm as warm_start
 from lbscale.sweep.follow import SweepProgress
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
@@ -117,7 +118,7 @@ def finished(p: TrialPlan) -> bool:
 
 
 def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env: dict | None = None,
-                follow=None) -> int:
+                follow=None, warm: bool = False) -> int:
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
     outlives a killed sweep by the few seconds it needs to checkpoint. `follow`, where given, is called about
     once a second while it runs (the sweep's progress).
@@ -129,7 +130,9 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     kills the others as soon as the first exits 75 (srun waits RANK_EXIT_WAIT seconds for them), so the step's
     own code may be a signal's even though every rank had written the preemption checkpoint. A trial that exits with an
     error of its own and no summary (bad data, a crash before its first result) gets a failed summary whose
-    reason is its last line of output: else it would look pending, and be rerun, forever."""
+    reason is its last line of output: else it would look pending, and be rerun, forever.
+
+    With `warm`, a one-process `lbscale train` is forked from the warm-start server (sweep/warm.py)."""
     if finished(p):
         return 0
     started = time.time()
@@ -138,7 +141,11 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     log_path = p.out / LOG
     with open(log_path, "a") as log:
         log_start = log.tell()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+        args = warm_start.train_args(argv) if warm and warm_start.enabled() else None
+        if args is not None:
+            proc = warm_start.WarmTrial(args, str(log_path), env, _die_with_parent)
+        else:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         code = _wait(proc, follow)
@@ -153,7 +160,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     return code
 
 
-def _wait(proc: subprocess.Popen, follow) -> int:
+def _wait(proc, follow) -> int:
     while follow is not None:
         try:
             return proc.wait(timeout=FOLLOW_SECONDS)
@@ -275,7 +282,7 @@ class LocalLauncher:
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc_per_node={p.gpus}", *argv[1:]]
         with progress.trial(p, at, rest) as follow:
-            code = run_process(p, argv, follow=follow)
+            code = run_process(p, argv, follow=follow, warm=True)
         if waiting(p):  # not interrupted: the next round resumes it
             (p.out / RUN).unlink(missing_ok=True)
         print(f"{at} {p.trial_id}: {outcome(p, code)}", flush=True)

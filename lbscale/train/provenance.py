@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import socket
 import subprocess
@@ -38,11 +39,12 @@ def param_digest(model: torch.nn.Module) -> str:
 
 
 def environment(device: torch.device, backend: str | None, launcher: str) -> dict:
-    """Collective: every rank contributes its host name."""
+    """Collective: every rank contributes its host name. `started`: forked from a local sweep's warm-start
+    server (lbscale/sweep/warm.py) or a fresh process."""
     return {"launcher": launcher, "backend": backend, "device": str(device),
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "hosts": dist.all_gather_object(socket.gethostname()), "versions": versions(),
-            "git_commit": git_commit()}
+            "git_commit": git_commit(), "started": "warm" if os.environ.get("LBSCALE_STARTED_WARM") else "fresh"}
 
 
 def describe(cfg, plan, world_size: int, dataset: str, task, augmentation: str, num_classes: int,

@@ -1,0 +1,50 @@
+"""Warm-started trials (forked from a server that imported torch once) compute exactly what fresh processes do."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lbscale.results import read_json, read_jsonl
+
+LBSCALE = str(Path(sys.executable).parent / "lbscale")
+SPEC = """
+name: warm
+data: {data}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: lars, base_lr: 0.5, ref_batch: 256, warmup_epochs: 1, device: cpu, eval_every: 5}}
+grid:
+  batch: [32, 64]
+  seeds: 1
+"""
+CLOCK = ("time", "seconds", "rate", "per_s", "eta", "wall")  # fields that measure the clock, not the training
+
+
+def _sweep(spec, results, warm):
+    env = dict(os.environ, LBSCALE_WARM_START="1" if warm else "0")
+    r = subprocess.run([LBSCALE, "sweep", str(spec), "--results", str(results), "--quiet"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return sorted(d for d in results.iterdir() if (d / "trial.yaml").exists())
+
+
+def _computed(record):
+    return {k: v for k, v in record.items() if not any(c in k for c in CLOCK)}
+
+
+def test_warm_started_trials_are_bit_identical_to_fresh_ones(tiny_h5, tmp_path):
+    spec = tmp_path / "warm.yaml"
+    spec.write_text(SPEC.format(data=tiny_h5))
+    warm, fresh = _sweep(spec, tmp_path / "warm", True), _sweep(spec, tmp_path / "fresh", False)
+    assert [d.name for d in warm] == [d.name for d in fresh] and len(warm) == 2
+    for w, f in zip(warm, fresh):
+        assert json.loads((w / "config.json").read_text())["started"] == "warm"
+        assert json.loads((f / "config.json").read_text())["started"] == "fresh"
+        for name in ("metrics.jsonl", "steps.jsonl"):
+            if (f / name).exists():
+                assert [_computed(r) for r in read_jsonl(w / name)] == [_computed(r) for r in read_jsonl(f / name)]
+        assert read_json(w / "summary.json")["param_digests"] == read_json(f / "summary.json")["param_digests"]
+        log = (w / "train.log").read_text()
+        assert log.count("epoch 2/2:") == 1 and "trial completed" in log
