@@ -52,7 +52,7 @@ def run_sweep(spec_path, o: SweepOptions) -> int:
         if o.estimate:
             from lbscale.sweep.estimate import print_estimate
 
-            print_estimate(plans, o.retry_failed)
+            print_estimate(plans, o.retry_failed, warm=o.launcher == "local")
         return 0
     with sweep_lock(results, o.wait_for_lock):
         return LAUNCHERS[o.launcher]().launch(plans, run)

@@ -27,6 +27,7 @@ from lbscale.data.formats import open_prepared
 from lbscale.errors import LbscaleError, error_line
 from lbscale.results import METRICS, REQUEUE_EXIT, read_jsonl
 from lbscale.sweep.eta import clock, shape_key
+from lbscale.sweep import warm as warm_start
 from lbscale.sweep.launch import select
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 
@@ -48,16 +49,17 @@ class ShapeTiming:
     steps: tuple[int, int]  # timed from this step to that (from 0: start-up and compile included)
 
 
-def print_estimate(plans: list[TrialPlan], retry_failed: bool) -> None:
+def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = False) -> None:
     """Time each shape of the trials still to run and print one line per shape, then the sweep's expected
-    duration and what it rests on."""
+    duration and what it rests on. `warm`: a local sweep's one-process trials start warm (sweep/warm.py), and are
+    timed so; the warm-start server's own start-up (its imports, once per sweep) is left out."""
     todo = select(plans, retry_failed)
     shapes = _shapes(todo)
     print(f"timing {len(shapes)} trial shapes on {socket.gethostname()}: {TIMED_STEPS} + {TIMED_STEPS} optimizer "
           "steps of each (fewer where an epoch is shorter) ...", flush=True)
     total = 0.0
     for group in shapes.values():
-        t = time_shape(group[0])
+        t = time_shape(group[0], warm)
         count = f"{len(group)} trial{'s' if len(group) != 1 else ''}"
         print(f"shape {_name(group[0], shapes)} ({count}): {t.step_seconds:.4g} s per step (steps {t.steps[0]} to "
               f"{t.steps[1]}), evaluation {t.eval_seconds:.3g} s ({t.eval_samples:,} samples of "
@@ -84,8 +86,9 @@ def trial_seconds(p: TrialPlan, t: ShapeTiming) -> float:
             + step_evals * t.eval_seconds * subset)
 
 
-def time_shape(p: TrialPlan) -> ShapeTiming:
-    """Run trial `p` here for 2 W optimizer steps in a temporary directory and read its records."""
+def time_shape(p: TrialPlan, warm: bool = False) -> ShapeTiming:
+    """Run trial `p` here for 2 W optimizer steps in a temporary directory and read its records; with `warm`, a
+    one-process trial is forked from the warm-start server as a local sweep would start it."""
     if p.nodes > 1 or p.gpus > (os.cpu_count() or 1):
         raise LbscaleError(f"--estimate: trial {p.trial_id} needs {p.gpus} processes on {p.nodes} nodes; this "
                            f"machine has {os.cpu_count()} CPUs: estimate inside an allocation of that shape "
@@ -100,17 +103,31 @@ def time_shape(p: TrialPlan) -> ShapeTiming:
         if p.gpus > 1:
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={p.gpus}",
                     *argv[1:]]
-        t0 = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        wall = time.perf_counter() - t0
+        code, wall, output = _timed_run(argv, Path(tmp) / "train.log", warm and p.gpus == 1)
         records = [r for r in read_jsonl(Path(tmp) / METRICS) if r.get("kind") == "step"]
-    if done.returncode not in (0, REQUEUE_EXIT) or not records:
-        lines = (done.stdout + done.stderr).splitlines()
-        why = error_line(lines) or (lines[-1] if lines else f"exit {done.returncode}")
+    if code not in (0, REQUEUE_EXIT) or not records:
+        lines = output.splitlines()
+        why = error_line(lines) or (lines[-1] if lines else f"exit {code}")
         raise LbscaleError(f"--estimate: trial {p.trial_id} did not run here: {why}")
     with open_prepared(p.config.data) as data:
         eval_samples = data.size(p.config.eval_split) if data.has_split(p.config.eval_split) else 0
     return timing_from(records, wall, eval_samples)
+
+
+def _timed_run(argv: list[str], log: Path, warm: bool) -> tuple[int, float, str]:
+    """(exit code, wall seconds, output) of the timing run: forked warm (the server made ready first, untimed)
+    or a fresh process."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    args = warm_start.train_args(argv) if warm and warm_start.enabled() else None
+    if args is None:
+        t0 = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+        return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr
+    warm_start.ready()
+    t0 = time.perf_counter()
+    code = warm_start.WarmTrial(args, str(log), env).wait()
+    wall = time.perf_counter() - t0
+    return code, wall, log.read_text(errors="replace") if log.exists() else ""
 
 
 def timing_from(records: list[dict], wall: float, eval_samples: int) -> ShapeTiming:

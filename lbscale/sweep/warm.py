@@ -30,6 +30,17 @@ def _context():
     return ctx
 
 
+def _nothing() -> None:
+    pass
+
+
+def ready() -> None:
+    """Start the server and wait until it has imported what it preloads (a first fork of nothing)."""
+    proc = _context().Process(target=_nothing)
+    proc.start()
+    proc.join()
+
+
 def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
     """In the forked trial: output to the log, the sweep's environment, then `lbscale train`'s own main."""
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -40,7 +51,8 @@ def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     os.environ.clear()
     os.environ.update(env, **{STARTED: "1"})
-    pdeathsig()
+    if pdeathsig is not None:
+        pdeathsig()
     from lbscale.cli import main
 
     sys.exit(main(args))
@@ -49,7 +61,7 @@ def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
 class WarmTrial:
     """A forked trial with the part of subprocess.Popen's interface that run_process uses."""
 
-    def __init__(self, args: list[str], log_path: str, env: dict, pdeathsig):
+    def __init__(self, args: list[str], log_path: str, env: dict, pdeathsig=None):
         self._proc = _context().Process(target=_child, args=(args, log_path, env, pdeathsig), daemon=False)
         self._proc.start()
         self.pid = self._proc.pid
