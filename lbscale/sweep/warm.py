@@ -21,7 +21,22 @@ STARTED = "LBSCALE_STARTED_WARM"  # set in a forked trial: its config.json says 
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV_SWITCH, "1") != "0" and "forkserver" in multiprocessing.get_all_start_methods()
+    return (os.environ.get(ENV_SWITCH, "1") != "0" and "forkserver" in multiprocessing.get_all_start_methods()
+            and main_is_safe())
+
+
+def main_is_safe() -> bool:
+    """Whether a forked child may prepare itself from this process's __main__ (multiprocessing imports it again
+    as __mp_main__): lbscale's own command (the console script or `python -m lbscale.cli`), a package's
+    __main__ (`python -m pytest`, skipped by multiprocessing) or none (an interpreter prompt, a notebook). A
+    user's script that starts a sweep would run again in every trial without its `if __name__ == "__main__"`
+    guard: it gets fresh processes."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return name == "lbscale.cli" or name.endswith("__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.basename(path) == "lbscale"
 
 
 def _context():

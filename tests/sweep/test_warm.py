@@ -48,3 +48,15 @@ def test_warm_started_trials_are_bit_identical_to_fresh_ones(tiny_h5, tmp_path):
         assert read_json(w / "summary.json")["param_digests"] == read_json(f / "summary.json")["param_digests"]
         log = (w / "train.log").read_text()
         assert log.count("epoch 2/2:") == 1 and "trial completed" in log
+
+
+def test_a_users_script_without_a_main_guard_gets_fresh_processes(tmp_path):
+    # multiprocessing prepares a forked child by importing the parent's __main__ again: a script that starts a
+    # sweep at its top level would start it again in every trial
+    script = tmp_path / "study.py"
+    script.write_text("from lbscale.sweep import warm\nprint(warm.main_is_safe())\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert r.stdout.strip() == "False", r.stderr
+    r = subprocess.run([sys.executable, "-c", "from lbscale.sweep import warm; print(warm.main_is_safe())"],
+                       capture_output=True, text=True)
+    assert r.stdout.strip() == "True", r.stderr  # no main module to import again (the console script: above)
