@@ -42,7 +42,7 @@ demo-real: venv
 	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
 	  || { echo "demo-real: no Fashion-MNIST IDX files in $(FASHION_SRC): install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist, as root) or put the four files of Zalando Research's fashion-mnist release in a folder and run make demo-real FASHION_SRC=FOLDER" >&2; exit 2; }
 	mkdir -p data
-	$(LBSCALE) prepare idx --src $(FASHION_SRC) --out data/fashion-mnist-3k.h5 --val-fraction 0.05 --max-train 3000 --force
+	$(LBSCALE) prepare idx --src $(FASHION_SRC) --out data/fashion-mnist-3k.h5 --val-fraction 0.025 --max-train 3000 --force
 	$(LBSCALE) data info data/fashion-mnist-3k.h5
 	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --dry-run
 	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml
