@@ -252,6 +252,31 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
                f"tr(Sigma) {r['trace']:.4g}, {groups} groups of {k} x {micro_batch}); written to {trial / GNS_FILE}")
 
 
+@cli.command()
+@click.argument("trial", type=click.Path(path_type=Path))
+@click.option("--at", help="Kept checkpoints to branch from, by label (default: all of TRIAL's kept/).")
+@click.option("--factors", default="1,2,4,8,16", show_default=True, help="Batch factors k: branches at k x B.")
+@click.option("--window", default="1ep", show_default=True,
+              help="Samples each branch trains past its checkpoint: a number, or Nep (epochs of the train split).")
+@click.option("--rule", default="auto", show_default=True,
+              help="LR of a branch: the parent's x k (linear), x sqrt(k) (sqrt) or as it is (none); auto: "
+                   "sqrt for Adam-like optimizers, linear for SGD-like ones.")
+@click.option("--tolerance", type=float, default=0.01, show_default=True,
+              help="A batch is within when its loss is at most the smaller batches' best + this.")
+@click.option("--eval-subset", type=int, help="Samples of the evaluation split every branch is evaluated on at "
+                                              "the window's end (default: the parent's step subset, else 1,024).")
+@click.option("--results", type=click.Path(path_type=Path), help="Where the branches go (default: TRIAL-branches "
+                                                                  "beside TRIAL).")
+@click.option("--dry-run", is_flag=True, help="List the branches; run nothing.")
+@quiet_option
+def branch(trial, at, factors, window, rule, tolerance, eval_subset, results, dry_run):
+    """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
+    checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
+    from lbscale.sweep.branch import BranchOptions, run_study
+
+    click.echo(run_study(trial, BranchOptions(at, factors, window, rule, tolerance, eval_subset, results, dry_run)))
+
+
 @cli.command(name="filter")
 @click.option("--data", "data_path", required=True, help="Prepared multiclass file whose train split is filtered.")
 @click.option("--checkpoint", help="Trial directory whose checkpointed network gives the features.")

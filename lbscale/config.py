@@ -140,6 +140,11 @@ class TrialConfig:
     keep_checkpoints: str = _f(None, "Keep checkpoints beside the resume checkpoint, under kept/, at these points: "
                                      "fractions of the run (5%,10%,25%,50%), epochs (2ep) or steps (300st); "
                                      "lbscale branch trains from them.")
+    branch_from: str = _f(None, "Start from this kept checkpoint of another trial (its kept/<label> folder): its "
+                                "weights, optimizer state, RNG and place in the data, continued at this trial's "
+                                "batch (same local batch, more accumulation) and LR; lbscale branch writes these.")
+    branch_samples: int = _f(None, "With --branch-from: train this many samples past the branch point, evaluate "
+                                   "(the --eval-subset), end (status completed, stopped: window).")
     tensorboard: bool = _f(False, "Write TensorBoard scalars under <out>/tensorboard (rank 0; needs the tensorboard "
                                   "package).")
     resume: bool = _f(False, "Continue from the checkpoint in --out.")
@@ -274,6 +279,8 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
+    if cfg.branch_samples is not None and (cfg.branch_samples < 1 or not cfg.branch_from):
+        raise LbscaleError("--branch-samples needs --branch-from and must be >= 1")
     if cfg.keep_checkpoints:
         from lbscale.train.plan import parse_keep
 
@@ -288,7 +295,7 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
     if cfg.eval_every is not None and cfg.eval_every_samples is not None:
         raise LbscaleError("--eval-every and --eval-every-samples: give one of them")
     if cfg.eval_subset is not None and cfg.eval_every is None and cfg.eval_every_samples is None \
-            and cfg.prune == "none":
+            and cfg.prune == "none" and cfg.branch_samples is None:
         raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples, "
                            "or --prune) too")
     if cfg.stop_at_target and cfg.target is None:

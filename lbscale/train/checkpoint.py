@@ -37,6 +37,7 @@ class Progress:
     diverged_at: dict | None = None
     elapsed: float = 0.0
     target_hits: dict = field(default_factory=dict)  # target (as text) -> its first full-split evaluation
+    branch_start: list | None = None  # a branch's [epoch, micro-batch] at its parent's kept checkpoint
 
 
 @dataclass
@@ -143,6 +144,23 @@ def kept(out: Path) -> dict[str, Path]:
     found = [d for d in folder.iterdir() if (d / "model.pt").exists()] if folder.is_dir() else []
     steps = {d: (read_json(d / CHECKPOINT_INFO) or {}).get("step", 0) for d in found}
     return {d.name: d for d in sorted(found, key=lambda d: steps[d])}
+
+
+def kept_info(folder: Path) -> dict:
+    """A kept checkpoint's info.json, with the batches a branch needs; one line where it lacks them."""
+    info = read_json(Path(folder) / CHECKPOINT_INFO) or {}
+    if not (Path(folder) / "model.pt").exists() or "local_batch" not in info:
+        raise LbscaleError(f"{folder}: not a kept checkpoint of this lbscale (train with --keep-checkpoints)")
+    return info
+
+
+def branch_progress(parent: Progress, parent_batch: int, batch: int) -> Progress:
+    """Where a branch at global batch `batch` starts from its parent's progress at `parent_batch`: the same epoch
+    and micro-batch (the same data next), the optimizer step that many samples make at the new batch (rounded
+    down: the LR schedule's place), no records, targets or divergence of the parent's, and the start remembered
+    (the window counts from it)."""
+    return Progress(epoch=parent.epoch, batch=parent.batch, step=parent.step * parent_batch // batch,
+                    branch_start=[parent.epoch, parent.batch])
 
 
 def exists(out: Path) -> bool:

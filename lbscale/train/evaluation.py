@@ -90,6 +90,10 @@ class EvalSchedule:
             return "target"
         return self.decide() if rung else None
 
+    def evaluate_now(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool) -> dict:
+        """One evaluation outside the schedule (a branch's at the end of its window), recorded (collective)."""
+        return self._evaluate(progress, trained_seconds, samples_seen, subset)
+
     def _evaluate(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool) -> dict:
         te = time.perf_counter()
         metrics = self.evaluator.evaluate(self.cfg.eval_split, subset=subset)

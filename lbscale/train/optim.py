@@ -62,6 +62,12 @@ class OptimInfo:
     def has_betas(self) -> bool:
         return "betas" in self.reads
 
+    @property
+    def lr_rule(self) -> str:
+        """How its LR scales with the batch (lbscale branch's --rule auto): square root for Adam-like optimizers
+        (Malladi et al. 2022; Merrill et al. 2025), linear for SGD-like ones (Goyal et al. 2017)."""
+        return "sqrt" if self.has_betas else "linear"
+
     def option_fields(self) -> list[str]:
         """The trial options this optimizer reads (config field names)."""
         return [OPTION_FIELDS[k] for k in self.reads]

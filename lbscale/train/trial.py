@@ -22,6 +22,7 @@ import torch
 from lbscale.config import TrialConfig
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher
+from lbscale.errors import LbscaleError
 from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
 from lbscale.train import checkpoint, provenance
@@ -93,8 +94,40 @@ class Trial:
                               replace(p, elapsed=self.elapsed()),
                               self.book.records, self.env.world_size, self.monitors())
         rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.epoch_loss.cpu()}
-        checkpoint.save(self.out, self.env, state.to_dict(), rank, {"reason": reason, "epoch": p.epoch,
-                                                                   "step": p.step}, folder)
+        checkpoint.save(self.out, self.env, state.to_dict(), rank, {
+            "reason": reason, "epoch": p.epoch, "step": p.step, "global_batch": self.plan.global_batch,
+            "local_batch": self.plan.local_batch, "samples_seen": self.samples_seen()}, folder)
+
+    def samples_seen(self) -> int:
+        """Training samples of every rank up to now (a kept partial last batch counted whole)."""
+        p, plan = self.progress, self.plan
+        return p.epoch * plan.epoch_samples + min(p.batch * plan.local_batch * plan.world_size, plan.epoch_samples)
+
+    def start_branch(self) -> None:
+        """A branch (`lbscale branch`): the parent's weights, optimizer state, RNG and place in the data at its
+        kept checkpoint, continued at this trial's batch: the same micro-batches, grouped into larger steps
+        (`checkpoint.branch_progress`); the LR is this trial's schedule at the mapped step."""
+        folder = Path(self.cfg.branch_from)
+        main, rank = checkpoint.load(self.out, self.env, self.device, folder)
+        info = checkpoint.kept_info(folder)
+        if info["local_batch"] != self.plan.local_batch:
+            raise LbscaleError(f"--branch-from {folder}: a branch continues its parent's micro-batches of "
+                               f"{info['local_batch']} per process; this trial's are {self.plan.local_batch}")
+        state = TrialState.from_dict(main)
+        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, {"divergence": self.divergence})
+        self.progress = checkpoint.branch_progress(state.progress, info["global_batch"], self.plan.global_batch)
+        if self.progress.batch >= self.plan.micro_batches_per_epoch:  # at the end of an epoch (one that keeps only
+            self.progress.branch_start = [self.progress.epoch + 1, 0]  # whole larger steps may end sooner)
+        checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
+        self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
+
+    def window_done(self) -> bool:
+        """A branch has trained its --branch-samples past its start."""
+        p, start = self.progress, self.progress.branch_start
+        if start is None or not self.cfg.branch_samples:
+            return False
+        micro = (p.epoch - start[0]) * self.plan.micro_batches_per_epoch + p.batch - start[1]
+        return micro * self.plan.local_batch * self.plan.world_size >= self.cfg.branch_samples
 
     def restore(self) -> None:
         main, rank = checkpoint.load(self.out, self.env, self.device)
@@ -169,8 +202,13 @@ class Trial:
             self.save_checkpoint("kept", f"{checkpoint.KEPT}/{self.keep[p.step]}")
         verdict = None
         if p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps \
-                or p.batch == self.plan.micro_batches_per_epoch:
+                or p.batch == self.plan.micro_batches_per_epoch or self.window_done():
             verdict = self.check(window)
+        if verdict != "diverged" and self.window_done():  # a branch's window: its one evaluation, then the end
+            self.pace.sync()
+            trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
+            self.schedule.evaluate_now(p, trained, self.samples_seen(), subset=bool(cfg.eval_subset))
+            return "window"
         # a due evaluation runs also when a preemption stops the epoch here: a resumed trial starts after this
         # step, and a rung it skipped would never be judged ('wait', 'pruned' and 'target' end the process as the
         # preemption would)
@@ -236,6 +274,8 @@ class Trial:
         resumed = cfg.resume and checkpoint.exists(self.out)
         if resumed:
             self.restore()
+        elif cfg.branch_from:
+            self.start_branch()
         if cfg.tensorboard and self.env.is_main:  # a resumed trial hides what it replays after its checkpoint
             self.book.scalars = ScalarLog(self.out / TENSORBOARD_DIR, self.progress.step + 1 if resumed else None)
         described = provenance.describe(self.cfg, self.plan, self.env.world_size, self.data.dataset, self.task,
@@ -276,8 +316,8 @@ class Trial:
             self.end_epoch(timing)  # its last step: a whole epoch, evaluated and recorded as one
         elif timing is not None and p.batch:
             self.record_partial_epoch(timing)
-        if verdict == "target":
-            self.stopped = "target"
+        if verdict in ("target", "window"):
+            self.stopped = verdict
             return self.finish("diverged" if p.diverged_at else "completed")
         return self.finish("pruned")
 

@@ -1,0 +1,218 @@
+"""`lbscale branch TRIAL`: the local critical batch from one run (Merrill, Arora, Groeneveld & Hajishirzi 2025).
+
+From each kept checkpoint of TRIAL (`lbscale train --keep-checkpoints`), one branch trial per factor k trains
+k x B for the same number of samples (the window): the parent's weights, optimizer state, RNG and place in the
+data, the same micro-batches grouped into k-times larger optimizer steps (same processes, more accumulation),
+the LR the parent's schedule has at that place times the rule's factor (linear: k; sqrt: sqrt(k)); factor 1 is
+the parent's own continuation. Each branch evaluates the same fixed subset of the evaluation split at the end
+of its window; per checkpoint, the largest k x B whose loss there stays within the tolerance of the smaller
+batches' best is the local critical batch (`analysis.critical`). Branches are ordinary trial directories,
+run by the local launcher (resumable: a rerun skips finished branches); the table (`critical-batch.csv`) and
+the figure (`critical-batch.png`) go into the results directory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lbscale.config import FIELDS, load_config
+from lbscale.errors import LbscaleError
+from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
+from lbscale.sweep.plan import TrialPlan
+from lbscale.train import checkpoint
+from lbscale.train.plan import resolve_plan
+
+RULES = {"linear": lambda k: k, "sqrt": math.sqrt, "none": lambda k: 1.0}
+TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
+# options of the parent that a branch does not share: its own evaluation, no pruning, no target, no checkpoints
+RESET = {"keep_checkpoints": None, "prune": "none", "prune_group": None, "prune_min_steps": None,
+         "stop_at_target": False, "eval_every": None, "eval_every_samples": None, "preempt_after_steps": None,
+         "gns_every": None, "tensorboard": False, "accum_steps": None, "lr_scaling": "none", "resume": False}
+
+
+@dataclass
+class BranchOptions:
+    at: str | None = None  # kept checkpoint labels, comma-separated (default: all)
+    factors: str = "1,2,4,8,16"
+    window: str = "1ep"  # samples, or Nep (epochs of the parent's train split)
+    rule: str = "auto"
+    tolerance: float = 0.01
+    eval_subset: int | None = None
+    results: Path | None = None
+    dry_run: bool = False
+
+
+def _factors(text: str) -> list[int]:
+    try:
+        out = sorted({int(t) for t in str(text).split(",") if t.strip()})
+    except ValueError:
+        out = []
+    if not out or out[0] < 1:
+        raise LbscaleError(f"--factors: {text!r} is not a list of whole numbers >= 1 (e.g. 1,2,4,8)")
+    return out
+
+
+def _window(text: str, epoch_samples: int) -> int:
+    t = str(text).strip()
+    try:
+        samples = round(float(t[:-2]) * epoch_samples) if t.endswith("ep") else int(t)
+    except ValueError:
+        samples = 0
+    if samples < 1:
+        raise LbscaleError(f"--window: {text!r} is not a number of samples or Nep (epochs of the train split)")
+    return samples
+
+
+def parent_of(trial: Path) -> tuple[dict, dict, dict[str, Path]]:
+    """(the parent's config, its plan, its kept checkpoints by label); one line where it has none."""
+    described = read_json(Path(trial) / CONFIG)
+    if not described:
+        raise LbscaleError(f"{trial}: not a trial directory (no {CONFIG})")
+    kept = checkpoint.kept(trial)
+    if not kept:
+        raise LbscaleError(f"{trial}: no kept checkpoints to branch from (train it with --keep-checkpoints "
+                           "10%,25%,50%)")
+    return described["config"], described["plan"], kept
+
+
+def branch_plans(trial: Path, o: BranchOptions) -> tuple[list[TrialPlan], dict]:
+    """The branch trials of TRIAL (one per kept checkpoint and factor) and what they rest on."""
+    from lbscale.train.optim import OPTIMIZERS
+
+    trial = Path(trial).resolve()
+    config, plan, kept = parent_of(trial)
+    labels = [t.strip() for t in o.at.split(",")] if o.at else list(kept)
+    missing = [t for t in labels if t not in kept]
+    if missing:
+        raise LbscaleError(f"--at {missing[0]}: {trial} keeps {', '.join(kept)}")
+    rule = OPTIMIZERS[config["optimizer"]].lr_rule if o.rule == "auto" else o.rule
+    if rule not in RULES:
+        raise LbscaleError(f"--rule: {o.rule!r} is not one of auto, {', '.join(RULES)}")
+    window = _window(o.window, plan["epoch_samples"])
+    results = Path(o.results) if o.results else trial.parent / f"{trial.name}-branches"
+    subset = o.eval_subset or config.get("eval_subset") or 1024
+    plans = []
+    for label in labels:
+        for k in _factors(o.factors):
+            name = f"{label}-x{k}"
+            options = {**{n: v for n, v in config.items() if n in FIELDS}, **RESET,
+                       "global_batch": k * plan["global_batch"], "local_batch": plan["local_batch"],
+                       "base_lr": plan["peak_lr"] * RULES[rule](k), "warmup_epochs": plan["warmup_epochs"],
+                       "branch_from": str(kept[label]), "branch_samples": window, "eval_subset": subset,
+                       "out": str(results / name)}
+            cfg = load_config(None, **options)
+            p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
+            plans.append(TrialPlan(name, plan["world_size"], 1, cfg, p, variant=f"x{k}", sweep="branch"))
+    return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
+                   "results": results, "subset": subset}
+
+
+def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float) -> pd.DataFrame:
+    """Per branch: its checkpoint, the parent's samples and step there, factor, batch, the loss on the fixed
+    subset at the window's end, the optimizer steps it took; and per checkpoint the local critical batch."""
+    from lbscale.analysis.critical import local_critical_batch
+
+    rows = []
+    for p in plans:
+        info = read_json(Path(p.config.branch_from) / "info.json") or {}
+        summary = read_json(p.out / SUMMARY) or {}
+        ends = [r for r in read_jsonl(p.out / "metrics.jsonl") if r.get("kind") == "step"]
+        loss = ends[-1].get("val_loss", ends[-1].get("test_loss")) if ends else None
+        if summary.get("status") == "diverged":
+            loss = math.inf
+        start = info.get("step", 0) * info.get("global_batch", 0) // p.plan.global_batch
+        rows.append({"checkpoint": Path(p.config.branch_from).name, "samples": info.get("samples_seen"),
+                     "parent_step": info.get("step"), "factor": p.plan.global_batch // info.get("global_batch", 1),
+                     "batch": p.plan.global_batch, "lr": p.plan.peak_lr, "loss": loss,
+                     "status": summary.get("status", "not run"), "steps": ends[-1]["step"] - start if ends else None})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    critical = {}
+    for cp, g in df.groupby("checkpoint", sort=False):
+        critical[cp] = local_critical_batch(dict(zip(g["batch"], g["loss"])), tolerance)
+    df["critical_batch"] = df["checkpoint"].map(lambda c: critical[c][0])
+    df["why"] = df["checkpoint"].map(lambda c: critical[c][1])
+    return df
+
+
+def run_branches(plans: list[TrialPlan], results: Path) -> int:
+    """Run the branches that have not finished, one after another on this machine (warm-started, resumable);
+    the failures."""
+    from lbscale.sweep.follow import SweepProgress
+    from lbscale.sweep.launch import LocalLauncher, select, write_trial_files
+    from lbscale.sweep.lock import sweep_lock
+
+    with sweep_lock(results, False):
+        write_trial_files(plans)
+        todo = select(plans, retry_failed=True)
+        print(f"{len(plans) - len(todo)} of {len(plans)} branches already finished; running {len(todo)}", flush=True)
+        return LocalLauncher().run_rounds(todo, SweepProgress()) if todo else 0
+
+
+def draw(df: pd.DataFrame, parent: Path, path: Path) -> None:
+    """Local critical batch vs the parent's training progress (samples), a bound drawn as an open triangle; the
+    parent's gradient noise scale over training beside it where it measured one (--gns-every)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = df.drop_duplicates("checkpoint").dropna(subset=["critical_batch"])
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    exact = per[~per["why"].str.startswith("every factor")]
+    bound = per[per["why"].str.startswith("every factor")]
+    ax.plot(per["samples"], per["critical_batch"], color="C0", lw=1)
+    if len(exact):
+        ax.plot(exact["samples"], exact["critical_batch"], "o", color="C0", label="local critical batch (branches)")
+    if len(bound):
+        ax.plot(bound["samples"], bound["critical_batch"], "^", mfc="none", color="C0",
+                label="at least (every factor within tolerance)")
+    gns = [r for r in read_jsonl(Path(parent) / "metrics.jsonl") if r.get("gns_b_simple")]
+    if gns:
+        ax.plot([r["samples_seen"] for r in gns], [r["gns_b_simple"] for r in gns], color="C1", lw=1,
+                label="gradient noise scale B_simple (parent)")
+    tried = sorted(df["batch"].unique())
+    ax.set_yscale("log", base=2)
+    ax.set_ylim(tried[0] / 1.5, tried[-1] * 1.5)
+    ax.set_yticks(tried, [f"{b:,}" for b in tried])
+    ax.set_xlabel("training samples seen by the parent at the branch point")
+    ax.set_ylabel("global batch")
+    ax.set_title(f"Local critical batch over training: {Path(parent).name}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_study(trial: Path, o: BranchOptions) -> str:
+    """Plan, run (unless a dry run), tabulate and draw; the outcome line."""
+    from lbscale.report.render import markdown
+
+    plans, what = branch_plans(trial, o)
+    results = what["results"]
+    points = len(plans) // len(_factors(o.factors))
+    print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"
+          f", {what['window']:,} samples each, LR rule {what['rule']}, loss on {what['subset']:,} "
+          "samples of the evaluation split", flush=True)
+    if o.dry_run:
+        for p in plans:
+            print(f"  {p.trial_id}: batch {p.plan.global_batch}, accumulation {p.plan.accum_steps}, "
+                  f"LR {p.plan.peak_lr:.4g}")
+        return f"branch dry run: {len(plans)} branches planned into {results}; nothing run"
+    failures = run_branches(plans, results)
+    df = branch_table(plans, what["parent"], o.tolerance)
+    df.to_csv(results / TABLE, index=False)
+    draw(df, what["parent"], results / FIGURE)
+    print(markdown(df.drop(columns=["why"])), end="")
+    per = df.drop_duplicates("checkpoint")
+    found = "; ".join(f"{r.checkpoint}: {'-' if pd.isna(r.critical_batch) else f'{r.critical_batch:,.0f}'}"
+                      for r in per.itertuples())
+    steps = int(df["steps"].fillna(0).sum())
+    failed = f", {failures} failed" if failures else ""
+    return (f"branch study of {Path(what['parent']).name}: local critical batch {found} ({len(df)} branches, "
+            f"{steps:,} optimizer steps{failed}); written to {results}")

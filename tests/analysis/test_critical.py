@@ -1,0 +1,24 @@
+"""The local critical batch rule (Merrill et al. 2025) on hand-made losses."""
+
+import math
+
+from lbscale.analysis.critical import local_critical_batch
+
+
+def test_largest_batch_within_tolerance_of_the_smaller_ones():
+    # 64 and 128 match 32 within 0.02; 256 is 0.05 worse than the best smaller loss (1.00 at 128)
+    assert local_critical_batch({32: 1.01, 64: 1.02, 128: 1.00, 256: 1.05, 512: 1.30}, 0.02)[0] == 128
+    # a looser tolerance lets 256 in, not 512
+    assert local_critical_batch({32: 1.01, 64: 1.02, 128: 1.00, 256: 1.05, 512: 1.30}, 0.06)[0] == 256
+
+
+def test_every_factor_within_is_a_lower_bound_and_none_without_losses():
+    batch, why = local_critical_batch({32: 1.0, 64: 1.0, 128: 0.99}, 0.01)
+    assert batch == 128 and "at least 128" in why
+    assert local_critical_batch({}, 0.01)[0] is None
+    assert local_critical_batch({32: math.nan, 64: math.inf}, 0.01)[0] is None
+
+
+def test_a_diverged_branch_is_never_within():
+    assert local_critical_batch({32: 1.0, 64: math.nan, 128: 1.0}, 0.01)[0] == 128  # 128 matches 32 again
+    assert local_critical_batch({32: 1.0, 64: 1.0, 128: math.inf}, 0.01)[0] == 64

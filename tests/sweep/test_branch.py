@@ -1,0 +1,53 @@
+"""`lbscale branch`: branches from a parent's kept checkpoints run as trials, their losses give the local critical
+batch per checkpoint (table, figure, outcome line); bad input is one line."""
+
+import pandas as pd
+
+from tests.report.pictures import assert_drawn
+
+PARENT = ["--global-batch", "32", "--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd",
+          "--momentum", "0.9", "--base-lr", "0.05", "--epochs", "2", "--keep-checkpoints", "25%,50%"]
+
+
+def test_branch_study_of_a_trial(tiny_h5, tmp_path, run_cli):
+    parent = tmp_path / "parent"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, *PARENT)
+    assert rc == 0, err
+    rc, out, err = run_cli("branch", parent, "--factors", "1,2,4", "--window", 256, "--eval-subset", 40,
+                           "--dry-run")
+    assert rc == 0, err
+    assert "6 branches" in out and "LR rule linear" in out
+    assert "25pct-x4: batch 128, accumulation 4, LR 0.025" in out  # the parent's peak 0.05 x 32 / 256, times 4
+    assert not (tmp_path / "parent-branches").exists() or not any((tmp_path / "parent-branches").iterdir())
+    rc, out, err = run_cli("branch", parent, "--factors", "1,2,4", "--window", 256, "--eval-subset", 40)
+    assert rc == 0, err
+    results = tmp_path / "parent-branches"
+    df = pd.read_csv(results / "critical-batch.csv")
+    assert sorted(df["batch"]) == [32, 32, 64, 64, 128, 128] and set(df["status"]) == {"completed"}
+    # 256 samples at each batch: 8, 4 and 2 optimizer steps
+    assert sorted(zip(df["checkpoint"], df["batch"], df["steps"])) == [
+        ("25pct", 32, 8), ("25pct", 64, 4), ("25pct", 128, 2), ("50pct", 32, 8), ("50pct", 64, 4), ("50pct", 128, 2)]
+    for cp, g in df.groupby("checkpoint"):  # the rule by hand on the table's own losses
+        losses = dict(zip(g["batch"], g["loss"]))
+        best, within = float("inf"), []
+        for b in sorted(losses):
+            if not within or losses[b] <= best + 0.01:
+                within.append(b)
+            best = min(best, losses[b])
+        assert set(g["critical_batch"]) == {within[-1]}, (cp, losses)
+    assert_drawn(results / "critical-batch.png")
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("branch study of parent: local critical batch 25pct: ") and str(results) in last
+    assert "6 branches, 28 optimizer steps" in last
+    rc, out, err = run_cli("branch", parent, "--factors", "1,2,4", "--window", 256, "--eval-subset", 40)
+    assert rc == 0 and "6 of 6 branches already finished" in out
+
+
+def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
+    rc, _, err = run_cli("branch", tmp_path)
+    assert rc == 2 and "not a trial directory" in err and len(err.strip().splitlines()) == 1
+    parent = tmp_path / "p"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, *PARENT[:-2])
+    assert rc == 0, err
+    rc, _, err = run_cli("branch", parent)
+    assert rc == 2 and "no kept checkpoints" in err

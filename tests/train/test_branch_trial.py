@@ -1,0 +1,60 @@
+"""A branch trial (--branch-from a kept checkpoint, --branch-samples its window): factor 1 is the parent's own
+continuation, bit for bit; a larger batch continues the same micro-batches in larger steps."""
+
+import json
+
+from lbscale.results import read_jsonl
+from lbscale.train.checkpoint import Progress, branch_progress
+from tests.train.helpers import summary
+
+BASE = ["--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd", "--momentum", "0.9",
+        "--base-lr", "0.05", "--epochs", "2", "--schedule", "cosine", "--warmup-epochs", "0.5"]
+# tiny set: 560 train images, 17 steps of 32 per epoch (the last 16 images dropped), 34 in all
+
+
+def test_branch_progress_by_hand():
+    parent = Progress(epoch=1, batch=6, step=23, target_hits={"0.9": {}}, elapsed=5.0)
+    assert branch_progress(parent, 32, 128) == Progress(epoch=1, batch=6, step=5, branch_start=[1, 6])
+    assert branch_progress(parent, 32, 32).step == 23
+
+
+def test_factor_one_is_the_parents_continuation_and_factor_two_takes_half_the_steps(tiny_h5, tmp_path, run_cli):
+    parent = tmp_path / "parent"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, "--global-batch", 32, *BASE,
+                         "--keep-checkpoints", "25%")
+    assert rc == 0, err
+    kept = parent / "kept" / "25pct"
+    info = json.loads((kept / "info.json").read_text())
+    assert (info["step"], info["global_batch"], info["local_batch"], info["samples_seen"]) == (8, 32, 32, 256)
+    window = (34 - 8) * 32  # to the parent's end
+    one = tmp_path / "x1"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", one, "--global-batch", 32, *BASE,
+                         "--branch-from", kept, "--branch-samples", window, "--eval-subset", 40)
+    assert rc == 0, err
+    s1 = summary(one)
+    assert s1["status"] == "completed" and s1["stopped"] == "window"
+    assert s1["param_digests"] == summary(parent)["param_digests"]  # bit for bit
+    last = [r for r in read_jsonl(one / "metrics.jsonl") if r.get("kind") == "step"][-1]  # then epoch 2's record
+    assert last["kind"] == "step" and last["step"] == 34 and last["subset"] == 40 and "val_loss" in last
+
+    two = tmp_path / "x2"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", two, "--global-batch", 64, "--local-batch", 32, *BASE,
+                         "--branch-from", kept, "--branch-samples", 320, "--eval-subset", 40)
+    assert rc == 0, err
+    s2 = summary(two)
+    assert s2["status"] == "completed" and s2["stopped"] == "window"
+    # from micro-batch 8 of epoch 1 (step 8 x 32 / 64 = 4); at batch 64 an epoch is 16 micro-batches (last_batch
+    # drop keeps whole steps), so 10 micro-batches are 4 steps to the epoch's end and 1 into epoch 2: 4 + 4 + 1
+    assert [r["step"] for r in read_jsonl(two / "metrics.jsonl") if r.get("kind") == "step"] == [9]
+    assert s2["param_digests"] != s1["param_digests"]
+
+
+def test_a_branch_needs_its_parents_local_batch(tiny_h5, tmp_path, run_cli):
+    parent = tmp_path / "parent"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, "--global-batch", 32, *BASE,
+                         "--keep-checkpoints", "25%")
+    assert rc == 0, err
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "b", "--global-batch", 64, *BASE,
+                         "--branch-from", parent / "kept" / "25pct", "--branch-samples", 64)
+    assert rc == 2 and "continues its parent's micro-batches of 32 per process" in err
+    assert len(err.strip().splitlines()) == 1
