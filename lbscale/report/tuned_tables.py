@@ -167,10 +167,13 @@ def lr_text(f) -> str:
 def rests_on(f, metric: str, target: float | None, search: dict) -> str:
     """What a variant's numbers rest on: reached batches of batches, search points and seeds per batch, edges,
     and what the intervals are."""
-    reach = (f"{f['reached']} of {f['batches']} batches reached {metric} {target:g}"
-             + (f" (not reached: {f['unreached'].replace(',', ', ')})" if f.get("unreached") else "")
-             if target is not None else f"{f['batches']} batches, best {metric} within the budget")
     seeds = search.get("seeds", 1)
+    # with several seeds a point reaches where every seed of it did: a batch whose best trial reached the target
+    # (the best-trial table's "yes") but whose confirmation seed did not is unreached here
+    rule = "; a batch counts as reached where every seed of one of its points reached the target" if seeds > 1 else ""
+    reach = (f"{f['reached']} of {f['batches']} batches reached {metric} {target:g}"
+             + (f" (not reached: {f['unreached'].replace(',', ', ')}{rule})" if f.get("unreached") else "")
+             if target is not None else f"{f['batches']} batches, best {metric} within the budget")
     grid = f"{search.get('points', '?')} search points x {seeds} seed{'s' if seeds != 1 else ''} per batch"
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")

@@ -141,3 +141,18 @@ def test_the_verdict_says_what_it_rests_on():
     assert "5 of 5 batches reached val_top1 0.9" in line and "6 search points x 3 seeds per batch" in line
     assert "t on each fit's residuals (alpha 3 dof, B_noise 3 dof) joined with 100 resamples" in line
     assert math.isfinite(f.iloc[0]["alpha_lo"]) and f.iloc[0]["alpha_failed"] == 0
+
+
+def test_the_verdict_says_how_a_batch_with_several_seeds_counts_as_reached():
+    # Fashion-MNIST: batch 128's best trial reached the target, its confirmation seed did not; the best-trial
+    # table said "yes" and the verdict "not reached: 128" with nothing to join the two
+    searches = {b: [(lr / 2, 1250, None), (lr, 1000, None), (lr * 2, 1250, None)]
+                for b, lr in ((32, 0.1), (64, 0.2), (128, 0.4))}
+    searches[256] = [(0.05, None, 0.6), (0.1, None, 0.5), (0.2, None, 0.4)]
+    trials, steps = frames(searches)
+    fits = pd.DataFrame([tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]])
+    rule = "a batch counts as reached where every seed of one of its points reached the target"
+    two = " ".join(verdict(fits, "val_top1", 0.9, {"sgd": {"points": 3, "seeds": 2}}))
+    assert f"(not reached: 256; {rule})" in two
+    one = " ".join(verdict(fits, "val_top1", 0.9, {"sgd": {"points": 3, "seeds": 1}}))
+    assert "(not reached: 256)" in one and rule not in one
