@@ -140,6 +140,13 @@ class TrialConfig:
     keep_checkpoints: str = _f(None, "Keep checkpoints beside the resume checkpoint, under kept/, at these points: "
                                      "fractions of the run (5%,10%,25%,50%), epochs (2ep) or steps (300st); "
                                      "lbscale branch trains from them.")
+    batch_schedule: str = _f(None, "Grow the global batch during the trial: BATCH@POINT,... (64@0,128@2ep,256@6400: "
+                                   "points in epochs or training samples; the first is --global-batch), by "
+                                   "accumulation over its micro-batches; the LR is the schedule's at that place in "
+                                   "the data times --batch-rule's factor.")
+    batch_rule: str = _choice("linear", "LR factor of a --batch-schedule batch B over the first batch B0.", {
+        "linear": "B / B0 (SGD-like optimizers; Smith et al. 2017)", "sqrt": "sqrt(B / B0) (Adam-like optimizers)",
+        "none": "1: the LR schedule as it is"})
     branch_from: str = _f(None, "Start from this kept checkpoint of another trial (its kept/<label> folder): its "
                                 "weights, optimizer state, RNG and place in the data, continued at this trial's "
                                 "batch (same local batch, more accumulation) and LR; lbscale branch writes these.")
@@ -279,12 +286,28 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--drop-rate must be in [0, 1)")
     if len(cfg.betas) != 2:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
+    if cfg.batch_schedule:
+        _check_batch_schedule(cfg)
     if cfg.branch_samples is not None and (cfg.branch_samples < 1 or not cfg.branch_from):
         raise LbscaleError("--branch-samples needs --branch-from and must be >= 1")
     if cfg.keep_checkpoints:
         from lbscale.train.plan import parse_keep
 
         parse_keep(cfg.keep_checkpoints)
+
+
+def _check_batch_schedule(cfg: TrialConfig) -> None:
+    """Its syntax (epochs are checked against the data later), its first batch, and what it cannot go with."""
+    from lbscale.train.batches import BatchSchedule
+
+    first = BatchSchedule.parse(cfg.batch_schedule, 1).first
+    if first != cfg.global_batch:
+        raise LbscaleError(f"--batch-schedule starts at batch {first}: give --global-batch {first}")
+    clash = [n for n in ("prune", "gns_every", "branch_from", "keep_checkpoints")
+             if getattr(cfg, n) not in (None, "none")]
+    if clash:
+        raise LbscaleError(f"--batch-schedule does not go with --{clash[0].replace('_', '-')} (their points are "
+                           "optimizer steps of one batch)")
 
 
 def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:

@@ -51,12 +51,17 @@ class TrainStep:
     def loss_fn(self, logits, y):
         return self.task.loss(logits, y, self.cfg.label_smoothing)
 
-    def micro_batch(self, x, y, micro: int, step: int) -> tuple[torch.Tensor, int]:
+    def micro_batch(self, x, y, micro: int, step: int, grouping: tuple[bool, int] | None = None
+                    ) -> tuple[torch.Tensor, int]:
         """Forward and backward of the epoch's `micro`-th micro-batch, in optimizer step `step` (counted from 0);
-        its loss (detached, float64) and the samples of its optimizer step on this rank."""
+        its loss (detached, float64) and the samples of its optimizer step on this rank. `grouping`: (whether it
+        is its step's last, the step's samples on this rank) where a batch schedule decides them, else the plan."""
         plan = self.plan
-        last = (micro + 1) % plan.accum_steps == 0 or micro + 1 == plan.micro_batches_per_epoch
-        in_step = plan.step_samples(micro)  # a kept partial last step's micro-batches weigh by their share
+        if grouping is None:
+            last = (micro + 1) % plan.accum_steps == 0 or micro + 1 == plan.micro_batches_per_epoch
+            in_step = plan.step_samples(micro)  # a kept partial last step's micro-batches weigh by their share
+        else:
+            last, in_step = grouping
         if self.gns and last and (step + 1) % self.cfg.gns_every == 0 \
                 and in_step == plan.local_batch * plan.accum_steps:
             self.gns.active = True  # the hook measures this (whole) step's all-reduce
@@ -68,10 +73,10 @@ class TrainStep:
             self.comm.backward_done()
         return loss.detach().double(), in_step
 
-    def update(self, step: int) -> None:
-        """Optimizer step `step` (counted from 0) at its LR, through the grad scaler; the noise scale where this
-        step was measured."""
-        lr = self.policy.lr(step)
+    def update(self, step: int, lr: float | None = None) -> None:
+        """Optimizer step `step` (counted from 0) at its LR (or `lr`: a batch schedule's), through the grad scaler;
+        the noise scale where this step was measured."""
+        lr = self.policy.lr(step) if lr is None else lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         measured = self.gns is not None and self.gns.active

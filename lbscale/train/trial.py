@@ -27,6 +27,7 @@ from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
 from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
+from lbscale.train.batches import BatchSchedule
 from lbscale.train.checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
 from lbscale.train.evaluation import EvalSchedule, Evaluator
@@ -60,6 +61,11 @@ class Trial:
         self.pace = PaceMeter(cfg.timing_warmup_steps, env.world_size, sync, cfg.compile)
         self.pruner = make_pruner(cfg, self.task, self.plan.total_steps)
         self.keep = keep_steps(cfg.keep_checkpoints, self.plan.total_steps, self.plan.steps_per_epoch)
+        self.batches = BatchSchedule.parse(cfg.batch_schedule, self.plan.epoch_samples, cfg.batch_rule) \
+            if cfg.batch_schedule else None
+        if self.batches:
+            self.batches.check(self.plan.local_batch * env.world_size)
+        self.step_micro, self.step_start = 0, (0, self.plan.global_batch)  # a schedule's step: its place, batch
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
@@ -174,7 +180,7 @@ class Trial:
                 data_seconds += time.perf_counter() - td
                 images += self.micro_batch(batch, window)
                 progress.update(1)
-                if (p.batch % self.plan.accum_steps == 0 or p.batch == n_micro):  # the step's last micro-batch
+                if self.step_ended():  # the step's last micro-batch
                     verdict = self.optimizer_step(window, images)
                     images = 0
         finally:
@@ -182,10 +188,43 @@ class Trial:
         progress.close()
         return verdict, self.close_epoch(data_seconds)
 
+    def step_ended(self) -> bool:
+        """After a micro-batch: whether it ended its optimizer step."""
+        p = self.progress
+        if self.batches:
+            return self.step_micro == 0
+        return p.batch % self.plan.accum_steps == 0 or p.batch == self.plan.micro_batches_per_epoch
+
+    def scheduled_grouping(self) -> tuple[bool, int]:
+        """With a batch schedule, for the next micro-batch: (whether it ends its step, the step's samples on this
+        rank); a step's batch is the schedule's at the samples seen when it starts (noted where it changes)."""
+        p, plan = self.progress, self.plan
+        if self.step_micro == 0:
+            seen = self.samples_seen()
+            batch = self.batches.batch_at(seen)
+            if not p.batch_changes or p.batch_changes[-1]["global_batch"] != batch:
+                p.batch_changes.append({"step": p.step, "samples_seen": seen, "global_batch": batch})
+            self.step_start = (seen, batch)
+        accum = self.step_start[1] // (plan.local_batch * plan.world_size)
+        last = self.step_micro + 1 == accum or p.batch + 1 == plan.micro_batches_per_epoch
+        shard = plan.epoch_samples // plan.world_size
+        in_step = min(plan.local_batch * accum, shard - (p.batch - self.step_micro) * plan.local_batch)
+        self.step_micro = 0 if last else self.step_micro + 1
+        return last, in_step
+
+    def step_lr(self) -> float | None:
+        """A batch schedule's LR for the step just accumulated: the schedule's at its place in the data (in steps
+        of the first batch), times the rule's factor for its batch."""
+        if not self.batches:
+            return None
+        seen, batch = self.step_start
+        return self.policy.lr(seen // self.batches.first) * self.batches.lr_factor(batch)
+
     def micro_batch(self, batch, window: torch.Tensor) -> int:
         p = self.progress
         x, y = self.inputs(batch, train=True)
-        loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step)
+        grouping = self.scheduled_grouping() if self.batches else None
+        loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, grouping)
         counted = torch.stack([loss, torch.ones_like(loss)])
         window += counted
         self.epoch_loss += counted
@@ -195,7 +234,7 @@ class Trial:
     def optimizer_step(self, window: torch.Tensor, images: int) -> str | None:
         """The update, the cross-rank check where due, a step evaluation where due."""
         p, cfg = self.progress, self.cfg
-        self.train_step.update(p.step)
+        self.train_step.update(p.step, self.step_lr())
         p.step += 1
         self.pace.step(images)
         if p.step in self.keep:  # for lbscale branch: the state after this step, the epoch's clock aside
@@ -243,7 +282,7 @@ class Trial:
         ranks = dist.all_gather_object(self.clock.timing())
         split = split_exposed_wait(ranks) if self.env.world_size > 1 else {**ranks[0], "imbalance_seconds": 0.0}
         return epoch_timing(split, self.clock.images * self.plan.world_size, ips,
-                            self.policy.lr(max(self.progress.step - 1, 0)), self.plan.train_samples,
+                            self.train_step.optimizer.param_groups[0]["lr"], self.plan.train_samples,
                             self.schedule.any)
 
     def epoch_train_loss(self) -> float:
@@ -334,6 +373,12 @@ class Trial:
         return 0
 
     def summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
+        out = self._summary(status, error, digests, test)
+        if self.batches:  # the batch of every step, as it happened
+            out["batch_schedule"] = self.progress.batch_changes
+        return out
+
+    def _summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
         return trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
                              self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
                              self.train_step.gns if self.train_step else None)

@@ -1,0 +1,64 @@
+"""Batch-size schedules in a trial (`--batch-schedule "64@0,128@2ep,256@5ep"`): the global batch grows at points
+given in epochs (`2ep`) or training samples (`6400`), by accumulation over the first batch's micro-batches (the
+same processes; the micro-batch sequence, and so the order of samples, does not depend on the batch), with the
+LR of the trial's schedule at that place in the data times the rule's factor for the batch (Smith et al. 2017,
+"Don't decay the learning rate, increase the batch size"; Merrill et al. 2025's batch-size warm-up). Pure
+arithmetic: the trial asks it, at the start of each optimizer step, for the accumulation and the LR factor."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lbscale.errors import LbscaleError
+
+RULE_FACTOR = {"linear": lambda r: r, "sqrt": math.sqrt, "none": lambda r: 1.0}
+
+
+@dataclass(frozen=True)
+class BatchSchedule:
+    """(samples, global batch) from which each batch applies, in order; the first at 0."""
+
+    points: tuple
+    rule: str = "linear"
+
+    @classmethod
+    def parse(cls, text: str, epoch_samples: int, rule: str = "linear") -> "BatchSchedule":
+        """'64@0,128@2ep,256@6400': batch@point, a point in epochs (Nep) or samples; one line naming a bad item."""
+        points = []
+        for item in (t.strip() for t in str(text).split(",") if t.strip()):
+            batch, _, at = item.partition("@")
+            try:
+                b = int(batch)
+                samples = round(float(at[:-2]) * epoch_samples) if at.endswith("ep") else int(at)
+            except ValueError:
+                b, samples = 0, -1
+            if b < 1 or samples < 0:
+                raise LbscaleError(f"--batch-schedule: {item!r} is not BATCH@POINT (a point in epochs, Nep, or "
+                                   "training samples)")
+            points.append((samples, b))
+        if not points or points[0][0] != 0:
+            raise LbscaleError("--batch-schedule: the first batch starts at 0 (e.g. 64@0,128@2ep)")
+        if any(a[0] >= b[0] for a, b in zip(points, points[1:])):
+            raise LbscaleError("--batch-schedule: points must increase")
+        if rule not in RULE_FACTOR:
+            raise LbscaleError(f"--batch-schedule: LR rule {rule!r} is not one of {', '.join(RULE_FACTOR)}")
+        return cls(tuple(points), rule)
+
+    @property
+    def first(self) -> int:
+        return self.points[0][1]
+
+    def check(self, step_batch: int) -> None:
+        """Every batch a whole number of the first batch's steps (`step_batch`: local batch x processes)."""
+        for _, b in self.points:
+            if b % step_batch:
+                raise LbscaleError(f"--batch-schedule: batch {b} is not a multiple of {step_batch} (the local "
+                                   "batch x processes of the first batch)")
+
+    def batch_at(self, samples: int) -> int:
+        """The global batch of an optimizer step that starts after `samples` training samples."""
+        return [b for at, b in self.points if at <= samples][-1]
+
+    def lr_factor(self, batch: int) -> float:
+        return RULE_FACTOR[self.rule](batch / self.first)

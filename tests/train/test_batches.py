@@ -1,0 +1,76 @@
+"""Batch-size schedules: parsing, the batch at a place in the data, the LR factor, bad input as one line."""
+
+import json
+import math
+
+import pytest
+
+from lbscale.results import read_jsonl
+
+from lbscale.errors import LbscaleError
+from lbscale.train.batches import BatchSchedule
+
+
+def test_points_in_epochs_and_samples_and_the_batch_at_each_place():
+    s = BatchSchedule.parse("64@0,128@2ep,256@6400", epoch_samples=2000)
+    assert s.points == ((0, 64), (4000, 128), (6400, 256)) and s.first == 64
+    assert [s.batch_at(n) for n in (0, 3999, 4000, 6399, 6400, 10 ** 6)] == [64, 64, 128, 128, 256, 256]
+    assert s.lr_factor(256) == 4.0
+    assert BatchSchedule.parse("64@0,256@1ep", 100, "sqrt").lr_factor(256) == 2.0
+    assert BatchSchedule.parse("64@0,256@1ep", 100, "none").lr_factor(256) == 1.0
+    assert math.isclose(BatchSchedule.parse("8192@0,16384@30ep", 1281167).points[1][0], 30 * 1281167)
+
+
+@pytest.mark.parametrize("text, message", [("64@1,128@2ep", "starts at 0"), ("64@0,128@x", "is not BATCH@POINT"),
+                                           ("64@0,128@2ep,256@1ep", "must increase"), ("", "starts at 0")])
+def test_bad_schedules_are_one_line(text, message):
+    with pytest.raises(LbscaleError, match=message):
+        BatchSchedule.parse(text, 1000)
+
+
+def test_every_batch_a_whole_number_of_first_steps():
+    BatchSchedule.parse("64@0,192@1ep", 1000).check(64)
+    with pytest.raises(LbscaleError, match="batch 96 is not a multiple of 64"):
+        BatchSchedule.parse("64@0,96@1ep", 1000).check(64)
+
+
+BASE = ["--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd", "--momentum", "0.9",
+        "--base-lr", "0.05", "--epochs", "2", "--global-batch", "32", "--schedule", "cosine",
+        "--batch-schedule", "32@0,64@1ep,128@816"]  # tiny set: 17 micro-batches of 32 an epoch (544 samples)
+
+
+def test_a_schedule_counts_steps_exactly_and_resumes_bit_identically_across_a_change(tiny_h5, tmp_path, run_cli):
+    from tests.train.helpers import summary
+
+    whole = tmp_path / "whole"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", whole, *BASE)
+    assert rc == 0, err
+    s = summary(whole)
+    # epoch 1: 17 steps of 32; epoch 2 from 544 samples: steps of 64 starting at 544, 608, 672, 736, 800, then
+    # from 864 (>= 816) steps of 128: micro-batches 10..13 and the epoch's last 3: 17 + 5 + 2 = 24 steps
+    assert s["steps"] == 24
+    assert s["batch_schedule"] == [{"step": 0, "samples_seen": 0, "global_batch": 32},
+                                   {"step": 17, "samples_seen": 544, "global_batch": 64},
+                                   {"step": 22, "samples_seen": 864, "global_batch": 128}]
+    # the LR of the last step (it starts at 544 + 14 x 32 = 992 samples: step 31 of 34 in steps of the first
+    # batch) by hand: cosine from the peak, times 128 / 32 (the linear rule)
+    peak = json.loads((whole / "config.json").read_text())["plan"]["peak_lr"]
+    assert peak == pytest.approx(0.05 * 32 / 256)
+    last_epoch = [r for r in read_jsonl(whole / "metrics.jsonl") if r.get("epoch") == 2][-1]
+    assert last_epoch["lr"] == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi * 31 / 34)) * 4)
+    cut = tmp_path / "cut"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", cut, *BASE, "--preempt-after-steps", 19)
+    assert rc == 75, err
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", cut, *BASE, "--resume")
+    assert rc == 0, err
+    assert summary(cut)["param_digests"] == s["param_digests"]
+    assert summary(cut)["batch_schedule"] == s["batch_schedule"]
+
+
+def test_a_schedule_that_does_not_fit_is_one_line(tiny_h5, tmp_path, run_cli):
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *BASE[:-2], "--batch-schedule",
+                         "64@0,128@1ep")
+    assert rc == 2 and "give --global-batch 64" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *BASE, "--prune", "asha",
+                         "--prune-min-steps", 4, "--prune-group", "g", "--eval-every", 4)
+    assert rc == 2 and "does not go with --prune" in err
