@@ -171,12 +171,41 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         for dataset, variant in itertools.product(datasets.items(), variants.items()):
             for w, point, seed in itertools.product(warmups, points[variant[0]], seed_list):
                 plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
+    for name, text, cell in _schedule_cells(spec, cells, gpus_per_node):  # the batch-schedule arms
+        for dataset, (vname, options) in itertools.product(datasets.items(), variants.items()):
+            variant = (f"{vname}-{name}", {**options, "batch_schedule": text})
+            for w, point, seed in itertools.product(warmups, points[vname], seed_list):
+                plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
     ids = [p.trial_id for p in plans]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise LbscaleError(f"{spec.path}: grid.points repeat a (batch, gpus) row: trial {dup} twice")
     _assign_peers(plans)
     return plans
+
+
+def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tuple[str, str, "_Cell"]]:
+    """(name, schedule, cell) of each grid.batch_schedule arm: at its first batch, on each GPU count of the grid."""
+    from lbscale.train.batches import BatchSchedule
+
+    out = []
+    for name, text in spec.batch_schedules.items():
+        if not SAFE_ID.match(name):
+            raise LbscaleError(f"{spec.path}: batch_schedule name {name!r} may use letters, digits, '.', '_' and '-' "
+                               "only")
+        where = f"{spec.path}: grid.batch_schedule.{name}: "
+        try:
+            first = BatchSchedule.parse(text, 1).first
+        except LbscaleError as e:
+            raise LbscaleError(f"{where}{e}") from None
+        for g in dict.fromkeys(c[1] for c in cells):
+            local = next((c[2] for c in cells if c[1] == g), None)
+            try:
+                g_, nodes, accum = _resources(first, g, local, gpus_per_node)
+            except LbscaleError as e:
+                raise LbscaleError(f"{where}{e}") from None
+            out.append((name, text, _Cell(first, g_, nodes, local, accum, f"grid.batch_schedule.{name}")))
+    return out
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from lbscale.errors import LbscaleError
 from lbscale.sweep.search import SearchSpace, parse_search
 
 SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
-GRID_KEYS = {"batch", "points", "gpus", "local_batch", "datasets", "variants", "warmup", "seeds", "search"}
+GRID_KEYS = {"batch", "points", "gpus", "local_batch", "datasets", "variants", "warmup", "seeds", "search",
+             "batch_schedule"}
 POINT_KEYS = {"batch", "gpus", "local_batch"}
 
 
@@ -30,6 +31,7 @@ class SweepSpec:
     datasets: dict = field(default_factory=dict)  # name -> prepared file: the data as an axis (full / filtered)
     search: SearchSpace | None = None  # options sampled per (batch, variant): a tuned study
     variant_search: dict = field(default_factory=dict)  # variant -> its own SearchSpace
+    batch_schedules: dict = field(default_factory=dict)  # name -> a --batch-schedule: arms beside the batch grid
     system: str = "generic"
     results: str | None = None
     path: str = ""
@@ -96,7 +98,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     if datasets and "data" in trial:
         raise LbscaleError(f"{path}: give data or grid.datasets, not both")
     warmup = grid.get("warmup")
+    schedules = grid.get("batch_schedule") or {}
+    if not isinstance(schedules, dict) or not all(isinstance(v, str) for v in schedules.values()):
+        raise LbscaleError(f"{path}: grid.batch_schedule must map names to schedules, e.g. "
+                           "{warmup: '64@0,128@2ep,256@5ep'}")
     return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid.get("batch"), points=points,
+                     batch_schedules={str(k): v for k, v in schedules.items()},
                      gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
                      datasets={str(k): v for k, v in datasets.items()},
