@@ -171,9 +171,9 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         for dataset, variant in itertools.product(datasets.items(), variants.items()):
             for w, point, seed in itertools.product(warmups, points[variant[0]], seed_list):
                 plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
-    for name, text, cell in _schedule_cells(spec, cells, gpus_per_node):  # the batch-schedule arms
+    for name, arm, cell in _schedule_cells(spec, cells, gpus_per_node):  # the batch-schedule arms
         for dataset, (vname, options) in itertools.product(datasets.items(), variants.items()):
-            variant = (f"{vname}-{name}", {**options, "batch_schedule": text})
+            variant = (f"{vname}-{name}", {**options, **arm})
             for w, point, seed in itertools.product(warmups, points[vname], seed_list):
                 plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
     ids = [p.trial_id for p in plans]
@@ -184,12 +184,14 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
     return plans
 
 
-def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tuple[str, str, "_Cell"]]:
-    """(name, schedule, cell) of each grid.batch_schedule arm: at its first batch, on each GPU count of the grid."""
+def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tuple[str, dict, "_Cell"]]:
+    """(name, the arm's trial options, cell) of each grid.batch_schedule arm: at its first batch, on each GPU
+    count of the grid."""
     from lbscale.train.batches import BatchSchedule
 
     out = []
-    for name, text in spec.batch_schedules.items():
+    for name, arm in spec.batch_schedules.items():
+        text = arm["batch_schedule"]
         if not SAFE_ID.match(name):
             raise LbscaleError(f"{spec.path}: batch_schedule name {name!r} may use letters, digits, '.', '_' and '-' "
                                "only")
@@ -204,7 +206,7 @@ def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tu
                 g_, nodes, accum = _resources(first, g, local, gpus_per_node)
             except LbscaleError as e:
                 raise LbscaleError(f"{where}{e}") from None
-            out.append((name, text, _Cell(first, g_, nodes, local, accum, f"grid.batch_schedule.{name}")))
+            out.append((name, arm, _Cell(first, g_, nodes, local, accum, f"grid.batch_schedule.{name}")))
     return out
 
 

@@ -37,6 +37,17 @@ class SweepSpec:
     path: str = ""
 
 
+def _schedule_arm(value, where: str) -> dict:
+    """A batch-schedule arm: the schedule, or {schedule: ..., and trial options of the arm's own} (an arm that
+    raises the batch in place of an LR decay keeps its other decays); the arm's trial options."""
+    if isinstance(value, str):
+        value = {"schedule": value}
+    if not isinstance(value, dict) or not isinstance(value.get("schedule"), str):
+        raise LbscaleError(f"{where}: a schedule ('64@0,128@2ep') or {{schedule: ..., trial options}}")
+    options = _check_trial_keys({k: v for k, v in value.items() if k != "schedule"}, where)
+    return {**options, "batch_schedule": value["schedule"]}
+
+
 ALIASES = {"targets": "target"}  # a spec may write several targets as `targets: [0.9, 0.95]`
 
 
@@ -99,11 +110,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
         raise LbscaleError(f"{path}: give data or grid.datasets, not both")
     warmup = grid.get("warmup")
     schedules = grid.get("batch_schedule") or {}
-    if not isinstance(schedules, dict) or not all(isinstance(v, str) for v in schedules.values()):
+    if not isinstance(schedules, dict):
         raise LbscaleError(f"{path}: grid.batch_schedule must map names to schedules, e.g. "
                            "{warmup: '64@0,128@2ep,256@5ep'}")
+    schedules = {str(k): _schedule_arm(v, f"{path}: grid.batch_schedule.{k}") for k, v in schedules.items()}
     return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid.get("batch"), points=points,
-                     batch_schedules={str(k): v for k, v in schedules.items()},
+                     batch_schedules=schedules,
                      gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
                      datasets={str(k): v for k, v in datasets.items()},

@@ -336,3 +336,21 @@ def test_a_bad_batch_schedule_arm_names_its_field(tmp_path):
     bad = SPEC.replace("  seeds: 2", "  seeds: 1\n  batch_schedule: {grow: \"8192@5,16384@30ep\"}")
     with pytest.raises(LbscaleError, match="grid.batch_schedule.grow: --batch-schedule: the first batch starts at 0"):
         build_plan(_spec(tmp_path, bad), tmp_path, 4)
+
+
+def test_imagenet_smith_is_the_records_row_as_a_schedule_beside_its_controls():
+    _, plans = _shipped("imagenet-smith")
+    arms = {p.trial_id: p for p in plans}
+    assert sorted(arms) == ["b16384-g512-sgd-linear-s0", "b8192-g256-sgd-linear-grow-s0", "b8192-g256-sgd-linear-s0"]
+    grow = arms["b8192-g256-sgd-linear-grow-s0"]
+    assert grow.config.batch_schedule == "8192@0,16384@30ep" and grow.config.batch_rule == "none"
+    assert tuple(grow.config.milestones) == (60, 80) and grow.plan.peak_lr == pytest.approx(3.2)
+    assert tuple(arms["b8192-g256-sgd-linear-s0"].config.milestones) == (30, 60, 80)
+    assert arms["b16384-g512-sgd-linear-s0"].plan.peak_lr == pytest.approx(6.4)
+
+
+def test_demo_batch_warmup_holds_both_controls_and_the_arm():
+    _, plans = _shipped("demo-batch-warmup")
+    assert sorted((p.plan.global_batch, p.variant) for p in plans if p.config.seed == 0) == [
+        (32, "sgd-linear"), (32, "sgd-linear-warmup"), (128, "sgd-linear")]
+    assert {p.config.seed for p in plans} == {0, 1, 2}
