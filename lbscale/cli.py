@@ -268,13 +268,21 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
 @click.option("--results", type=click.Path(path_type=Path), help="Where the branches go (default: TRIAL-branches "
                                                                   "beside TRIAL).")
 @click.option("--dry-run", is_flag=True, help="List the branches; run nothing.")
+@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="Run the branches here one after another, or as SLURM job arrays (srun per branch).")
+@click.option("--system", default="generic", show_default=True, help="With slurm: the cluster profile.")
+@click.option("--systems", "systems_file", help="With slurm: your own profiles file.")
+@click.option("--wait", is_flag=True, help="With slurm: wait for the arrays, then write the table and figure.")
+@click.option("--trial", "one", hidden=True, help="Inside an array task: the branch to run.")
 @quiet_option
-def branch(trial, at, factors, window, rule, tolerance, eval_subset, results, dry_run):
+def branch(trial, at, factors, window, rule, tolerance, eval_subset, results, dry_run, launcher, system,
+           systems_file, wait, one):
     """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
     checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
-    from lbscale.sweep.branch import BranchOptions, run_study
+    from lbscale.sweep.branch import BranchLaunch, BranchOptions, run_study
 
-    click.echo(run_study(trial, BranchOptions(at, factors, window, rule, tolerance, eval_subset, results, dry_run)))
+    click.echo(run_study(trial, BranchOptions(at, factors, window, rule, tolerance, eval_subset, results, dry_run),
+                         BranchLaunch(launcher, system, systems_file, wait, one)))
 
 
 @cli.command(name="filter")

@@ -14,6 +14,7 @@ the figure (`critical-batch.png`) go into the results directory.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,18 @@ TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
 RESET = {"keep_checkpoints": None, "prune": "none", "prune_group": None, "prune_min_steps": None,
          "stop_at_target": False, "eval_every": None, "eval_every_samples": None, "preempt_after_steps": None,
          "gns_every": None, "tensorboard": False, "accum_steps": None, "lr_scaling": "none", "resume": False}
+
+
+@dataclass
+class BranchLaunch:
+    """Where the branches run: here one after another, or as SLURM job arrays (`trial`: inside an array task,
+    the branch it runs)."""
+
+    launcher: str = "local"
+    system: str = "generic"
+    systems_file: str | None = None
+    wait: bool = False
+    trial: str | None = None
 
 
 @dataclass
@@ -189,10 +202,53 @@ def draw(df: pd.DataFrame, parent: Path, path: Path) -> None:
     plt.close(fig)
 
 
-def run_study(trial: Path, o: BranchOptions) -> str:
+def _command(trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) -> list[str]:
+    """`lbscale branch` as an array task runs it again: the same branches, the one of its task."""
+    cmd = [sys.executable, "-m", "lbscale.cli", "branch", str(Path(trial).resolve()), "--factors", o.factors,
+           "--window", str(o.window), "--rule", o.rule, "--tolerance", str(o.tolerance), "--results", str(results),
+           "--launcher", "slurm", "--system", how.system]
+    for flag, value in (("--at", o.at), ("--eval-subset", o.eval_subset), ("--systems", how.systems_file)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def _slurm(plans: list[TrialPlan], trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) -> str | None:
+    """Inside an array task: run its branch (the outcome line). Else submit the arrays and, with `wait`, wait for
+    them (None: go on to the table); without, say what to run once they end."""
+    from lbscale import slurm
+    from lbscale.sweep.array import run_array_task
+    from lbscale.sweep.options import SweepOptions, SweepRun
+    from lbscale.sweep.submit import SlurmLauncher
+    from lbscale.sweep.systems import get_system
+
+    run = SweepRun(spec_path=str(results / "branch"), results=results,
+                   system=get_system(how.system, how.systems_file), options=SweepOptions(launcher="slurm"),
+                   command=_command(trial, o, how, results))
+    if how.trial is not None:
+        chosen = [p for p in plans if p.trial_id == how.trial]
+        if not chosen:
+            names = ", ".join(p.trial_id for p in plans)
+            raise LbscaleError(f"--trial {how.trial}: not a branch of this study ({names})")
+        code = run_array_task(chosen[0], run)
+        if code:
+            raise SystemExit(code)
+        return f"branch {how.trial} done; results in {results / how.trial}"
+    jobs = SlurmLauncher.submit(plans, run)
+    if how.wait and jobs:
+        slurm.wait_for_jobs(jobs)
+        return None
+    if not jobs:
+        return None
+    return (f"{len(jobs)} job array(s) submitted; follow them with: lbscale status {results}; once they end, run "
+            "this command again for the table and the figure")
+
+
+def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) -> str:
     """Plan, run (unless a dry run), tabulate and draw; the outcome line."""
     from lbscale.report.render import markdown
 
+    how = how or BranchLaunch()
     plans, what = branch_plans(trial, o)
     results = what["results"]
     points = len(plans) // len(_factors(o.factors))
@@ -204,7 +260,14 @@ def run_study(trial: Path, o: BranchOptions) -> str:
             print(f"  {p.trial_id}: batch {p.plan.global_batch}, accumulation {p.plan.accum_steps}, "
                   f"LR {p.plan.peak_lr:.4g}")
         return f"branch dry run: {len(plans)} branches planned into {results}; nothing run"
-    failures = run_branches(plans, results)
+    if how.launcher == "slurm":
+        said = _slurm(plans, trial, o, how, results)
+        if said is not None:
+            return said
+        failures = sum(read_json(p.out / SUMMARY) is None or read_json(p.out / SUMMARY).get("status") == "failed"
+                       for p in plans)
+    else:
+        failures = run_branches(plans, results)
     df = branch_table(plans, what["parent"], o.tolerance)
     df.to_csv(results / TABLE, index=False)
     draw(df, what["parent"], results / FIGURE)

@@ -57,6 +57,7 @@ class SweepRun:
     options: SweepOptions = field(default_factory=SweepOptions)
     signal_seconds: int = 300  # --signal=USR1@this with --requeue: time to checkpoint before the limit
     more: Callable | None = None  # plans -> the trials that follow once some have finished (sweep.confirm)
+    command: list | None = None  # what an array task runs again to plan the same trials (default: lbscale sweep)
 
     @property
     def plan_args(self) -> list[str]:

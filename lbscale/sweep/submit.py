@@ -63,7 +63,10 @@ def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str
 
 
 def _sweep_command(run) -> list[str]:
-    """`lbscale sweep` as a SLURM job runs it again: the same spec, plan options, results, system and requeue."""
+    """`lbscale sweep` as a SLURM job runs it again: the same spec, plan options, results, system and requeue (or
+    the run's own command: `lbscale branch` with its options)."""
+    if run.command:
+        return list(run.command)
     cmd = [sys.executable, "-m", "lbscale.cli", "sweep", run.spec_path, *run.plan_args, "--results",
            str(run.results), "--launcher", "slurm", "--system", run.system["name"]]
     if run.options.systems_file:

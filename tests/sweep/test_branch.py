@@ -1,6 +1,8 @@
 """`lbscale branch`: branches from a parent's kept checkpoints run as trials, their losses give the local critical
 batch per checkpoint (table, figure, outcome line); bad input is one line."""
 
+import json
+
 import pandas as pd
 
 from tests.report.pictures import assert_drawn
@@ -51,3 +53,20 @@ def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     assert rc == 0, err
     rc, _, err = run_cli("branch", parent)
     assert rc == 2 and "no kept checkpoints" in err
+
+
+def test_branches_as_slurm_job_arrays(slurm, tiny_h5, tmp_path):
+    from tests.sweep.test_launch import lbscale
+
+    parent = tmp_path / "parent"
+    lbscale("train", "--data", tiny_h5, "--out", parent, *PARENT[:-1], "25%")
+    results = tmp_path / "branches"
+    out = lbscale("branch", parent, "--factors", "1,2", "--window", 128, "--eval-subset", 40, "--results", results,
+                  "--launcher", "slurm", "--wait").stdout
+    assert "submitted job array" in out, out
+    df = pd.read_csv(results / "critical-batch.csv")
+    assert sorted(zip(df["batch"], df["steps"], df["status"])) == [(32, 4, "completed"), (64, 2, "completed")]
+    for name in ("25pct-x1", "25pct-x2"):  # each ran as an array task of the job submitted
+        job = json.loads((results / name / "submitted.json").read_text())["job"]
+        assert list((results / "slurm").glob(f"*-{job}.out")), job
+    assert out.strip().splitlines()[-1].startswith("branch study of parent: local critical batch 25pct: ")
