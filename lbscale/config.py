@@ -141,7 +141,8 @@ class TrialConfig:
                                      "fractions of the run (5%,10%,25%,50%), epochs (2ep) or steps (300st); "
                                      "lbscale branch trains from them.")
     batch_schedule: str = _f(None, "Grow the global batch during the trial: BATCH@POINT,... (64@0,128@2ep,256@6400: "
-                                   "points in epochs or training samples; the first is --global-batch), by "
+                                   "points in epochs or training samples; the first is --global-batch), or "
+                                   "auto:FILE (double where a branch study's critical-batch.csv allows), by "
                                    "accumulation over its micro-batches; the LR is the schedule's at that place in "
                                    "the data times --batch-rule's factor.")
     batch_rule: str = _choice("linear", "LR factor of a --batch-schedule batch B over the first batch B0.", {
@@ -300,7 +301,7 @@ def _check_batch_schedule(cfg: TrialConfig) -> None:
     """Its syntax (epochs are checked against the data later), its first batch, and what it cannot go with."""
     from lbscale.train.batches import BatchSchedule
 
-    first = BatchSchedule.parse(cfg.batch_schedule, 1).first
+    first = BatchSchedule.parse(cfg.batch_schedule, 1, first=cfg.global_batch).first
     if first != cfg.global_batch:
         raise LbscaleError(f"--batch-schedule starts at batch {first}: give --global-batch {first}")
     clash = [n for n in ("prune", "gns_every", "branch_from", "keep_checkpoints")

@@ -23,8 +23,12 @@ class BatchSchedule:
     rule: str = "linear"
 
     @classmethod
-    def parse(cls, text: str, epoch_samples: int, rule: str = "linear") -> "BatchSchedule":
-        """'64@0,128@2ep,256@6400': batch@point, a point in epochs (Nep) or samples; one line naming a bad item."""
+    def parse(cls, text: str, epoch_samples: int, rule: str = "linear", first: int | None = None
+              ) -> "BatchSchedule":
+        """'64@0,128@2ep,256@6400': batch@point, a point in epochs (Nep) or samples; one line naming a bad item.
+        'auto:FILE': from a branch study's critical-batch.csv, starting at `first` (`from_branches`)."""
+        if str(text).startswith("auto:"):
+            return cls(from_branches(str(text)[5:], first), rule)
         points = []
         for item in (t.strip() for t in str(text).split(",") if t.strip()):
             batch, _, at = item.partition("@")
@@ -62,3 +66,33 @@ class BatchSchedule:
 
     def lr_factor(self, batch: int) -> float:
         return RULE_FACTOR[self.rule](batch / self.first)
+
+
+def from_branches(path: str, first: int | None) -> tuple:
+    """A schedule from a branch study (`lbscale branch`'s critical-batch.csv): start at `first` and double at a
+    checkpoint's samples whenever its local critical batch exceeds twice the current batch (as often as it does),
+    Merrill et al.'s batch-size warm-up, the batch staying at least a factor 2 under the measured critical batch;
+    a checkpoint whose critical batch is a lower bound counts as that bound."""
+    import csv
+
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise LbscaleError(f"--batch-schedule auto:{path}: {e.strerror}") from None
+    if not rows or not {"samples", "critical_batch"} <= set(rows[0]):
+        raise LbscaleError(f"--batch-schedule auto:{path}: not a critical-batch.csv of lbscale branch")
+    if first is None:
+        raise LbscaleError("--batch-schedule auto:FILE starts at --global-batch: give it")
+    seen, points, batch = set(), [(0, first)], first
+    for r in sorted(rows, key=lambda r: float(r["samples"] or "nan")):
+        if r["samples"] in seen or not r["critical_batch"]:
+            continue
+        seen.add(r["samples"])
+        grown = batch
+        while float(r["critical_batch"]) > 2 * grown:
+            grown *= 2
+        if grown != batch:
+            batch = grown
+            points.append((int(float(r["samples"])), batch))
+    return tuple(points)

@@ -61,8 +61,8 @@ class Trial:
         self.pace = PaceMeter(cfg.timing_warmup_steps, env.world_size, sync, cfg.compile)
         self.pruner = make_pruner(cfg, self.task, self.plan.total_steps)
         self.keep = keep_steps(cfg.keep_checkpoints, self.plan.total_steps, self.plan.steps_per_epoch)
-        self.batches = BatchSchedule.parse(cfg.batch_schedule, self.plan.epoch_samples, cfg.batch_rule) \
-            if cfg.batch_schedule else None
+        self.batches = BatchSchedule.parse(cfg.batch_schedule, self.plan.epoch_samples, cfg.batch_rule,
+                                           cfg.global_batch) if cfg.batch_schedule else None
         if self.batches:
             self.batches.check(self.plan.local_batch * env.world_size)
         self.step_micro, self.step_start = 0, (0, self.plan.global_batch)  # a schedule's step: its place, batch

@@ -74,3 +74,19 @@ def test_a_schedule_that_does_not_fit_is_one_line(tiny_h5, tmp_path, run_cli):
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *BASE, "--prune", "asha",
                          "--prune-min-steps", 4, "--prune-group", "g", "--eval-every", 4)
     assert rc == 2 and "does not go with --prune" in err
+
+
+def test_auto_doubles_where_the_branch_study_allows(tmp_path):
+    csv = tmp_path / "critical-batch.csv"
+    csv.write_text("checkpoint,samples,factor,batch,loss,critical_batch\n"
+                   "a,512,1,32,1.0,32\na,512,2,64,1.1,32\n"      # 32 is not over 2 x 32: stays
+                   "b,1024,1,32,0.9,200\nb,1024,2,64,0.9,200\n"  # 200 > 64 and > 128: two doublings at once
+                   "c,4096,1,32,0.5,256\n"                       # 256 is not over 2 x 128: stays
+                   "d,8192,1,32,0.4,400\n")                      # 400 > 256: one doubling (not over 512)
+    s = BatchSchedule.parse(f"auto:{csv}", 1000, first=32)
+    assert s.points == ((0, 32), (1024, 128), (8192, 256))
+    with pytest.raises(LbscaleError, match="not a critical-batch.csv"):
+        (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+        BatchSchedule.parse(f"auto:{tmp_path / 'x.csv'}", 1000, first=32)
+    with pytest.raises(LbscaleError, match="No such file"):
+        BatchSchedule.parse(f"auto:{tmp_path / 'none.csv'}", 1000, first=32)
