@@ -175,6 +175,24 @@ def _scaling(study: Study, model, compare=None, reached=None, o: ReportOptions |
     return ts, figs, line, advice
 
 
+def tuned_critical_batch(path) -> pd.DataFrame:
+    """A tuned study's critical-batch fit per variant, as its report's verdict has it (variant, b_noise,
+    b_noise_lo, b_noise_hi, b_noise_kind, target): for a branch study's figure. One line where it is not one."""
+    from lbscale.report import tuned, tuned_tables
+
+    study = load_results([path])
+    if not study.tuned:
+        raise LbscaleError(f"{path}: not a tuned study (no search per batch): no B_noise to draw")
+    m = tuned_tables.step_metric(study, _metric(study, "auto"))
+    targets = _targets(study, m, None)
+    if not targets:
+        raise LbscaleError(f"{path}: its trials have no target: no B_noise")
+    maximize = study.task.higher_is_better(m)
+    outcomes = tuned.trial_outcomes(study.trials, study.steps, m, targets[-1], maximize)
+    fits = tuned.fits_of(outcomes, targets[-1], maximize, level=tuned_tables.LEVEL)
+    return fits[["variant", "b_noise", "b_noise_lo", "b_noise_hi", "b_noise_kind"]].assign(target=targets[-1])
+
+
 def _build(study: Study, o: ReportOptions, model=None) -> Built:
     from lbscale.report import gpus, plots, tables
 

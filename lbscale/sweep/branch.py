@@ -57,6 +57,7 @@ class BranchOptions:
     eval_subset: int | None = None
     results: Path | None = None
     dry_run: bool = False
+    tuned: Path | None = None  # a tuned sweep of the same data: its B_noise band on the figure
 
 
 def _factors(text: str) -> list[int]:
@@ -167,9 +168,10 @@ def run_branches(plans: list[TrialPlan], results: Path) -> int:
         return LocalLauncher().run_rounds(todo, SweepProgress()) if todo else 0
 
 
-def draw(df: pd.DataFrame, parent: Path, path: Path) -> None:
+def draw(df: pd.DataFrame, parent: Path, path: Path, tuned: pd.DataFrame | None = None) -> None:
     """Local critical batch vs the parent's training progress (samples), a bound drawn as an open triangle; the
-    parent's gradient noise scale over training beside it where it measured one (--gns-every)."""
+    parent's gradient noise scale over training beside it where it measured one (--gns-every); a tuned sweep's
+    B_noise with its interval as a band where given (`--tuned`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -190,6 +192,14 @@ def draw(df: pd.DataFrame, parent: Path, path: Path) -> None:
         ax.plot([r["samples_seen"] for r in gns], [r["gns_b_simple"] for r in gns], color="C1", lw=1,
                 label="gradient noise scale B_simple (parent)")
     tried = sorted(df["batch"].unique())
+    for i, row in enumerate((tuned if tuned is not None else pd.DataFrame()).itertuples()):
+        if row.b_noise_kind == "fit" and math.isfinite(row.b_noise):
+            lo = row.b_noise_lo if row.b_noise_lo > 0 else tried[0] / 1.5
+            hi = row.b_noise_hi if math.isfinite(row.b_noise_hi) else tried[-1] * 1.5
+            ax.axhspan(lo, hi, color=f"C{i + 2}", alpha=0.15, lw=0)
+            ax.axhline(row.b_noise, color=f"C{i + 2}", ls="--", lw=1,
+                       label=f"tuned sweep's B_noise, {row.variant} ({row.b_noise:,.0f}; band: its interval, "
+                             f"target {row.target:g})")
     ax.set_yscale("log", base=2)
     ax.set_ylim(tried[0] / 1.5, tried[-1] * 1.5)
     ax.set_yticks(tried, [f"{b:,}" for b in tried])
@@ -246,7 +256,11 @@ def _slurm(plans: list[TrialPlan], trial: Path, o: BranchOptions, how: BranchLau
 
 def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) -> str:
     """Plan, run (unless a dry run), tabulate and draw; the outcome line."""
+    from lbscale.report import tuned_critical_batch
     from lbscale.report.render import markdown
+
+    if o.tuned:  # a bad --tuned stops before anything runs
+        tuned_critical_batch(o.tuned)
 
     how = how or BranchLaunch()
     plans, what = branch_plans(trial, o)
@@ -270,7 +284,7 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
         failures = run_branches(plans, results)
     df = branch_table(plans, what["parent"], o.tolerance)
     df.to_csv(results / TABLE, index=False)
-    draw(df, what["parent"], results / FIGURE)
+    draw(df, what["parent"], results / FIGURE, tuned_critical_batch(o.tuned) if o.tuned else None)
     print(markdown(df.drop(columns=["why"])), end="")
     per = df.drop_duplicates("checkpoint")
     found = "; ".join(f"{r.checkpoint}: {'-' if pd.isna(r.critical_batch) else f'{r.critical_batch:,.0f}'}"

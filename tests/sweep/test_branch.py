@@ -4,6 +4,7 @@ batch per checkpoint (table, figure, outcome line); bad input is one line."""
 import json
 
 import pandas as pd
+import pytest
 
 from tests.report.pictures import assert_drawn
 
@@ -70,3 +71,21 @@ def test_branches_as_slurm_job_arrays(slurm, tiny_h5, tmp_path):
         job = json.loads((results / name / "submitted.json").read_text())["job"]
         assert list((results / "slurm").glob(f"*-{job}.out")), job
     assert out.strip().splitlines()[-1].startswith("branch study of parent: local critical batch 25pct: ")
+
+
+def test_the_tuned_band_is_the_tuned_reports_b_noise(tmp_path):
+    from lbscale.errors import LbscaleError
+    from lbscale.report import ReportOptions, tuned_critical_batch, write_report
+    from tests.report.make_tuned import make_tuned_study
+
+    res = make_tuned_study(tmp_path / "tuned")  # S(B) = 1000 (1 + 256 / B): B_noise 256 by construction
+    band = tuned_critical_batch(res).iloc[0]
+    write_report([res], ReportOptions(out=tmp_path / "rep", formats=("csv",)))
+    fits = pd.read_csv(tmp_path / "rep" / "tables" / "tuned-fits.csv").iloc[0]
+    assert (band.b_noise, band.b_noise_lo, band.b_noise_hi) == (fits.b_noise, fits.b_noise_lo, fits.b_noise_hi)
+    assert abs(band.b_noise - 256) < 26
+    with pytest.raises(LbscaleError, match="not a tuned study"):
+        from tests.fixtures.make_results import make_trial
+
+        make_trial(tmp_path / "plain", 512, 1, 0, variant="sgd-linear", epochs=2, target=0.9)
+        tuned_critical_batch(tmp_path / "plain")
