@@ -195,6 +195,7 @@ def tuned_critical_batch(path) -> pd.DataFrame:
 
 def _build(study: Study, o: ReportOptions, model=None) -> Built:
     from lbscale.report import gpus, plots, tables
+    from lbscale.report.schedules import schedule_table
 
     metric = _metric(study, o.metric)
     if study.tuned:
@@ -210,6 +211,9 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
     if target is not None:
         steps = tables.target_steps(study, tables.per_epoch(study, metric), target, study.task)
         ts.append(partial(tables.target_table, study, tables.per_epoch(study, metric), target, steps))
+        arms = schedule_table(study, tables.per_epoch(study, metric), target, steps)
+        if arms is not None:
+            ts.append(arms)
     reached = None
     if steps is not None:
         reached = (gpus.reached_per_batch(steps), gpus.study_steps(steps))

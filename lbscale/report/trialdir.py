@@ -210,6 +210,7 @@ def trial_row(d: Path, names, records: list[dict]) -> dict:
         "target_metric": target_metric, "target": _hardest(target, target_metric), "targets": _joined(target),
         "steps_to_target": summary.get("steps_to_target"), "epochs_to_target": summary.get("epochs_to_target"),
         "seconds_to_target": summary.get("seconds_to_target"), "stopped": summary.get("stopped"),
+        "batch_schedule": cfg.get("batch_schedule"),
         "pruned_rung": pruned.get("rung"), "pruned_step": pruned.get("step"),
         "point": grid.get("point"), "tune": grid.get("tune"), "momentum": search.get("momentum", cfg.get("momentum")),
         "gns_b_simple": (gns or summary.get("gns") or {}).get("b_simple"),
