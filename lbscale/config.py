@@ -292,7 +292,7 @@ def validate(cfg: TrialConfig) -> None:
     if cfg.branch_samples is not None and (cfg.branch_samples < 1 or not cfg.branch_from):
         raise LbscaleError("--branch-samples needs --branch-from and must be >= 1")
     if cfg.keep_checkpoints:
-        from lbscale.train.plan import parse_keep
+        from lbscale.ranges import parse_keep
 
         parse_keep(cfg.keep_checkpoints)
 

@@ -1,9 +1,10 @@
 """Counts and sizes as specs and options write them: a batch size (512, 8k), a LO..HI doubling range (batches,
-message sizes), a comma-separated list of counts (GPUs, process counts). The sweep planner, the report and the
-benchmarks read them here."""
+message sizes), a comma-separated list of counts (GPUs, process counts), the points of --keep-checkpoints. The
+sweep planner, the trial, the report and the benchmarks read them here."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from lbscale.errors import LbscaleError
@@ -44,4 +45,22 @@ def parse_ints(value, what: str) -> list[int]:
         raise LbscaleError(f"malformed {what} {value!r}: expected integers") from None
     if not out or min(out) < 1:
         raise LbscaleError(f"malformed {what} {value!r}: expected integers >= 1")
+    return out
+
+
+KEEP_UNITS = {"%": "of the run's optimizer steps", "ep": "epochs", "st": "optimizer steps"}
+
+
+def parse_keep(text: str) -> list[tuple[str, float, str]]:
+    """'5%,10%,2ep,300st' -> [(label, value, unit)]; LbscaleError naming the bad item."""
+    out = []
+    for item in (t.strip() for t in str(text).split(",") if t.strip()):
+        unit = next((u for u in KEEP_UNITS if item.endswith(u)), None)
+        try:
+            value = float(item[: -len(unit)]) if unit else math.nan
+        except ValueError:
+            value = math.nan
+        if unit is None or not value > 0 or (unit == "%" and value >= 100):
+            raise LbscaleError(f"--keep-checkpoints: {item!r} is not N% (0 < N < 100), Nep (epochs) or Nst (steps)")
+        out.append((item, value, unit))
     return out

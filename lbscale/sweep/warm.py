@@ -68,9 +68,11 @@ def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
     os.environ.update(env, **{STARTED: "1"})
     if pdeathsig is not None:
         pdeathsig()
-    from lbscale.cli import main
+    import runpy
 
-    sys.exit(main(args))
+    # `python -m lbscale.cli ARGS` in this process: the module's own __main__ block exits with the command's code
+    sys.argv = ["lbscale", *args]
+    runpy.run_module("lbscale.cli", run_name="__main__", alter_sys=True)
 
 
 class WarmTrial:

@@ -4,12 +4,12 @@ Pure arithmetic (no torch), shared by `lbscale train` and `lbscale sweep --dry-r
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from lbscale.config import TrialConfig
 from lbscale.data.formats.base import auto_augmentation
 from lbscale.errors import LbscaleError
+from lbscale.ranges import parse_keep
 from lbscale.train.policy import LRPolicy, auto_warmup_epochs, peak_lr
 
 
@@ -106,24 +106,6 @@ def compile_mode(requested: str, device_type: str) -> str:
     if requested == "auto":
         return "reduce-overhead" if device_type == "cuda" else "default"
     return requested
-
-
-KEEP_UNITS = {"%": "of the run's optimizer steps", "ep": "epochs", "st": "optimizer steps"}
-
-
-def parse_keep(text: str) -> list[tuple[str, float, str]]:
-    """'5%,10%,2ep,300st' -> [(label, value, unit)]; LbscaleError naming the bad item."""
-    out = []
-    for item in (t.strip() for t in str(text).split(",") if t.strip()):
-        unit = next((u for u in KEEP_UNITS if item.endswith(u)), None)
-        try:
-            value = float(item[: -len(unit)]) if unit else math.nan
-        except ValueError:
-            value = math.nan
-        if unit is None or not value > 0 or (unit == "%" and value >= 100):
-            raise LbscaleError(f"--keep-checkpoints: {item!r} is not N% (0 < N < 100), Nep (epochs) or Nst (steps)")
-        out.append((item, value, unit))
-    return out
 
 
 def keep_steps(text: str | None, total_steps: int, steps_per_epoch: int) -> dict[int, str]:
