@@ -89,3 +89,28 @@ def test_the_tuned_band_is_the_tuned_reports_b_noise(tmp_path):
 
         make_trial(tmp_path / "plain", 512, 1, 0, variant="sgd-linear", epochs=2, target=0.9)
         tuned_critical_batch(tmp_path / "plain")
+
+
+def test_a_batch_schedule_arm_as_a_slurm_array_task(slurm, tiny_h5, tmp_path):
+    from tests.sweep.test_launch import lbscale
+
+    spec = tmp_path / "grow.yaml"
+    spec.write_text(f"""
+name: grow
+data: {tiny_h5}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: sgd, momentum: 0.9, base_lr: 0.05, device: cpu}}
+grid:
+  batch: [64]
+  gpus: [1]
+  batch_schedule: {{grow: "32@0,64@1ep"}}
+""")
+    results = tmp_path / "res"
+    out = lbscale("sweep", spec, "--launcher", "slurm", "--results", results, "--wait", "--quiet").stdout
+    assert "submitted job array" in out
+    s = json.loads((results / "b32-g1-sgd-linear-grow-s0" / "summary.json").read_text())
+    assert s["status"] == "completed" and s["steps"] == 17 + 9  # 17 steps of 32, then 17 micro-batches in 9 of 64
+    assert [c["global_batch"] for c in s["batch_schedule"]] == [32, 64]
+    control = json.loads((results / "b64-g1-sgd-linear-s0" / "summary.json").read_text())
+    assert control["status"] == "completed" and control["steps"] == 2 * 8 and "batch_schedule" not in control
