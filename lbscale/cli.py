@@ -267,6 +267,8 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
                                               "the window's end (default: the parent's step subset, else 1,024).")
 @click.option("--results", type=click.Path(path_type=Path), help="Where the branches go (default: TRIAL-branches "
                                                                   "beside TRIAL).")
+@click.option("--ema", type=float, help="Judge by the training loss's moving average over the window (decay per "
+                                      "parent batch of samples, e.g. 0.9) instead of the fixed subset's loss.")
 @click.option("--tuned", type=click.Path(path_type=Path), help="A tuned sweep's results on the same data: its "
                                                                 "B_noise and interval drawn as a band.")
 @click.option("--dry-run", is_flag=True, help="List the branches; run nothing.")
@@ -277,14 +279,14 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
 @click.option("--wait", is_flag=True, help="With slurm: wait for the arrays, then write the table and figure.")
 @click.option("--trial", "one", hidden=True, help="Inside an array task: the branch to run.")
 @quiet_option
-def branch(trial, at, factors, window, rule, tolerance, eval_subset, results, tuned, dry_run, launcher, system,
-           systems_file, wait, one):
+def branch(trial, at, factors, window, rule, tolerance, eval_subset, results, ema, tuned, dry_run, launcher,
+           system, systems_file, wait, one):
     """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
     checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
     from lbscale.sweep.branch import BranchLaunch, BranchOptions, run_study
 
     click.echo(run_study(trial, BranchOptions(at, factors, window, rule, tolerance, eval_subset, results, dry_run,
-                                              tuned),
+                                              tuned, ema),
                          BranchLaunch(launcher, system, systems_file, wait, one)))
 
 

@@ -141,7 +141,8 @@ class TrialConfig:
                                      "fractions of the run (5%,10%,25%,50%), epochs (2ep) or steps (300st); "
                                      "lbscale branch trains from them.")
     batch_schedule: str = _f(None, "Grow the global batch during the trial: BATCH@POINT,... (64@0,128@2ep,256@6400: "
-                                   "points in epochs or training samples; the first is --global-batch), or "
+                                   "points in epochs, optimizer steps (300st) or training samples; the first is "
+                                   "--global-batch), or "
                                    "auto:FILE (double where a branch study's critical-batch.csv allows), by "
                                    "accumulation over its micro-batches; the LR is the schedule's at that place in "
                                    "the data times --batch-rule's factor.")
@@ -151,6 +152,10 @@ class TrialConfig:
     branch_from: str = _f(None, "Start from this kept checkpoint of another trial (its kept/<label> folder): its "
                                 "weights, optimizer state, RNG and place in the data, continued at this trial's "
                                 "batch (same local batch, more accumulation) and LR; lbscale branch writes these.")
+    branch_ema: float = _f(None, "With --branch-from: also the training loss's exponential moving average over "
+                                 "the window, decaying by this factor per parent batch of samples (the same "
+                                 "smoothing in samples at every batch), recorded at the window's end as "
+                                 "train_loss_ema.")
     branch_samples: int = _f(None, "With --branch-from: train this many samples past the branch point, evaluate "
                                    "(the --eval-subset), end (status completed, stopped: window).")
     tensorboard: bool = _f(False, "Write TensorBoard scalars under <out>/tensorboard (rank 0; needs the tensorboard "
@@ -289,6 +294,8 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
     if cfg.batch_schedule:
         _check_batch_schedule(cfg)
+    if cfg.branch_ema is not None and (not 0 < cfg.branch_ema < 1 or not cfg.branch_from):
+        raise LbscaleError("--branch-ema needs --branch-from and a decay in (0, 1), e.g. 0.9")
     if cfg.branch_samples is not None and (cfg.branch_samples < 1 or not cfg.branch_from):
         raise LbscaleError("--branch-samples needs --branch-from and must be >= 1")
     if cfg.keep_checkpoints:

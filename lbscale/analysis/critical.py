@@ -29,3 +29,10 @@ def local_critical_batch(losses: dict[int, float], tolerance: float) -> tuple[in
     if critical == batches[-1]:
         return critical, f"every factor within {tolerance:g}: the critical batch is at least {critical:,}"
     return critical, f"the largest batch within {tolerance:g} of the smaller batches' best loss"
+
+
+def ema_update(state: list, value: float, decay: float) -> list:
+    """One step of a bias-corrected exponential moving average: state [weighted sum, weight, tag] (the tag is
+    carried); the average is sum / weight (Adam's bias correction: the first value is the average itself)."""
+    total, weight, tag = state
+    return [decay * total + (1 - decay) * value, decay * weight + (1 - decay), tag]

@@ -33,7 +33,7 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
         base = _control(variant, sorted(controls["variant"].dropna().unique()))
         first = int(arm["global_batch"].iloc[0])
         rows = [("arm", arm)]
-        for batch in dict.fromkeys((first, schedule.points[-1][1] if schedule else first)):
+        for batch in dict.fromkeys((first, schedule.last if schedule else first)):
             c = controls[(controls["variant"] == base) & (controls["global_batch"] == batch)] if base else controls[:0]
             if len(c):
                 rows.append((f"control at {batch_label(batch)}", c))

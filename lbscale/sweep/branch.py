@@ -58,6 +58,7 @@ class BranchOptions:
     results: Path | None = None
     dry_run: bool = False
     tuned: Path | None = None  # a tuned sweep of the same data: its B_noise band on the figure
+    ema: float | None = None  # judge by the training loss's moving average (decay per parent batch of samples)
 
 
 def _factors(text: str) -> list[int]:
@@ -117,17 +118,20 @@ def branch_plans(trial: Path, o: BranchOptions) -> tuple[list[TrialPlan], dict]:
                        "global_batch": k * plan["global_batch"], "local_batch": plan["local_batch"],
                        "base_lr": plan["peak_lr"] * RULES[rule](k), "warmup_epochs": plan["warmup_epochs"],
                        "branch_from": str(kept[label]), "branch_samples": window, "eval_subset": subset,
+                       "branch_ema": o.ema,
                        "out": str(results / name)}
             cfg = load_config(None, **options)
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
             plans.append(TrialPlan(name, plan["world_size"], 1, cfg, p, variant=f"x{k}", sweep="branch"))
     return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
-                   "results": results, "subset": subset}
+                   "results": results, "subset": subset, "parent_batch": plan["global_batch"]}
 
 
-def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float) -> pd.DataFrame:
+def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float, ema: bool = False) -> pd.DataFrame:
     """Per branch: its checkpoint, the parent's samples and step there, factor, batch, the loss on the fixed
-    subset at the window's end, the optimizer steps it took; and per checkpoint the local critical batch."""
+    subset at the window's end (and with `ema` the training loss's moving average over the window), the optimizer
+    steps it took; and per checkpoint the local critical batch, judged by the moving average with `ema`, else by
+    the subset's loss."""
     from lbscale.analysis.critical import local_critical_batch
 
     rows = []
@@ -136,19 +140,21 @@ def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float) -> pd.D
         summary = read_json(p.out / SUMMARY) or {}
         ends = [r for r in read_jsonl(p.out / "metrics.jsonl") if r.get("kind") == "step"]
         loss = ends[-1].get("val_loss", ends[-1].get("test_loss")) if ends else None
+        smoothed = ends[-1].get("train_loss_ema") if ends else None
         if summary.get("status") == "diverged":
-            loss = math.inf
+            loss = smoothed = math.inf
         start = info.get("step", 0) * info.get("global_batch", 0) // p.plan.global_batch
         rows.append({"checkpoint": Path(p.config.branch_from).name, "samples": info.get("samples_seen"),
                      "parent_step": info.get("step"), "factor": p.plan.global_batch // info.get("global_batch", 1),
                      "batch": p.plan.global_batch, "lr": p.plan.peak_lr, "loss": loss,
-                     "status": summary.get("status", "not run"), "steps": ends[-1]["step"] - start if ends else None})
+                     "train_loss_ema": smoothed, "status": summary.get("status", "not run"),
+                     "steps": ends[-1]["step"] - start if ends else None})
     df = pd.DataFrame(rows)
     if df.empty:
         return df
     critical = {}
     for cp, g in df.groupby("checkpoint", sort=False):
-        critical[cp] = local_critical_batch(dict(zip(g["batch"], g["loss"])), tolerance)
+        critical[cp] = local_critical_batch(dict(zip(g["batch"], g["train_loss_ema" if ema else "loss"])), tolerance)
     df["critical_batch"] = df["checkpoint"].map(lambda c: critical[c][0])
     df["why"] = df["checkpoint"].map(lambda c: critical[c][1])
     return df
@@ -217,7 +223,8 @@ def _command(trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) ->
     cmd = [sys.executable, "-m", "lbscale.cli", "branch", str(Path(trial).resolve()), "--factors", o.factors,
            "--window", str(o.window), "--rule", o.rule, "--tolerance", str(o.tolerance), "--results", str(results),
            "--launcher", "slurm", "--system", how.system]
-    for flag, value in (("--at", o.at), ("--eval-subset", o.eval_subset), ("--systems", how.systems_file)):
+    for flag, value in (("--at", o.at), ("--eval-subset", o.eval_subset), ("--systems", how.systems_file),
+                        ("--ema", o.ema)):
         if value is not None:
             cmd += [flag, str(value)]
     return cmd
@@ -267,8 +274,9 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
     results = what["results"]
     points = len(plans) // len(_factors(o.factors))
     print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"
-          f", {what['window']:,} samples each, LR rule {what['rule']}, loss on {what['subset']:,} "
-          "samples of the evaluation split", flush=True)
+          f", {what['window']:,} samples each, LR rule {what['rule']}, judged by "
+          + (f"the training loss's moving average (decay {o.ema:g} per {what['parent_batch']:,} samples)" if o.ema
+             else f"the loss on {what['subset']:,} samples of the evaluation split"), flush=True)
     if o.dry_run:
         for p in plans:
             print(f"  {p.trial_id}: batch {p.plan.global_batch}, accumulation {p.plan.accum_steps}, "
@@ -282,7 +290,7 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
                        for p in plans)
     else:
         failures = run_branches(plans, results)
-    df = branch_table(plans, what["parent"], o.tolerance)
+    df = branch_table(plans, what["parent"], o.tolerance, ema=o.ema is not None)
     df.to_csv(results / TABLE, index=False)
     draw(df, what["parent"], results / FIGURE, tuned_critical_batch(o.tuned) if o.tuned else None)
     print(markdown(df.drop(columns=["why"])), end="")

@@ -17,7 +17,8 @@ RULE_FACTOR = {"linear": lambda r: r, "sqrt": math.sqrt, "none": lambda r: 1.0}
 
 @dataclass(frozen=True)
 class BatchSchedule:
-    """(samples, global batch) from which each batch applies, in order; the first at 0."""
+    """(point, global batch) from which each batch applies, in the order given, the first at 0: a point is a number
+    of training samples, or ("steps", N) for N optimizer steps taken (as they were taken, at their batches)."""
 
     points: tuple
     rule: str = "linear"
@@ -25,33 +26,31 @@ class BatchSchedule:
     @classmethod
     def parse(cls, text: str, epoch_samples: int, rule: str = "linear", first: int | None = None
               ) -> "BatchSchedule":
-        """'64@0,128@2ep,256@6400': batch@point, a point in epochs (Nep) or samples; one line naming a bad item.
-        'auto:FILE': from a branch study's critical-batch.csv, starting at `first` (`from_branches`)."""
+        """'64@0,128@2ep,256@6400,512@900st': batch@point, a point in epochs (Nep), optimizer steps (Nst) or
+        samples; one line naming a bad item. 'auto:FILE': from a branch study's critical-batch.csv, starting at
+        `first` (`from_branches`)."""
+        if rule not in RULE_FACTOR:
+            raise LbscaleError(f"--batch-schedule: LR rule {rule!r} is not one of {', '.join(RULE_FACTOR)}")
         if str(text).startswith("auto:"):
             return cls(from_branches(str(text)[5:], first), rule)
         points = []
         for item in (t.strip() for t in str(text).split(",") if t.strip()):
-            batch, _, at = item.partition("@")
-            try:
-                b = int(batch)
-                samples = round(float(at[:-2]) * epoch_samples) if at.endswith("ep") else int(at)
-            except ValueError:
-                b, samples = 0, -1
-            if b < 1 or samples < 0:
-                raise LbscaleError(f"--batch-schedule: {item!r} is not BATCH@POINT (a point in epochs, Nep, or "
-                                   "training samples)")
-            points.append((samples, b))
+            points.append(_point(item, epoch_samples))
         if not points or points[0][0] != 0:
             raise LbscaleError("--batch-schedule: the first batch starts at 0 (e.g. 64@0,128@2ep)")
-        if any(a[0] >= b[0] for a, b in zip(points, points[1:])):
-            raise LbscaleError("--batch-schedule: points must increase")
-        if rule not in RULE_FACTOR:
-            raise LbscaleError(f"--batch-schedule: LR rule {rule!r} is not one of {', '.join(RULE_FACTOR)}")
+        for unit in (int, tuple):  # samples, and steps: each increasing
+            ats = [p[0] for p in points if isinstance(p[0], unit)]
+            if any(a >= b for a, b in zip(ats, ats[1:])):
+                raise LbscaleError("--batch-schedule: points must increase")
         return cls(tuple(points), rule)
 
     @property
     def first(self) -> int:
         return self.points[0][1]
+
+    @property
+    def last(self) -> int:
+        return self.points[-1][1]
 
     def check(self, step_batch: int) -> None:
         """Every batch a whole number of the first batch's steps (`step_batch`: local batch x processes)."""
@@ -60,12 +59,32 @@ class BatchSchedule:
                 raise LbscaleError(f"--batch-schedule: batch {b} is not a multiple of {step_batch} (the local "
                                    "batch x processes of the first batch)")
 
-    def batch_at(self, samples: int) -> int:
-        """The global batch of an optimizer step that starts after `samples` training samples."""
-        return [b for at, b in self.points if at <= samples][-1]
+    def batch_at(self, samples: int, steps: int = 0) -> int:
+        """The global batch of an optimizer step that starts after `samples` training samples and `steps` steps:
+        the last point given that has been reached."""
+        reached = [b for at, b in self.points if (at[1] <= steps if isinstance(at, tuple) else at <= samples)]
+        return reached[-1]
 
     def lr_factor(self, batch: int) -> float:
         return RULE_FACTOR[self.rule](batch / self.first)
+
+
+def _point(item: str, epoch_samples: int) -> tuple:
+    batch, _, at = item.partition("@")
+    try:
+        b = int(batch)
+        if at.endswith("ep"):
+            point = round(float(at[:-2]) * epoch_samples)
+        elif at.endswith("st"):
+            point = ("steps", int(at[:-2]))
+        else:
+            point = int(at)
+    except ValueError:
+        b, point = 0, -1
+    if b < 1 or (point[1] if isinstance(point, tuple) else point) < 0:
+        raise LbscaleError(f"--batch-schedule: {item!r} is not BATCH@POINT (a point in epochs, Nep; optimizer "
+                           "steps, Nst; or training samples)")
+    return (point, b)
 
 
 def from_branches(path: str, first: int | None) -> tuple:

@@ -38,6 +38,7 @@ class Progress:
     elapsed: float = 0.0
     target_hits: dict = field(default_factory=dict)  # target (as text) -> its first full-split evaluation
     branch_start: list | None = None  # a branch's [epoch, micro-batch] at its parent's kept checkpoint
+    branch_ema: list | None = None  # --branch-ema: [weighted loss sum, weight, the parent's batch]
     batch_changes: list = field(default_factory=list)  # --batch-schedule: {step, samples_seen, global_batch} each
 
 

@@ -90,16 +90,20 @@ class EvalSchedule:
             return "target"
         return self.decide() if rung else None
 
-    def evaluate_now(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool) -> dict:
-        """One evaluation outside the schedule (a branch's at the end of its window), recorded (collective)."""
-        return self._evaluate(progress, trained_seconds, samples_seen, subset)
+    def evaluate_now(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool,
+                     extra: dict | None = None) -> dict:
+        """One evaluation outside the schedule (a branch's at the end of its window, with `extra` figures),
+        recorded (collective)."""
+        return self._evaluate(progress, trained_seconds, samples_seen, subset, extra)
 
-    def _evaluate(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool) -> dict:
+    def _evaluate(self, progress: Progress, trained_seconds: float, samples_seen: int, subset: bool,
+                  extra: dict | None = None) -> dict:
         te = time.perf_counter()
         metrics = self.evaluator.evaluate(self.cfg.eval_split, subset=subset)
         return self.book.step_evaluation(
             progress.step, progress.epoch + progress.batch / self.plan.micro_batches_per_epoch, samples_seen,
-            {**metrics, **(self.gns.now() if self.gns else {})}, trained_seconds, time.perf_counter() - te,
+            {**metrics, **(self.gns.now() if self.gns else {}), **(extra or {})}, trained_seconds,
+            time.perf_counter() - te,
             self.evaluator.inputs.step_subset if subset else None)
 
     def _missed(self, progress: Progress, record: dict) -> list[float]:

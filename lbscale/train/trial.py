@@ -27,6 +27,7 @@ from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
 from lbscale.train import checkpoint, provenance
 from lbscale.train import distributed as dist
+from lbscale.analysis.critical import ema_update
 from lbscale.train.batches import BatchSchedule
 from lbscale.train.checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
@@ -122,6 +123,8 @@ class Trial:
         state = TrialState.from_dict(main)
         state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, {"divergence": self.divergence})
         self.progress = checkpoint.branch_progress(state.progress, info["global_batch"], self.plan.global_batch)
+        if self.cfg.branch_ema:
+            self.progress.branch_ema = [0.0, 0.0, info["global_batch"]]
         if self.progress.batch >= self.plan.micro_batches_per_epoch:  # at the end of an epoch (one that keeps only
             self.progress.branch_start = [self.progress.epoch + 1, 0]  # whole larger steps may end sooner)
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
@@ -156,6 +159,9 @@ class Trial:
         t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=self.device)])
         loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
         window.zero_()
+        if p.branch_ema is not None and count:  # checked every step: this step's mean loss over all ranks
+            p.branch_ema = ema_update(p.branch_ema, loss_sum / count,
+                                      self.cfg.branch_ema ** (self.plan.global_batch / p.branch_ema[2]))
         if self.divergence.update(loss_sum / max(count, 1), p.step):
             if p.diverged_at is None:
                 p.diverged_at = {"epoch": p.epoch + 1, "step": p.step}
@@ -201,7 +207,7 @@ class Trial:
         p, plan = self.progress, self.plan
         if self.step_micro == 0:
             seen = self.samples_seen()
-            batch = self.batches.batch_at(seen)
+            batch = self.batches.batch_at(seen, p.step)
             if not p.batch_changes or p.batch_changes[-1]["global_batch"] != batch:
                 p.batch_changes.append({"step": p.step, "samples_seen": seen, "global_batch": batch})
             self.step_start = (seen, batch)
@@ -240,13 +246,15 @@ class Trial:
         if p.step in self.keep:  # for lbscale branch: the state after this step, the epoch's clock aside
             self.save_checkpoint("kept", f"{checkpoint.KEPT}/{self.keep[p.step]}")
         verdict = None
-        if p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps \
+        if p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps or p.branch_ema is not None \
                 or p.batch == self.plan.micro_batches_per_epoch or self.window_done():
             verdict = self.check(window)
         if verdict != "diverged" and self.window_done():  # a branch's window: its one evaluation, then the end
             self.pace.sync()
             trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
-            self.schedule.evaluate_now(p, trained, self.samples_seen(), subset=bool(cfg.eval_subset))
+            smoothed = {"train_loss_ema": p.branch_ema[0] / p.branch_ema[1]} if p.branch_ema and p.branch_ema[1] \
+                else None
+            self.schedule.evaluate_now(p, trained, self.samples_seen(), bool(cfg.eval_subset), smoothed)
             return "window"
         # a due evaluation runs also when a preemption stops the epoch here: a resumed trial starts after this
         # step, and a rung it skipped would never be judged ('wait', 'pruned' and 'target' end the process as the

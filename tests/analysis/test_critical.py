@@ -22,3 +22,14 @@ def test_every_factor_within_is_a_lower_bound_and_none_without_losses():
 def test_a_diverged_branch_is_never_within():
     assert local_critical_batch({32: 1.0, 64: math.nan, 128: 1.0}, 0.01)[0] == 128  # 128 matches 32 again
     assert local_critical_batch({32: 1.0, 64: 1.0, 128: math.inf}, 0.01)[0] == 64
+
+
+def test_moving_average_by_hand():
+    from lbscale.analysis.critical import ema_update
+
+    state = [0.0, 0.0, 32]
+    for v in (1.0, 2.0):
+        state = ema_update(state, v, 0.5)
+    # weights (1 - d) d^(n - 1 - i): 0.25 and 0.5; bias-corrected: (0.25 x 1 + 0.5 x 2) / 0.75
+    assert math.isclose(state[0] / state[1], 1.25 / 0.75) and state[2] == 32
+    assert ema_update([0.0, 0.0, 1], 3.0, 0.9)[0] / ema_update([0.0, 0.0, 1], 3.0, 0.9)[1] == 3.0

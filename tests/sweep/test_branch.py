@@ -45,6 +45,16 @@ def test_branch_study_of_a_trial(tiny_h5, tmp_path, run_cli):
     rc, out, err = run_cli("branch", parent, "--factors", "1,2,4", "--window", 256, "--eval-subset", 40)
     assert rc == 0 and "6 of 6 branches already finished" in out
 
+    smooth = tmp_path / "smooth"  # judged by the training loss's moving average instead
+    rc, out, err = run_cli("branch", parent, "--at", "25pct", "--factors", "1,2", "--window", 128, "--ema", 0.5,
+                           "--results", smooth)
+    assert rc == 0, err
+    assert "judged by the training loss's moving average (decay 0.5 per 32 samples)" in out
+    df = pd.read_csv(smooth / "critical-batch.csv")
+    assert df["train_loss_ema"].notna().all() and (df["train_loss_ema"] > 0).all()
+    ema = dict(zip(df["batch"], df["train_loss_ema"]))
+    assert set(df["critical_batch"]) == {64 if ema[64] <= ema[32] + 0.01 else 32}
+
 
 def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     rc, _, err = run_cli("branch", tmp_path)

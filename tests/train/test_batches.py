@@ -18,10 +18,15 @@ def test_points_in_epochs_and_samples_and_the_batch_at_each_place():
     assert s.lr_factor(256) == 4.0
     assert BatchSchedule.parse("64@0,256@1ep", 100, "sqrt").lr_factor(256) == 2.0
     assert BatchSchedule.parse("64@0,256@1ep", 100, "none").lr_factor(256) == 1.0
+    steps = BatchSchedule.parse("32@0,64@10st,128@1ep", epoch_samples=1000)  # steps as taken, at their batches
+    assert steps.points == ((0, 32), (("steps", 10), 64), (1000, 128)) and steps.last == 128
+    assert [steps.batch_at(n, k) for n, k in ((0, 0), (288, 9), (320, 10), (990, 20), (1000, 21))] == [32, 32, 64,
+                                                                                                      64, 128]
     assert math.isclose(BatchSchedule.parse("8192@0,16384@30ep", 1281167).points[1][0], 30 * 1281167)
 
 
 @pytest.mark.parametrize("text, message", [("64@1,128@2ep", "starts at 0"), ("64@0,128@x", "is not BATCH@POINT"),
+                                           ("64@0,128@5st,256@3st", "must increase"), ("64@0,128@-1st", "BATCH@POINT"),
                                            ("64@0,128@2ep,256@1ep", "must increase"), ("", "starts at 0")])
 def test_bad_schedules_are_one_line(text, message):
     with pytest.raises(LbscaleError, match=message):
