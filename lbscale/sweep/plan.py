@@ -307,7 +307,7 @@ def plan_table(plans: list[TrialPlan]) -> str:
         r = p.plan
         rows.append([p.trial_id, str(r.global_batch), str(r.local_batch), str(p.gpus), str(p.nodes),
                      str(r.accum_steps), f"{r.peak_lr:.6g}", f"{r.warmup_epochs:g} ep", show(r.warmup_steps),
-                     show(r.total_steps)] + ([" ".join(f"{k}={v}" for k, v in (p.search or {}).items())]
+                     _steps(p)] + ([" ".join(f"{k}={v}" for k, v in (p.search or {}).items())]
                                              if searched else []))
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -315,6 +315,18 @@ def plan_table(plans: list[TrialPlan]) -> str:
     if plans and plans[0].plan.total_steps is None:
         lines.append("(steps need the prepared data file; it does not exist yet)")
     return "\n".join(lines)
+
+
+def _steps(p: TrialPlan) -> str:
+    """A trial's optimizer steps: as its batch schedule takes them (batch@... shown after), else the plan's."""
+    from lbscale.train.batches import BatchSchedule
+
+    r = p.plan
+    if r.total_steps is None or not p.config.batch_schedule:
+        return "?" if r.total_steps is None else str(r.total_steps)
+    s = BatchSchedule.parse(p.config.batch_schedule, r.epoch_samples, first=r.global_batch)
+    steps = s.total_steps(p.config.epochs, r.micro_batches_per_epoch, r.local_batch * r.world_size, r.epoch_samples)
+    return f"{steps} (to batch {s.last})"
 
 
 def trial_yaml(p: TrialPlan) -> dict:

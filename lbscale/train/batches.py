@@ -68,6 +68,19 @@ class BatchSchedule:
     def lr_factor(self, batch: int) -> float:
         return RULE_FACTOR[self.rule](batch / self.first)
 
+    def total_steps(self, epochs: int, micro_per_epoch: int, micro_samples: int, epoch_samples: int) -> int:
+        """The optimizer steps of a whole run, as the trial groups its micro-batches (`micro_samples`: one
+        micro-batch of every process; a step's batch from the samples and steps before it, an epoch's last step
+        short where the batch does not divide it)."""
+        steps = 0
+        for epoch in range(epochs):
+            micro = 0
+            while micro < micro_per_epoch:
+                seen = epoch * epoch_samples + min(micro * micro_samples, epoch_samples)
+                micro += min(self.batch_at(seen, steps) // micro_samples, micro_per_epoch - micro)
+                steps += 1
+        return steps
+
 
 def _point(item: str, epoch_samples: int) -> tuple:
     batch, _, at = item.partition("@")

@@ -54,6 +54,8 @@ def test_a_schedule_counts_steps_exactly_and_resumes_bit_identically_across_a_ch
     # epoch 1: 17 steps of 32; epoch 2 from 544 samples: steps of 64 starting at 544, 608, 672, 736, 800, then
     # from 864 (>= 816) steps of 128: micro-batches 10..13 and the epoch's last 3: 17 + 5 + 2 = 24 steps
     assert s["steps"] == 24
+    sched = BatchSchedule.parse("32@0,64@1ep,128@816", 544)
+    assert sched.total_steps(2, 17, 32, 544) == 24  # the dry-run's count: the same grouping, by hand above
     assert s["batch_schedule"] == [{"step": 0, "samples_seen": 0, "global_batch": 32},
                                    {"step": 17, "samples_seen": 544, "global_batch": 64},
                                    {"step": 22, "samples_seen": 864, "global_batch": 128}]
