@@ -12,8 +12,9 @@ def local_critical_batch(losses: dict[int, float], tolerance: float) -> tuple[in
     """(the local critical batch, why) from {batch: loss after the window}. The smallest batch counts as within
     tolerance of itself; each larger batch is compared with the minimum over all smaller ones, and the largest
     one within `tolerance` of it is the critical batch (a larger one past a failing one counts too, as in the
-    paper's rule). A branch without a finite loss (diverged) is never within. None where no batch has a loss."""
-    batches = sorted(b for b, v in losses.items() if v is not None)
+    paper's rule). A diverged branch (an infinite loss) is never within; one without a loss (None or NaN: failed,
+    not run) is left out. None where no batch has a loss."""
+    batches = sorted(b for b, v in losses.items() if v is not None and not math.isnan(v))
     if not batches:
         return None, "no branch has a loss"
     finite = {b: losses[b] for b in batches if math.isfinite(losses[b])}

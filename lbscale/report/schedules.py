@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lbscale.results import FINISHED
 from lbscale.report.load import Study
 from lbscale.report.tables import Table, _stat, batch_label
-from lbscale.train.batches import BatchSchedule
+from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
 
 
 def _control(arm_variant: str, variants: list[str]) -> str | None:
@@ -23,12 +24,16 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
     t = study.trials
     if "batch_schedule" not in t or t["batch_schedule"].isna().all():
         return None
-    steps = per_trial.set_index("trial")
+    if "state" in t:
+        t = t[t["state"].isin(FINISHED)]
+    keys = [k for k in ("results", "trial") if k in t and k in per_trial]
+    steps = per_trial.set_index(keys)
     final = f"final_{metric}"
     controls = t[t["batch_schedule"].isna()]
     disp, tidy = [], []
     for (variant, text), arm in t.dropna(subset=["batch_schedule"]).groupby(["variant", "batch_schedule"]):
-        schedule = BatchSchedule.parse(text, 1, first=int(arm["global_batch"].iloc[0])) \
+        schedule = BatchSchedule.parse(text, SYNTAX_EPOCH, first=int(arm["global_batch"].iloc[0]),
+                                       ordered=False) \
             if not text.startswith("auto:") else None
         base = _control(variant, sorted(controls["variant"].dropna().unique()))
         first = int(arm["global_batch"].iloc[0])
@@ -39,7 +44,7 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
                 rows.append((f"control at {batch_label(batch)}", c))
         arm_mean = None
         for label, g in rows:
-            s = steps.reindex(g["trial"])
+            s = steps.reindex(pd.MultiIndex.from_frame(g[keys]) if len(keys) > 1 else g[keys[0]])
             st, mean, _, _ = _stat(s["steps"], 1)
             tt, _, _, _ = _stat(s["seconds"], 2)
             ft, _, _, _ = _stat(g[final] if final in g else [], 3)

@@ -75,7 +75,7 @@ def _window(text: str, epoch_samples: int) -> int:
     t = str(text).strip()
     try:
         samples = round(float(t[:-2]) * epoch_samples) if t.endswith("ep") else int(t)
-    except ValueError:
+    except (ValueError, OverflowError):
         samples = 0
     if samples < 1:
         raise LbscaleError(f"--window: {text!r} is not a number of samples or Nep (epochs of the train split)")
@@ -94,8 +94,10 @@ def parent_of(trial: Path) -> tuple[dict, dict, dict[str, Path]]:
     return described["config"], described["plan"], kept
 
 
-def branch_plans(trial: Path, o: BranchOptions) -> tuple[list[TrialPlan], dict]:
-    """The branch trials of TRIAL (one per kept checkpoint and factor) and what they rest on."""
+def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) -> tuple[list[TrialPlan], dict]:
+    """The branch trials of TRIAL (one per kept checkpoint and factor, on the parent's processes: `gpus_per_node`
+    gives the nodes they span) and what they rest on; one line where a checkpoint cannot be branched from or
+    has less training left than the window."""
     from lbscale.train.optim import OPTIMIZERS
 
     trial = Path(trial).resolve()
@@ -108,6 +110,13 @@ def branch_plans(trial: Path, o: BranchOptions) -> tuple[list[TrialPlan], dict]:
     if rule not in RULES:
         raise LbscaleError(f"--rule: {o.rule!r} is not one of auto, {', '.join(RULES)}")
     window = _window(o.window, plan["epoch_samples"])
+    run_samples = config["epochs"] * plan["epoch_samples"]
+    for label in labels:
+        info = checkpoint.kept_info(kept[label])
+        if info.get("samples_seen", 0) + window > run_samples:
+            raise LbscaleError(f"--window {o.window}: checkpoint {label} has {run_samples - info['samples_seen']:,} "
+                               f"samples of the parent's run left, fewer than the window's {window:,}")
+    nodes = -(-plan["world_size"] // gpus_per_node)
     results = Path(o.results) if o.results else trial.parent / f"{trial.name}-branches"
     subset = o.eval_subset or config.get("eval_subset") or 1024
     plans = []
@@ -122,7 +131,7 @@ def branch_plans(trial: Path, o: BranchOptions) -> tuple[list[TrialPlan], dict]:
                        "out": str(results / name)}
             cfg = load_config(None, **options)
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
-            plans.append(TrialPlan(name, plan["world_size"], 1, cfg, p, variant=f"x{k}", sweep="branch"))
+            plans.append(TrialPlan(name, plan["world_size"], nodes, cfg, p, variant=f"x{k}", sweep="branch"))
     return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
                    "results": results, "subset": subset, "parent_batch": plan["global_batch"]}
 
@@ -270,7 +279,12 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
         tuned_critical_batch(o.tuned)
 
     how = how or BranchLaunch()
-    plans, what = branch_plans(trial, o)
+    if how.launcher == "slurm":
+        from lbscale.sweep.systems import get_system
+
+        plans, what = branch_plans(trial, o, get_system(how.system, how.systems_file)["gpus_per_node"])
+    else:
+        plans, what = branch_plans(trial, o)
     results = what["results"]
     points = len(plans) // len(_factors(o.factors))
     print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"

@@ -80,6 +80,11 @@ def _resolve(spec_path: str, p: TrialPlan, train_samples: int):
     if g > train_samples:
         raise LbscaleError(f"{where}: the train split of {p.config.data} has {train_samples:,} samples")
     try:
-        return resolve_plan(p.config, gpus, train_samples)
+        plan = resolve_plan(p.config, gpus, train_samples)
+        if p.config.batch_schedule:  # its points in epochs against those in samples, and its batches, with the data
+            from lbscale.train.batches import BatchSchedule
+
+            BatchSchedule.parse(p.config.batch_schedule, plan.epoch_samples, first=g).check(plan.local_batch * gpus)
+        return plan
     except LbscaleError as e:
         raise LbscaleError(f"{where}: {e}") from None

@@ -187,7 +187,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
 def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tuple[str, dict, "_Cell"]]:
     """(name, the arm's trial options, cell) of each grid.batch_schedule arm: at its first batch, on each GPU
     count of the grid."""
-    from lbscale.train.batches import BatchSchedule
+    from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
 
     out = []
     for name, arm in spec.batch_schedules.items():
@@ -197,7 +197,7 @@ def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tu
                                "only")
         where = f"{spec.path}: grid.batch_schedule.{name}: "
         try:
-            first = BatchSchedule.parse(text, 1).first
+            first = BatchSchedule.parse(text, SYNTAX_EPOCH, first=arm.get("global_batch"), ordered=False).first
         except LbscaleError as e:
             raise LbscaleError(f"{where}{e}") from None
         for g in dict.fromkeys(c[1] for c in cells):

@@ -68,11 +68,12 @@ def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
     os.environ.update(env, **{STARTED: "1"})
     if pdeathsig is not None:
         pdeathsig()
-    import runpy
+    import importlib
 
-    # `python -m lbscale.cli ARGS` in this process: the module's own __main__ block exits with the command's code
+    # `python -m lbscale.cli ARGS` in this process (imported by name: the command is this module's caller, not a
+    # module below it)
     sys.argv = ["lbscale", *args]
-    runpy.run_module("lbscale.cli", run_name="__main__", alter_sys=True)
+    sys.exit(importlib.import_module("lbscale.cli").main(args))
 
 
 class WarmTrial:

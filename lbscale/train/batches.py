@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from lbscale.errors import LbscaleError
 
+SYNTAX_EPOCH = 10 ** 12  # samples per epoch when only the syntax and the first batch are checked (no data yet)
 RULE_FACTOR = {"linear": lambda r: r, "sqrt": math.sqrt, "none": lambda r: 1.0}
 
 
@@ -24,11 +25,12 @@ class BatchSchedule:
     rule: str = "linear"
 
     @classmethod
-    def parse(cls, text: str, epoch_samples: int, rule: str = "linear", first: int | None = None
-              ) -> "BatchSchedule":
+    def parse(cls, text: str, epoch_samples: int, rule: str = "linear", first: int | None = None,
+              ordered: bool = True) -> "BatchSchedule":
         """'64@0,128@2ep,256@6400,512@900st': batch@point, a point in epochs (Nep), optimizer steps (Nst) or
         samples; one line naming a bad item. 'auto:FILE': from a branch study's critical-batch.csv, starting at
-        `first` (`from_branches`)."""
+        `first` (`from_branches`). `ordered=False`: the order of points in epochs against points in samples is
+        left to the check with the data (SYNTAX_EPOCH)."""
         if rule not in RULE_FACTOR:
             raise LbscaleError(f"--batch-schedule: LR rule {rule!r} is not one of {', '.join(RULE_FACTOR)}")
         if str(text).startswith("auto:"):
@@ -40,7 +42,7 @@ class BatchSchedule:
             raise LbscaleError("--batch-schedule: the first batch starts at 0 (e.g. 64@0,128@2ep)")
         for unit in (int, tuple):  # samples, and steps: each increasing
             ats = [p[0] for p in points if isinstance(p[0], unit)]
-            if any(a >= b for a, b in zip(ats, ats[1:])):
+            if ordered and any(a >= b for a, b in zip(ats, ats[1:])):
                 raise LbscaleError("--batch-schedule: points must increase")
         return cls(tuple(points), rule)
 
@@ -92,7 +94,7 @@ def _point(item: str, epoch_samples: int) -> tuple:
             point = ("steps", int(at[:-2]))
         else:
             point = int(at)
-    except ValueError:
+    except (ValueError, OverflowError):
         b, point = 0, -1
     if b < 1 or (point[1] if isinstance(point, tuple) else point) < 0:
         raise LbscaleError(f"--batch-schedule: {item!r} is not BATCH@POINT (a point in epochs, Nep; optimizer "

@@ -156,12 +156,12 @@ def kept_info(folder: Path) -> dict:
     return info
 
 
-def branch_progress(parent: Progress, parent_batch: int, batch: int) -> Progress:
-    """Where a branch at global batch `batch` starts from its parent's progress at `parent_batch`: the same epoch
-    and micro-batch (the same data next), the optimizer step that many samples make at the new batch (rounded
-    down: the LR schedule's place), no records, targets or divergence of the parent's, and the start remembered
-    (the window counts from it)."""
-    return Progress(epoch=parent.epoch, batch=parent.batch, step=parent.step * parent_batch // batch,
+def branch_progress(parent: Progress, steps_per_epoch: int, accum: int) -> Progress:
+    """Where a branch with `steps_per_epoch` steps of `accum` micro-batches each starts from its parent's progress:
+    the same epoch and micro-batch (the same data next), the step of its own schedule at that micro-batch (the LR's
+    place: epochs mean the same epochs at every batch), no records, targets or divergence of the parent's, and
+    the start remembered (the window, and the branch's steps, count from it)."""
+    return Progress(epoch=parent.epoch, batch=parent.batch, step=parent.epoch * steps_per_epoch + parent.batch // accum,
                     branch_start=[parent.epoch, parent.batch])
 
 

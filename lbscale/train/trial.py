@@ -66,7 +66,12 @@ class Trial:
                                            cfg.global_batch) if cfg.batch_schedule else None
         if self.batches:
             self.batches.check(self.plan.local_batch * env.world_size)
-        self.step_micro, self.step_start = 0, (0, self.plan.global_batch)  # a schedule's step: its place, batch
+        # a schedule's or a branch's steps are counted from their own start (a branch may start inside a step of
+        # its batch): the micro-batches of the step so far, and the step's place, batch and LR schedule index
+        self.grouped = bool(self.batches or cfg.branch_from)
+        if cfg.branch_from:  # before any output: a folder that is no kept checkpoint, or other micro-batches
+            self.check_branch(Path(cfg.branch_from))
+        self.step_micro, self.step_start = 0, (0, self.plan.global_batch, 0)
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
@@ -116,19 +121,21 @@ class Trial:
         (`checkpoint.branch_progress`); the LR is this trial's schedule at the mapped step."""
         folder = Path(self.cfg.branch_from)
         main, rank = checkpoint.load(self.out, self.env, self.device, folder)
-        info = checkpoint.kept_info(folder)
-        if info["local_batch"] != self.plan.local_batch:
-            raise LbscaleError(f"--branch-from {folder}: a branch continues its parent's micro-batches of "
-                               f"{info['local_batch']} per process; this trial's are {self.plan.local_batch}")
         state = TrialState.from_dict(main)
         state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, {"divergence": self.divergence})
-        self.progress = checkpoint.branch_progress(state.progress, info["global_batch"], self.plan.global_batch)
+        self.progress = checkpoint.branch_progress(state.progress, self.plan.steps_per_epoch, self.plan.accum_steps)
         if self.cfg.branch_ema:
-            self.progress.branch_ema = [0.0, 0.0, info["global_batch"]]
+            self.progress.branch_ema = [0.0, 0.0, checkpoint.kept_info(folder)["global_batch"]]
         if self.progress.batch >= self.plan.micro_batches_per_epoch:  # at the end of an epoch (one that keeps only
             self.progress.branch_start = [self.progress.epoch + 1, 0]  # whole larger steps may end sooner)
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
         self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
+
+    def check_branch(self, folder: Path) -> None:
+        info = checkpoint.kept_info(folder)
+        if info["local_batch"] != self.plan.local_batch:
+            raise LbscaleError(f"--branch-from {folder}: a branch continues its parent's micro-batches of "
+                               f"{info['local_batch']} per process; this trial's are {self.plan.local_batch}")
 
     def window_done(self) -> bool:
         """A branch has trained its --branch-samples past its start."""
@@ -197,20 +204,21 @@ class Trial:
     def step_ended(self) -> bool:
         """After a micro-batch: whether it ended its optimizer step."""
         p = self.progress
-        if self.batches:
+        if self.grouped:
             return self.step_micro == 0
         return p.batch % self.plan.accum_steps == 0 or p.batch == self.plan.micro_batches_per_epoch
 
     def scheduled_grouping(self) -> tuple[bool, int]:
-        """With a batch schedule, for the next micro-batch: (whether it ends its step, the step's samples on this
-        rank); a step's batch is the schedule's at the samples seen when it starts (noted where it changes)."""
+        """With a batch schedule or in a branch, for the next micro-batch: (whether it ends its step, the step's
+        samples on this rank); a step's batch is the schedule's at the samples and steps before it (noted where it
+        changes), or the trial's; its LR index the first batch's step at its first micro-batch."""
         p, plan = self.progress, self.plan
         if self.step_micro == 0:
             seen = self.samples_seen()
-            batch = self.batches.batch_at(seen, p.step)
-            if not p.batch_changes or p.batch_changes[-1]["global_batch"] != batch:
+            batch = self.batches.batch_at(seen, p.step) if self.batches else plan.global_batch
+            if self.batches and (not p.batch_changes or p.batch_changes[-1]["global_batch"] != batch):
                 p.batch_changes.append({"step": p.step, "samples_seen": seen, "global_batch": batch})
-            self.step_start = (seen, batch)
+            self.step_start = (seen, batch, p.epoch * plan.steps_per_epoch + p.batch // plan.accum_steps)
         accum = self.step_start[1] // (plan.local_batch * plan.world_size)
         last = self.step_micro + 1 == accum or p.batch + 1 == plan.micro_batches_per_epoch
         shard = plan.epoch_samples // plan.world_size
@@ -223,13 +231,14 @@ class Trial:
         of the first batch), times the rule's factor for its batch."""
         if not self.batches:
             return None
-        seen, batch = self.step_start
-        return self.policy.lr(seen // self.batches.first) * self.batches.lr_factor(batch)
+        # a step cut short at an epoch's end (fewer micro-batches than its batch) gets the factor of what it trained
+        trained = min(self.step_start[1], self.in_step * self.plan.world_size)
+        return self.policy.lr(self.step_start[2]) * self.batches.lr_factor(trained)
 
     def micro_batch(self, batch, window: torch.Tensor) -> int:
         p = self.progress
         x, y = self.inputs(batch, train=True)
-        grouping = self.scheduled_grouping() if self.batches else None
+        grouping = self.scheduled_grouping() if self.grouped else None
         loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, grouping)
         counted = torch.stack([loss, torch.ones_like(loss)])
         window += counted

@@ -64,6 +64,13 @@ def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     assert rc == 0, err
     rc, _, err = run_cli("branch", parent)
     assert rc == 2 and "no kept checkpoints" in err
+    kept = tmp_path / "k"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", kept, *PARENT[:-1], "50%")
+    assert rc == 0, err
+    rc, _, err = run_cli("branch", kept, "--window", "2ep")  # 17 steps of 32 left, 1,088 samples asked
+    assert rc == 2 and "checkpoint 50pct has 544 samples of the parent's run left" in err
+    rc, _, err = run_cli("branch", kept, "--window", "infep")
+    assert rc == 2 and "--window: 'infep'" in err
 
 
 def test_branches_as_slurm_job_arrays(slurm, tiny_h5, tmp_path):

@@ -25,7 +25,16 @@ def test_points_in_epochs_and_samples_and_the_batch_at_each_place():
     assert math.isclose(BatchSchedule.parse("8192@0,16384@30ep", 1281167).points[1][0], 30 * 1281167)
 
 
+def test_fractional_epochs_are_checked_before_the_data_is_known(tmp_path, run_cli):
+    from lbscale.config import load_config
+
+    cfg = load_config(None, data="d.h5", out=str(tmp_path), global_batch=32,
+                      batch_schedule="32@0,64@0.25ep,128@1.2ep,256@1.4ep")
+    assert cfg.batch_schedule.endswith("1.4ep")
+
+
 @pytest.mark.parametrize("text, message", [("64@1,128@2ep", "starts at 0"), ("64@0,128@x", "is not BATCH@POINT"),
+                                           ("64@0,128@infep", "is not BATCH@POINT"),
                                            ("64@0,128@5st,256@3st", "must increase"), ("64@0,128@-1st", "BATCH@POINT"),
                                            ("64@0,128@2ep,256@1ep", "must increase"), ("", "starts at 0")])
 def test_bad_schedules_are_one_line(text, message):
@@ -59,12 +68,13 @@ def test_a_schedule_counts_steps_exactly_and_resumes_bit_identically_across_a_ch
     assert s["batch_schedule"] == [{"step": 0, "samples_seen": 0, "global_batch": 32},
                                    {"step": 17, "samples_seen": 544, "global_batch": 64},
                                    {"step": 22, "samples_seen": 864, "global_batch": 128}]
-    # the LR of the last step (it starts at 544 + 14 x 32 = 992 samples: step 31 of 34 in steps of the first
-    # batch) by hand: cosine from the peak, times 128 / 32 (the linear rule)
+    # the LR of the last step (it starts at micro-batch 14 of epoch 2: step 17 + 14 = 31 of 34 in steps of the
+    # first batch) by hand: cosine from the peak, times 96 / 32 (the linear rule for what it trained: the epoch's
+    # last 3 micro-batches of 32)
     peak = json.loads((whole / "config.json").read_text())["plan"]["peak_lr"]
     assert peak == pytest.approx(0.05 * 32 / 256)
     last_epoch = [r for r in read_jsonl(whole / "metrics.jsonl") if r.get("epoch") == 2][-1]
-    assert last_epoch["lr"] == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi * 31 / 34)) * 4)
+    assert last_epoch["lr"] == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi * 31 / 34)) * 3)
     cut = tmp_path / "cut"
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", cut, *BASE, "--preempt-after-steps", 19)
     assert rc == 75, err

@@ -14,8 +14,9 @@ BASE = ["--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "
 
 def test_branch_progress_by_hand():
     parent = Progress(epoch=1, batch=6, step=23, target_hits={"0.9": {}}, elapsed=5.0)
-    assert branch_progress(parent, 32, 128) == Progress(epoch=1, batch=6, step=5, branch_start=[1, 6])
-    assert branch_progress(parent, 32, 32).step == 23
+    # at 4 micro-batches a step and 5 steps an epoch: epoch 1's step 6 // 4 = 1, so step 5 + 1
+    assert branch_progress(parent, 5, 4) == Progress(epoch=1, batch=6, step=6, branch_start=[1, 6])
+    assert branch_progress(parent, 17, 1).step == 23  # factor 1: the parent's own step
 
 
 def test_factor_one_is_the_parents_continuation_and_factor_two_takes_half_the_steps(tiny_h5, tmp_path, run_cli):
@@ -58,3 +59,26 @@ def test_a_branch_needs_its_parents_local_batch(tiny_h5, tmp_path, run_cli):
                          "--branch-from", parent / "kept" / "25pct", "--branch-samples", 64)
     assert rc == 2 and "continues its parent's micro-batches of 32 per process" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_branch_starting_inside_a_step_of_its_batch_takes_whole_steps(tiny_h5, tmp_path, run_cli):
+    # kept after step 9 (micro-batch 9): a branch at 2 x 32 starts there, and its first step is micro-batches 9
+    # and 10, not micro-batch 9 alone (with last_batch keep both epochs hold the same 18 micro-batches)
+    keep = ["--last-batch", "keep"]
+    parent = tmp_path / "parent"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, "--global-batch", 32, *BASE, *keep,
+                         "--keep-checkpoints", "9st")
+    assert rc == 0, err
+    two = tmp_path / "x2"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", two, "--global-batch", 64, "--local-batch", 32, *BASE,
+                         *keep, "--branch-from", parent / "kept" / "9st", "--branch-samples", 256, "--eval-subset", 40)
+    assert rc == 0, err
+    # it starts at step 9 // 2 = 4 and takes 8 micro-batches in 4 whole steps (micro-batch 9 alone would make 5)
+    assert [r["step"] for r in read_jsonl(two / "metrics.jsonl") if r.get("kind") == "step"] == [8]
+
+
+def test_branch_from_something_else_is_one_line(tiny_h5, tmp_path, run_cli):
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "b", "--global-batch", 32, *BASE,
+                         "--branch-from", tmp_path, "--branch-samples", 64)
+    assert rc == 2 and "not a kept checkpoint" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b" / "summary.json").exists()
