@@ -354,3 +354,11 @@ def test_demo_batch_warmup_holds_both_controls_and_the_arm():
     assert sorted((p.plan.global_batch, p.variant) for p in plans if p.config.seed == 0) == [
         (32, "sgd-linear"), (32, "sgd-linear-warmup"), (128, "sgd-linear")]
     assert {p.config.seed for p in plans} == {0, 1, 2}
+
+
+def test_fashion_mnist_batch_warmup_holds_both_controls_and_the_arm():
+    _, plans = _shipped("fashion-mnist-batch-warmup")
+    assert sorted((p.plan.global_batch, p.variant) for p in plans if p.config.seed == 0) == [
+        (32, "sgd-linear"), (32, "sgd-linear-warmup"), (128, "sgd-linear")]
+    arm = next(p for p in plans if p.variant == "sgd-linear-warmup")
+    assert arm.config.batch_schedule == "32@0,64@1ep,128@2ep" and arm.config.model == "resnet18"
