@@ -300,8 +300,7 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
         said = _slurm(plans, trial, o, how, results)
         if said is not None:
             return said
-        failures = sum(read_json(p.out / SUMMARY) is None or read_json(p.out / SUMMARY).get("status") == "failed"
-                       for p in plans)
+        failures = sum((read_json(p.out / SUMMARY) or {"status": "failed"})["status"] == "failed" for p in plans)
     else:
         failures = run_branches(plans, results)
     df = branch_table(plans, what["parent"], o.tolerance, ema=o.ema is not None)

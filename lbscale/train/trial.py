@@ -390,12 +390,9 @@ class Trial:
         return 0
 
     def summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
-        out = self._summary(status, error, digests, test)
+        out = trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
+                            self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
+                            self.train_step.gns if self.train_step else None)
         if self.batches:  # the batch of every step, as it happened
             out["batch_schedule"] = self.progress.batch_changes
         return out
-
-    def _summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
-        return trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
-                             self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
-                             self.train_step.gns if self.train_step else None)
