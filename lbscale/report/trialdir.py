@@ -290,6 +290,7 @@ def read_trials(candidates: list[Path]) -> Part:
     """The trial directories among `candidates`, in order (`Study.trials`' rows, `Study.epochs`' records and
     `Study.steps`' evaluations with their samples seen)."""
     rows, epochs, evals, seen, epoch_counts, eval_counts = [], [], [], [], [], []
+    same = True  # every trial's evaluations are its epoch records: no partial epoch, no step evaluation
     for d in candidates:
         path = str(d)
         names = os.listdir(path)
@@ -299,13 +300,14 @@ def read_trials(candidates: list[Path]) -> Part:
         per_epoch = epoch_records(records)
         rows.append(trial_row(d, names, per_epoch))
         evaluated, samples = measured(records, per_epoch)
+        same = same and len(evaluated) == len(per_epoch) == len(records)  # full epochs + partial + steps
         epochs += per_epoch
         evals += evaluated
         seen += samples
         epoch_counts.append(len(per_epoch))
         eval_counts.append(len(evaluated))
     epoch_columns = columns(epochs, first_seen(epochs))
-    if len(evals) == len(epochs):  # every epoch record a full one, no step evaluation: the same records
+    if same:  # the same records (equal counts alone are not: one trial's partial epoch, another's step evaluation)
         evaluated = {k: v for k, v in epoch_columns.items() if k in EVALUATED or is_metric(k)}
     else:  # Study.steps has no other record keys
         evaluated = columns(evals, [k for k in first_seen(evals) if k in EVALUATED or is_metric(k)])
