@@ -21,7 +21,7 @@ from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
 from lbscale.results import FINISHED
 from lbscale.sweep.state import count_line
-from lbscale.report.render import FORMATS, figures_drawn, html_page, integral, latex, markdown
+from lbscale.report.render import FORMATS, figures_drawn, html_page, integral, latex, markdown, prepare_figures
 
 __all__ = ["load_results", "write_report", "published", "Study", "FORMATS"]
 
@@ -303,7 +303,7 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     if bad:
         raise LbscaleError(f"--format: {bad[0]!r} is not one of {', '.join(FORMATS)}")
     model = scaling_model(o.allreduce, o.predict_gpus)  # a bad file stops the report before anything is written
-    study = load_results(paths)
+    study = load_results(paths, meanwhile=prepare_figures)  # matplotlib is imported while a child reads
     out = Path(o.out) if o.out else Path("reports") / Path(paths[0]).resolve().name
     inside = [p for p in map(Path, paths) if out.resolve() == p.resolve() or p.resolve() in out.resolve().parents]
     if inside and o.out is None:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.errors import LbscaleError
-from lbscale.report.parallel import can_fork, halves
+from lbscale.report.parallel import can_fork, shared
 from lbscale.report.trialdir import HP, array, is_metric, is_trial_listing, read_trials
 from lbscale.results import CONFIG, SUMMARY, TRIAL_YAML
 from lbscale.task import TASKS
@@ -31,7 +31,7 @@ from lbscale.task import TASKS
 __all__ = ["HP", "STEP_KEYS", "Study", "find_trials", "is_number", "is_trial_dir", "load_results"]
 
 STEP_KEYS = ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed"]
-SHARED = 256  # trials from which a forked child reads half of them (below, the fork costs more than it saves)
+SHARED = 256  # trials from which a forked child shares the reading (below, the fork costs more than it saves)
 
 
 @dataclass
@@ -165,11 +165,17 @@ def _epochs(ep: pd.DataFrame, owners: np.ndarray, trials: pd.DataFrame) -> pd.Da
     return ep
 
 
-def load_results(paths) -> Study:
-    """Every trial under `paths` (results directories or trial directories) as one Study."""
+def load_results(paths, meanwhile=None) -> Study:
+    """Every trial under `paths` (results directories or trial directories) as one Study. `meanwhile()`, where
+    given, runs in this process before the Study is built; where a forked child shares a large study's reading
+    (`parallel.shared`), it runs while the child reads (`lbscale report` imports matplotlib then)."""
     candidates = _candidates(paths)
-    parts = (halves(read_trials, candidates) if len(candidates) >= SHARED and can_fork()
-             else [read_trials(candidates)])
+    if len(candidates) >= SHARED and can_fork():
+        parts = shared(read_trials, candidates, first=meanwhile)
+    else:
+        if meanwhile is not None:
+            meanwhile()
+        parts = [read_trials(candidates)]
     rows = [row for p in parts for row in p.rows]
     if not rows:
         raise LbscaleError(f"{', '.join(map(str, paths))}: no trials (directories with trial.yaml, config.json "

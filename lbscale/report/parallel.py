@@ -1,5 +1,6 @@
 """Work shared with a forked child process: a large report's two heavy loops, reading trial directories and
-drawing figures, each take both cores of a two-core machine where that is safe."""
+drawing figures, each take both cores of a two-core machine where that is safe, and this process's own
+preparation (importing matplotlib) runs while the child reads."""
 
 from __future__ import annotations
 
@@ -20,41 +21,71 @@ def can_fork() -> bool:
 _DIED = object()
 
 
-def _send(fn, items, conn) -> None:
-    try:
-        result = fn(items)
-    except BaseException as e:  # the parent raises it, once its own half has not raised first
-        result = e
-    conn.send(result)
+def _take(fn, chunks, taken, conn) -> None:
+    """The child's side of `shared`: the next chunk nobody has taken, until none is left; sends {index: result}."""
+    done = {}
+    while True:
+        with taken.get_lock():
+            i = taken.value
+            taken.value += 1
+        if i >= len(chunks):
+            break
+        try:
+            done[i] = fn(chunks[i])
+        except BaseException as e:  # the parent raises it where a process going in order would have met it
+            done[i] = e
+            break
+    conn.send(done)
     conn.close()
 
 
-def halves(fn, items: list) -> list:
-    """[fn(first half of items), fn(second half)], the second computed by a forked child and sent back pickled. An
-    exception is raised as one process going through the items in order would meet it: the first half's first."""
-    half = len(items) // 2
+def shared(fn, items: list, chunks: int = 16, first=None) -> list:
+    """[fn(chunk) for each of `chunks` consecutive chunks of items], the chunks taken in turn by this process and a
+    forked child from one shared counter, so that neither waits on the other: this process first runs `first()`
+    (work that must happen here, such as an import the next step needs) while the child already reads. Results
+    come back in the chunks' order; an exception is raised as one process going through the chunks in order would
+    meet it (the earliest chunk's)."""
+    n = max(1, min(chunks, len(items)))
+    bounds = [round(i * len(items) / n) for i in range(n + 1)]
+    parts = [items[a:b] for a, b in zip(bounds, bounds[1:])]
     fork = multiprocessing.get_context("fork")
+    taken = fork.Value("i", 0)
     receive, send = fork.Pipe(duplex=False)
-    child = fork.Process(target=_send, args=(fn, items[half:], send))
+    child = fork.Process(target=_take, args=(fn, parts, taken, send))
     child.start()
     send.close()
+    done, mine = _DIED, {}
     try:
-        first = fn(items[:half])
+        if first is not None:
+            first()
+        while True:
+            with taken.get_lock():
+                i = taken.value
+                taken.value += 1
+            if i >= len(parts):
+                break
+            try:
+                mine[i] = fn(parts[i])
+            except BaseException as e:
+                mine[i] = e
+                break
+        try:
+            done = receive.recv()
+        except EOFError:
+            pass
     except BaseException:
         child.terminate()
-        child.join()
         raise
-    second = _DIED
-    try:
-        second = receive.recv()
-    except EOFError:
-        pass
     finally:
         child.join()
         receive.close()
-    if second is _DIED:
-        raise RuntimeError(f"the child process that took {len(items) - half} of {len(items)} items died "
-                           f"(exit {child.exitcode})")
-    if isinstance(second, BaseException):
-        raise second
-    return [first, second]
+    if done is _DIED:
+        raise RuntimeError(f"the child process that shared {len(items)} items died (exit {child.exitcode})")
+    results = {**done, **mine}
+    for i in sorted(results):
+        if isinstance(results[i], BaseException):
+            raise results[i]
+    missing = [i for i in range(len(parts)) if i not in results]
+    if missing:  # a chunk neither took: only after an exception, raised above
+        raise RuntimeError(f"chunks {missing} of {len(parts)} were not read")
+    return [results[i] for i in range(len(parts))]

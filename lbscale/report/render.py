@@ -105,6 +105,24 @@ def html_page(title: str, verdict: list[str], header: list[str], tables, figures
     return "\n".join(parts)
 
 
+def prepare_figures() -> None:
+    """Import what drawing the figures needs (the report's plots, pyplot, the PDF backend): once, in the process
+    that later forks the figures' second drawer, rather than in each drawer."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    import lbscale.report.plots  # noqa: F401
+
+    fig, ax = plt.subplots(figsize=(2, 1.5))  # a figure's first drawing loads the fonts and fills font caches
+    ax.plot([1, 2], [1, 2], "o-", label="x")
+    ax.set_title("t")
+    ax.legend(title="t", fontsize=8)
+    fig.canvas.draw()
+    fig.savefig(io.BytesIO(), format="pdf")
+    plt.close(fig)
+
+
 def save_figure(fig, folder: Path, name: str) -> None:
     """`name`.png and `name`.pdf of `fig`, cropped to what it draws (as savefig's bbox_inches="tight"), each
     drawn once: "tight" draws a figure twice per file, once to measure it. The Agg canvas is drawn once; its

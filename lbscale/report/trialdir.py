@@ -1,6 +1,6 @@
 """One trial directory as data: its files parsed (orjson where it can), its row of `Study.trials`, and its epoch
 and evaluation records as columns (`read_trials`, a list of directories at a time, so that a forked child can take
-half of a large study: `parallel.halves`)."""
+part of a large study: `parallel.shared`)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,14 @@
 frames as one process reading it alone (`parallel.shared`)."""
 
 import json
+import os
 
+import pandas as pd
+import pytest
 
+from lbscale.report import load as load_module
 from lbscale.report.load import load_results
+from lbscale.report.parallel import can_fork, shared
 from tests.fixtures.make_results import make_trial
 
 
@@ -31,3 +36,43 @@ def test_steps_hold_each_trials_step_evaluations_and_no_partial_epoch(tmp_path):
     assert list(step["step"]) == [6] and list(step["val_top1"]) == [0.123]
     assert list(step["samples_seen"]) == [6 * 8192]
     assert study.epochs["partial"].sum() == 1
+
+
+@pytest.mark.skipif(not can_fork(), reason="needs fork and two cores")
+def test_shared_returns_the_chunks_in_order():
+    items = list(range(103))
+    parts = shared(lambda chunk: [x * x for x in chunk], items, chunks=7)
+    assert len(parts) == 7
+    assert [x for p in parts for x in p] == [x * x for x in items]
+
+
+@pytest.mark.skipif(not can_fork(), reason="needs fork and two cores")
+def test_shared_runs_first_in_this_process_and_raises_the_earliest_chunks_error():
+    seen = []
+    shared(lambda chunk: chunk, list(range(10)), chunks=5, first=lambda: seen.append(os.getpid()))
+    assert seen == [os.getpid()]
+
+    def fails(chunk):
+        if chunk[0] in (2, 8):
+            raise ValueError(f"chunk at {chunk[0]}")
+        return chunk
+    with pytest.raises(ValueError, match="chunk at 2"):
+        shared(fails, list(range(10)), chunks=5)
+
+
+@pytest.mark.skipif(not can_fork(), reason="needs fork and two cores")
+def test_a_study_read_by_two_processes_equals_one_read_alone(tmp_path, monkeypatch):
+    res = tmp_path / "res"
+    for batch in (8192, 16384, 32768):
+        for seed in range(4):
+            make_trial(res, batch, batch // 2048, seed, epochs=3,
+                       state="diverged" if (batch, seed) == (32768, 1) else "completed", diverge_epoch=2)
+    _add_step_evaluation(res / "b16384-g8-lamb-sqrt-s2", 7, 0.5)
+    ran = []
+    monkeypatch.setattr(load_module, "SHARED", 10 ** 9)
+    alone = load_results([res], meanwhile=lambda: ran.append("alone"))
+    monkeypatch.setattr(load_module, "SHARED", 2)
+    together = load_results([res], meanwhile=lambda: ran.append("shared"))
+    assert ran == ["alone", "shared"]
+    for a, b in [(alone.trials, together.trials), (alone.epochs, together.epochs), (alone.steps, together.steps)]:
+        pd.testing.assert_frame_equal(a, b)
