@@ -47,6 +47,18 @@ def _gpu_axis(ax, gpus):
     ax.minorticks_off()
 
 
+def _room(fig, left=0.85, right=0.3, bottom=0.6, top=0.4, between=0.9, legend=0.0):
+    """Fixed margins in inches around and between a figure's panels (one row), `legend` inches more on the right
+    for a legend placed outside the last panel: what tight_layout would find by measuring every label, a pass as
+    costly as drawing the figure. Saved figures are cropped to their ink, so generous room costs nothing; a label
+    that still reaches past the canvas is found by `render.save_figure`, which then measures."""
+    w, h = fig.get_size_inches()
+    n = fig.axes[0].get_subplotspec().get_gridspec().ncols if fig.axes else 1
+    width = (w - left - right - legend - between * (n - 1)) / n
+    fig.subplots_adjust(left=left / w, right=1 - (right + legend) / w, bottom=bottom / h, top=1 - top / h,
+                        wspace=between / width)
+
+
 def _variants(t: pd.DataFrame):
     return t.groupby(t["variant"].fillna("-"), sort=True)
 
@@ -161,8 +173,8 @@ def speedup(study: Study, predicted: pd.DataFrame | None = None):
     a2.set_title("Scaling efficiency")
     for a in (a1, a2):
         _gpu_axis(a, ks)
-        _legend(a, fontsize=8)
-    fig.tight_layout()
+    _legend(a1, fontsize=8)  # the same lines in both panels: one legend
+    _room(fig)
     return fig
 
 
@@ -195,23 +207,43 @@ def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd
     return fig
 
 
+def _batch_colors(batches) -> dict:
+    """One color per global batch, the same in every panel and figure of a report (the default cycle in batch
+    order), so that one legend serves a figure's panels."""
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {b: cycle[i % len(cycle)] for i, b in enumerate(sorted(set(int(b) for b in batches)))}
+
+
+def _batch_legend(ax, colors: dict, extra=(), **kw):
+    """One legend of the global batches (`_batch_colors`) beside the figure's last panel, outside the data; `extra`
+    (handle, label) pairs after them."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c) for c in colors.values()] + [h for h, _ in extra]
+    labels = [batch_label(b) for b in colors] + [label for _, label in extra]
+    if handles:
+        ax.legend(handles, labels, title="global batch", fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1),
+                  borderaxespad=0, **kw)
+
+
 def training_curves(study: Study, metric: str):
-    """The metric per epoch, one line per global batch (mean over seeds), one panel per variant."""
+    """The metric per epoch, one line per global batch (mean over seeds), one panel per variant; one legend."""
     ep = study.epochs[~study.epochs["partial"]] if len(study.epochs) else study.epochs
     variants = sorted(study.trials["variant"].fillna("-").unique())
     curves = (ep.assign(variant=ep["variant"].fillna("-")).groupby(["variant", "global_batch", "epoch"])[metric]
               .mean() if len(ep) and metric in ep else pd.Series(dtype=float))
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 3.8), squeeze=False)
+    colors = _batch_colors(curves.index.get_level_values(1) if len(curves) else [])
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants) + 1.2, 3.8), squeeze=False)
     for ax, variant in zip(axes[0], variants):
         if variant in curves.index.get_level_values(0):
             for b, per in curves.loc[variant].groupby(level=0):
-                ax.plot(per.index.get_level_values(1), per.values, label=batch_label(b))
+                ax.plot(per.index.get_level_values(1), per.values, color=colors[int(b)], label=batch_label(b))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"Training curves: {variant}")
-        _legend(ax, title="global batch", fontsize=8)
-    fig.tight_layout()
+    _batch_legend(axes[0][-1], colors)
+    _room(fig, legend=1.2)
     return fig
 
 
@@ -220,17 +252,19 @@ def best_curves(study: Study, best: pd.DataFrame, metric: str):
     trial, over the training samples seen, one panel per variant (the other search points are not drawn)."""
     s = study.steps[study.steps["trial"].isin(best["trial"])] if len(best) and len(study.steps) else study.steps
     variants = sorted(best["variant"].fillna("-").unique()) if len(best) else ["-"]
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 3.8), squeeze=False)
+    colors = _batch_colors(best["global_batch"] if len(best) else [])
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants) + 1.2, 3.8), squeeze=False)
     for ax, variant in zip(axes[0], variants):
         rows = best[best["variant"].fillna("-") == variant].sort_values("global_batch") if len(best) else best
         for r in rows.itertuples():
             curve = s[(s["trial"] == r.trial) & (s["results"] == r.results)].dropna(subset=[metric])
-            ax.plot(curve["samples_seen"], curve[metric], ".-", ms=3, label=f"{batch_label(r.global_batch)}")
+            ax.plot(curve["samples_seen"], curve[metric], ".-", ms=3, color=colors[int(r.global_batch)],
+                    label=f"{batch_label(r.global_batch)}")
         ax.set_xlabel("training samples seen")
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"Best trial per batch: {variant}")
-        _legend(ax, title="global batch", fontsize=8)
-    fig.tight_layout()
+    _batch_legend(axes[0][-1], colors)
+    _room(fig, legend=1.2)
     return fig
 
 
@@ -242,38 +276,56 @@ def lr_schedules(study: Study):
     from lbscale.config import FIELDS, TrialConfig
     from lbscale.train.plan import Plan
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     t = study.trials.dropna(subset=["steps_per_epoch", "peak_lr"]).drop_duplicates(["variant", "global_batch",
                                                                                   "warmup"])
-    warmups = t["warmup"].nunique(dropna=True) > 1
-    for _, r in t.iterrows():
-        described = json.loads((Path(r["results"]) / r["trial"] / "config.json").read_text())
+    t = t.assign(batch=t["global_batch"].astype(int)).sort_values(["batch", "variant", "warmup"], na_position="first")
+    colors = _batch_colors(t["batch"])
+    variants = list(dict.fromkeys(sorted(t["variant"].fillna("-"))))
+    warmups = sorted(t["warmup"].dropna().unique()) if t["warmup"].nunique(dropna=True) > 1 else []
+    styles = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 3)), (0, (3, 1, 1, 1))]
+    style = {(v, w): styles[(i * max(len(warmups), 1) + j) % len(styles)]
+             for i, v in enumerate(variants) for j, w in enumerate(warmups or [None])}
+    room = 2.0 if len(colors) > 1 else 0.0  # the legend outside, on the right
+    fig, ax = plt.subplots(figsize=(6.4 + room, 4.2))
+    _room(fig, legend=room)
+    for r in t.itertuples():
+        described = json.loads((Path(r.results) / r.trial / "config.json").read_text())
         # the schedule's fields as the trial ran them, not validated again: an older trial may hold an option
         # that today's validation refuses (e.g. --momentum with lamb), and its schedule is still what it ran
         cfg = TrialConfig(**{k: v for k, v in described["config"].items() if k in FIELDS and v is not None})
         policy = Plan(**described["plan"]).policy(cfg)
         spe = policy.steps_per_epoch
         steps = np.unique(np.linspace(0, policy.total_steps - 1, min(400, policy.total_steps)).astype(int))
-        warm = f" warm-up {r['warmup']}" if warmups else ""
-        ax.plot(steps / spe, [policy.lr(int(s)) for s in steps],
-                label=f"{r['variant']} {batch_label(r['global_batch'])}{warm}")
+        variant = "-" if pd.isna(r.variant) else r.variant
+        warm = f" warm-up {r.warmup}" if warmups else ""
+        ax.plot(steps / spe, [policy.lr(int(s)) for s in steps], color=colors[r.batch],
+                ls=style[(variant, r.warmup if warmups else None)], label=f"{variant} {batch_label(r.batch)}{warm}")
     ax.set_xlabel("epoch")
     ax.set_ylabel("learning rate")
     ax.set_title("LR schedules")
-    _legend(ax, fontsize=7, ncol=2)
+    # one entry per batch (color) and per variant and warm-up (line style), not one per line
+    from matplotlib.lines import Line2D
+
+    kinds = [(Line2D([], [], color="gray", ls=ls), f"{v}{f' warm-up {w}' if w is not None else ''}")
+             for (v, w), ls in style.items()] if len(style) > 1 else []
+    if len(colors) > 1:
+        _batch_legend(ax, colors, kinds)
+    else:
+        _legend(ax, fontsize=7)
     return fig
 
 
 def time_split(study: Study):
     """Training seconds computing, waiting for data, waiting for the gradient all-reduce and waiting for slower
     ranks (stacked in that order), per (variant, global batch), mean over seeds. Trials of an lbscale that did not
-    time the all-reduce (or the imbalance) apart add no such bar."""
+    time the all-reduce (or the imbalance) apart add no such bar; where no trial did, the part has no bars at all
+    and its legend entry says "(not recorded)"."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
     columns = ["compute_seconds", "data_seconds", "comm_seconds", "imbalance_seconds"]
     parts = t.reindex(columns=columns).apply(pd.to_numeric, errors="coerce")
     recorded = {c: bool(parts[c].notna().any()) for c in columns}
     per = parts.fillna(0.0).groupby([t["variant"].fillna("-"), t["global_batch"]]).mean()
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.8))
     x = np.arange(len(per))
     labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
               "comm_seconds": "communication (exposed all-reduce)", "imbalance_seconds": "waiting for slower ranks"}
@@ -281,14 +333,17 @@ def time_split(study: Study):
     for column in columns:
         label = labels[column] if recorded[column] or column in ("compute_seconds", "data_seconds") \
             else f"{labels[column]} (not recorded)"
-        ax.bar(x, per[column], bottom=bottom, label=label)
-        bottom = bottom + per[column].to_numpy()
+        if recorded[column] or column in ("compute_seconds", "data_seconds"):
+            ax.bar(x, per[column], bottom=bottom, label=label)
+            bottom = bottom + per[column].to_numpy()
+        else:  # no trial timed it: its legend entry says so, and no bar of height 0 is drawn
+            ax.bar([], [], label=label)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v} {batch_label(b)}" for v, b in per.index], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
     ax.set_title("Compute, data wait, communication and imbalance (mean over seeds)")
     _legend(ax, fontsize=8)
-    fig.tight_layout()
+    _room(fig, bottom=1.5)  # the rotated names
     return fig
 
 
@@ -484,5 +539,5 @@ def time_to_target(grid: pd.DataFrame, fronts: dict, per_gpu: float | None, comp
     pax.set_ylabel(f"time to target [{unit}]")
     pax.set_title("Time vs cost: the Pareto front")
     _legend(pax, fontsize=7)
-    fig.tight_layout()
+    _room(fig)
     return fig

@@ -106,8 +106,8 @@ def test_time_split_bars_are_compute_and_data_seconds(sat4):
     computing, waiting, communicating, imbalanced = ax.containers
     np.testing.assert_allclose([bar.get_height() for bar in computing], compute)
     np.testing.assert_allclose([bar.get_height() for bar in waiting], data)
-    assert [bar.get_height() for bar in communicating] == [0.0] * 4  # results without comm_seconds
-    assert [bar.get_height() for bar in imbalanced] == [0.0] * 4  # ... and without imbalance_seconds
+    assert len(communicating) == 0  # results without comm_seconds: no bars
+    assert len(imbalanced) == 0  # ... and without imbalance_seconds
     np.testing.assert_allclose([bar.get_y() for bar in waiting], compute)  # stacked on the compute bars
     assert [t.get_text() for t in ax.get_xticklabels()] == ["lamb-sqrt 8K", "lamb-sqrt 16K", "lamb-sqrt 32K",
                                                            "lamb-sqrt 65K"]

@@ -61,7 +61,7 @@ def test_time_split_of_results_without_communication_says_so(tmp_path):
     res = tmp_path / "old"
     make_trial(res, 8192, 4, 0, jitter=False)
     ax = plots.time_split(load_results([res])).axes[0]
-    assert [b.get_height() for b in ax.containers[2]] == [0.0]
+    assert [len(c) for c in ax.containers] == [1, 1, 0, 0]  # no bars for what no trial timed
     assert ax.get_legend_handles_labels()[1][2:] == ["communication (exposed all-reduce) (not recorded)",
                                                      "waiting for slower ranks (not recorded)"]
 
