@@ -108,18 +108,34 @@ def _frame(columns: dict, rows: int) -> pd.DataFrame:
     return pd.DataFrame(columns) if columns else pd.DataFrame.from_records([{}] * rows)
 
 
-def _with_trials(frame: pd.DataFrame, owners: np.ndarray, trials: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """`frame` (a row per record; `owners`: each row's trial) with its trial's results and name in front and
-    `columns` of the trial after, as a left merge on (results, trial) gives them, without hashing every row's
-    names; where names repeat (a trial given twice) or a record carries such a column, the merge itself."""
+class Owners:
+    """Each record's trial (`index`: rows of `trials`) and the trials' columns taken row by row for them, each
+    taken once: the epoch records and the evaluations of a study without partial epochs or step evaluations have
+    the same owners, and taking a string column for 200,000 records costs milliseconds."""
+
+    def __init__(self, trials: pd.DataFrame, index: np.ndarray):
+        self.trials, self.index, self._taken = trials, index, {}
+
+    def take(self, columns: list[str]) -> pd.DataFrame:
+        for c in columns:
+            if c not in self._taken:
+                self._taken[c] = self.trials[c].take(self.index).reset_index(drop=True)
+        return pd.DataFrame({c: self._taken[c] for c in columns})
+
+
+def _with_trials(frame: pd.DataFrame, owners: Owners, columns: list[str]) -> pd.DataFrame:
+    """`frame` (a row per record) with its trial's results and name in front and `columns` of the trial after, as
+    a left merge on (results, trial) gives them, without hashing every row's names; where names repeat (a trial
+    given twice) or a record carries such a column, the merge itself."""
     keys = ["results", "trial"]
-    frame = pd.concat([trials[keys].take(owners).reset_index(drop=True), frame], axis=1)
+    trials = owners.trials
+    frame = pd.concat([owners.take(keys), frame], axis=1)
     if trials.duplicated(keys).any() or frame.columns.isin(columns).any():
         return frame.merge(trials[keys + columns], on=keys, how="left")
-    return pd.concat([frame, trials[columns].take(owners).reset_index(drop=True)], axis=1)
+    return pd.concat([frame, owners.take(columns)], axis=1)
 
 
-def _evaluations(ev: pd.DataFrame, owners: np.ndarray, trials: pd.DataFrame) -> pd.DataFrame:
+def _evaluations(ev: pd.DataFrame, owners: Owners) -> pd.DataFrame:
     """`Study.steps` from the evaluations' columns: one row per evaluation (step evaluations and full epoch
     records; an epoch cut short evaluated nothing), ordered by step within each trial. `epoch` is fractional;
     `samples_seen` the training samples seen (an epoch record's: its epochs' samples summed, else epochs x the
@@ -128,14 +144,15 @@ def _evaluations(ev: pd.DataFrame, owners: np.ndarray, trials: pd.DataFrame) -> 
     base = STEP_KEYS + ["step", "epoch", "samples_seen", "elapsed_seconds", "kind"]
     if not len(ev):
         return pd.DataFrame(columns=base)
-    ev = _with_trials(ev, owners, trials, STEP_KEYS[2:] + ["epoch_samples"])
+    ev = _with_trials(ev, owners, STEP_KEYS[2:] + ["epoch_samples"])
     for c in ("step", "epoch", "samples_seen", "elapsed_seconds", "epoch_samples"):
         ev[c] = pd.to_numeric(ev[c], errors="coerce").astype(float) if c in ev else float("nan")
     batch = pd.to_numeric(ev["global_batch"], errors="coerce")
     ev["samples_seen"] = ev["samples_seen"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
     ev["kind"] = ev["kind"].fillna("epoch") if "kind" in ev else "epoch"
     ev = ev[base[:-2] + [c for c in ev if is_metric(c)] + base[-2:]]
-    if _in_order(ev, owners, trials):  # as the files hold them, mostly: sorting 200,000 names would change nothing
+    # as the files hold them, mostly: sorting 200,000 names would change nothing
+    if _in_order(ev, owners.index, owners.trials):
         return ev
     return ev.sort_values(["results", "trial", "step", "elapsed_seconds"], kind="stable").reset_index(drop=True)
 
@@ -155,12 +172,12 @@ def _in_order(ev: pd.DataFrame, owners: np.ndarray, trials: pd.DataFrame) -> boo
     return bool(rising[owners[1:] == owners[:-1]].all())
 
 
-def _epochs(ep: pd.DataFrame, owners: np.ndarray, trials: pd.DataFrame) -> pd.DataFrame:
+def _epochs(ep: pd.DataFrame, owners: Owners) -> pd.DataFrame:
     """`Study.epochs` from the epoch records' frame: every epoch record (partial ones flagged) with its trial's
     grid position."""
     if ep.empty:
         return ep
-    ep = _with_trials(ep, owners, trials, ["global_batch", "gpus", "variant", "warmup", "seed", "steps_per_epoch"])
+    ep = _with_trials(ep, owners, ["global_batch", "gpus", "variant", "warmup", "seed", "steps_per_epoch"])
     ep["partial"] = ep["partial"].fillna(False).astype(bool) if "partial" in ep else False
     return ep
 
@@ -187,8 +204,9 @@ def load_results(paths, meanwhile=None) -> Study:
     epochs = _frame(_merged([p.epochs for p in parts], [sum(p.epoch_counts) for p in parts]), sum(epoch_counts))
     evals = _frame(_merged([p.evaluations for p in parts], [sum(p.evaluation_counts) for p in parts]),
                    sum(eval_counts))
-    return Study(trials, _epochs(epochs, np.repeat(index, epoch_counts), trials), [str(p) for p in paths],
-                 _evaluations(evals, np.repeat(index, eval_counts), trials))
+    epoch_owners = Owners(trials, np.repeat(index, epoch_counts))
+    eval_owners = epoch_owners if epoch_counts == eval_counts else Owners(trials, np.repeat(index, eval_counts))
+    return Study(trials, _epochs(epochs, epoch_owners), [str(p) for p in paths], _evaluations(evals, eval_owners))
 
 
 def is_number(v) -> bool:

@@ -69,6 +69,10 @@ def _jsonl(path: str) -> list[dict]:
         data = _read(path)
         if data is None:
             return []
+        try:  # one line per record: the newlines become the array's commas (a blank line makes ",,": below)
+            return orjson.loads(b"[" + data.strip().replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            pass
         try:
             return orjson.loads(b"[" + b",".join(line for line in data.splitlines() if line.strip()) + b"]")
         except orjson.JSONDecodeError:

@@ -76,3 +76,22 @@ def test_a_study_read_by_two_processes_equals_one_read_alone(tmp_path, monkeypat
     assert ran == ["alone", "shared"]
     for a, b in [(alone.trials, together.trials), (alone.epochs, together.epochs), (alone.steps, together.steps)]:
         pd.testing.assert_frame_equal(a, b)
+
+
+def test_records_with_blank_lines_crlf_and_nan_read_as_written(tmp_path):
+    """metrics.jsonl as a hand-edited or older file may hold it: blank lines, CRLF line ends, a diverged epoch's
+    NaN (not strict JSON). Each reads as the standard parser reads its lines."""
+    from lbscale.report.trialdir import _jsonl
+
+    lines = ['{"epoch": 1, "val_top1": 0.5}', '{"epoch": 2, "val_top1": 0.625}', '{"epoch": 3, "train_loss": NaN}']
+    cases = {"plain": "\n".join(lines[:2]) + "\n", "blank": lines[0] + "\n\n  \n" + lines[1] + "\n",
+             "crlf": "\r\n".join(lines[:2]) + "\r\n", "nan": "\n".join(lines) + "\n", "empty": ""}
+    for name, text in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(text.encode())
+        expected = [json.loads(line) for line in text.splitlines() if line.strip()]
+        got = _jsonl(str(path))
+        assert len(got) == len(expected), name
+        for g, e in zip(got, expected):
+            assert g.keys() == e.keys(), name
+            assert all(g[k] == e[k] or (g[k] != g[k] and e[k] != e[k]) for k in e), name
