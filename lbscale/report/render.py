@@ -28,23 +28,28 @@ def integral(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _rows(df: pd.DataFrame) -> list[list]:
+    """A table's rows as lists of its values (itertuples steps through string columns value by value)."""
+    return df.to_numpy(dtype=object).tolist()
+
+
 def markdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "(no rows)\n"
     cols = [str(c) for c in df.columns]
-    rows = [[str(v) for v in r] for r in df.itertuples(index=False)]
+    rows = [[str(v) for v in r] for r in _rows(df)]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
-_TEX = {"\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}", "±": "$\\pm$",
-        **{ch: "\\" + ch for ch in "&%$#_{}"}}
+_TEX = str.maketrans({"\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}",
+                      "±": "$\\pm$", **{ch: "\\" + ch for ch in "&%$#_{}"}})
 
 
 def _tex(v) -> str:
     """LaTeX text: every special character replaced in one pass (a replacement's own braces stay as they are)."""
-    return "".join(_TEX.get(ch, ch) for ch in str(v))
+    return str(v).translate(_TEX)
 
 
 def latex(df: pd.DataFrame, caption: str = "") -> str:
@@ -52,7 +57,7 @@ def latex(df: pd.DataFrame, caption: str = "") -> str:
     out = ["\\begin{table}[ht]", "\\centering", f"\\caption{{{_tex(caption)}}}" if caption else "",
            "\\begin{tabular}{" + "l" * max(len(cols), 1) + "}", "\\hline",
            " & ".join(_tex(c) for c in cols) + " \\\\", "\\hline"]
-    out += [" & ".join(_tex(v) for v in r) + " \\\\" for r in df.itertuples(index=False)]
+    out += [" & ".join(_tex(v) for v in r) + " \\\\" for r in _rows(df)]
     out += ["\\hline", "\\end{tabular}", "\\end{table}"]
     return "\n".join(x for x in out if x) + "\n"
 
@@ -67,7 +72,7 @@ def html_table(df: pd.DataFrame) -> str:
     keep = [str(c) in NOWRAP for c in df.columns]
     body = "".join("<tr>" + "".join(f"<td{' class=id' if k else ''}>{html.escape(str(v))}</td>"
                                     for v, k in zip(r, keep)) + "</tr>"
-                   for r in df.itertuples(index=False))
+                   for r in _rows(df))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

@@ -76,15 +76,22 @@ def _stat(values, digits=3) -> tuple[str, float | None, float | None, int]:
     return text, mean, std, len(vals)
 
 
+def _floats(column: pd.Series) -> np.ndarray:
+    """A column as floats, missing values (None, NaN, NA) as NaN."""
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
 def _metric_cell(g: pd.DataFrame, col: str, digits=3) -> tuple[str, float | None, float | None]:
     """Mean ± std of a group's final metric over the seeds that have one: completed runs, and diverged runs
     trained to the end (--on-divergence continue), shown as the papers do: "0.64 (diverged)". Seeds stopped
     at divergence have no final metric: "diverges (k of n)"."""
-    n = len(g)
-    values = g[col] if col in g else pd.Series([None] * n, index=g.index, dtype=float)
-    diverged = g["state"] == "diverged"
-    trained_out = (g["state"] == "completed") | (diverged & (g["epochs_done"] >= g["epochs"]))
-    has = values.notna() & trained_out  # a run stopped at divergence keeps an earlier epoch's metric: not final
+    n = len(g)  # numpy, not pandas, per group: a report has a cell per (variant, warm-up, batch, GPUs) and metric
+    values = _floats(g[col]) if col in g else np.full(n, np.nan)
+    state = np.asarray(g["state"], dtype=object)
+    diverged = state == "diverged"
+    with np.errstate(invalid="ignore"):  # an unknown epoch count (NaN) compares False, as pandas compares it
+        trained_out = (state == "completed") | (diverged & (_floats(g["epochs_done"]) >= _floats(g["epochs"])))
+    has = ~np.isnan(values) & trained_out  # a run stopped at divergence keeps an earlier epoch's metric: not final
     stopped = int((diverged & ~has).sum())
     if not has.any():
         return ("diverges" if n == 1 else f"diverges ({stopped} of {n})") if stopped else "-", None, None
