@@ -21,6 +21,12 @@ def can_fork() -> bool:
 _DIED = object()
 
 
+def _stop(taken, end: int) -> None:
+    """No chunk is taken after this: one has failed, and the error is what the caller will see."""
+    with taken.get_lock():
+        taken.value = end
+
+
 def _take(fn, chunks, taken, conn) -> None:
     """The child's side of `shared`: the next chunk nobody has taken, until none is left; sends {index: result}."""
     done = {}
@@ -34,6 +40,7 @@ def _take(fn, chunks, taken, conn) -> None:
             done[i] = fn(chunks[i])
         except BaseException as e:  # the parent raises it where a process going in order would have met it
             done[i] = e
+            _stop(taken, len(chunks))
             break
     conn.send(done)
     conn.close()
@@ -44,7 +51,8 @@ def shared(fn, items: list, chunks: int = 16, first=None) -> list:
     forked child from one shared counter, so that neither waits on the other: this process first runs `first()`
     (work that must happen here, such as an import the next step needs) while the child already reads. Results
     come back in the chunks' order; an exception is raised as one process going through the chunks in order would
-    meet it (the earliest chunk's)."""
+    meet it (the earliest chunk's), once the chunks already taken are done: a failed chunk stops both processes
+    from taking more. An interrupt stops the child at once."""
     n = max(1, min(chunks, len(items)))
     bounds = [round(i * len(items) / n) for i in range(n + 1)]
     parts = [items[a:b] for a, b in zip(bounds, bounds[1:])]
@@ -66,8 +74,9 @@ def shared(fn, items: list, chunks: int = 16, first=None) -> list:
                 break
             try:
                 mine[i] = fn(parts[i])
-            except BaseException as e:
+            except Exception as e:  # the child finishes the chunk it holds (an earlier one may fail too)
                 mine[i] = e
+                _stop(taken, len(parts))
                 break
         try:
             done = receive.recv()

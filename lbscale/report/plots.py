@@ -208,10 +208,15 @@ def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd
 
 
 def _batch_colors(batches) -> dict:
-    """One color per global batch, the same in every panel and figure of a report (the default cycle in batch
-    order), so that one legend serves a figure's panels."""
+    """One color per global batch, the same in every panel of a figure (the default cycle in batch order; a
+    sequential map where there are more batches than the cycle has colors), so that one legend serves them."""
+    from matplotlib.colors import to_hex
+
+    batches = sorted(set(int(b) for b in batches))
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return {b: cycle[i % len(cycle)] for i, b in enumerate(sorted(set(int(b) for b in batches)))}
+    if len(batches) > len(cycle):  # more batches than the cycle has colors: a sequential map, none repeated
+        cycle = [to_hex(c) for c in plt.get_cmap("viridis")(np.linspace(0, 0.95, len(batches)))]
+    return {b: cycle[i] for i, b in enumerate(batches)}
 
 
 def _batch_legend(ax, colors: dict, extra=(), **kw):
@@ -268,6 +273,13 @@ def best_curves(study: Study, best: pd.DataFrame, metric: str):
     return fig
 
 
+def _warmup(w) -> str:
+    """A warm-up grid value as the tables write it: "-" where the trial has none, 5 not 5.0."""
+    if w is None or (isinstance(w, float) and np.isnan(w)):
+        return "-"
+    return f"{w:g}" if isinstance(w, (int, float, np.number)) else str(w)
+
+
 def lr_schedules(study: Study):
     """The LR schedule each variant runs at each global batch, per epoch (the trial's own plan, replayed)."""
     import json
@@ -278,13 +290,13 @@ def lr_schedules(study: Study):
 
     t = study.trials.dropna(subset=["steps_per_epoch", "peak_lr"]).drop_duplicates(["variant", "global_batch",
                                                                                   "warmup"])
-    t = t.assign(batch=t["global_batch"].astype(int)).sort_values(["batch", "variant", "warmup"], na_position="first")
+    t = t.assign(batch=t["global_batch"].astype(int), kind=t["variant"].fillna("-"),
+                 warm=[_warmup(w) for w in t["warmup"]]).sort_values(["batch", "kind", "warmup"], na_position="first")
     colors = _batch_colors(t["batch"])
-    variants = list(dict.fromkeys(sorted(t["variant"].fillna("-"))))
-    warmups = sorted(t["warmup"].dropna().unique()) if t["warmup"].nunique(dropna=True) > 1 else []
+    warmups = t["warm"].nunique() > 1  # trials without a warm-up value ("-") count as one more
+    kinds = list(dict.fromkeys(zip(t["kind"], t["warm"] if warmups else [None] * len(t))))
     styles = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 3)), (0, (3, 1, 1, 1))]
-    style = {(v, w): styles[(i * max(len(warmups), 1) + j) % len(styles)]
-             for i, v in enumerate(variants) for j, w in enumerate(warmups or [None])}
+    style = {k: styles[i % len(styles)] for i, k in enumerate(sorted(kinds, key=str))}
     room = 2.0 if len(colors) > 1 else 0.0  # the legend outside, on the right
     fig, ax = plt.subplots(figsize=(6.4 + room, 4.2))
     _room(fig, legend=room)
@@ -296,20 +308,19 @@ def lr_schedules(study: Study):
         policy = Plan(**described["plan"]).policy(cfg)
         spe = policy.steps_per_epoch
         steps = np.unique(np.linspace(0, policy.total_steps - 1, min(400, policy.total_steps)).astype(int))
-        variant = "-" if pd.isna(r.variant) else r.variant
-        warm = f" warm-up {r.warmup}" if warmups else ""
+        warm = f" warm-up {r.warm}" if warmups else ""
         ax.plot(steps / spe, [policy.lr(int(s)) for s in steps], color=colors[r.batch],
-                ls=style[(variant, r.warmup if warmups else None)], label=f"{variant} {batch_label(r.batch)}{warm}")
+                ls=style[(r.kind, r.warm if warmups else None)], label=f"{r.kind} {batch_label(r.batch)}{warm}")
     ax.set_xlabel("epoch")
     ax.set_ylabel("learning rate")
     ax.set_title("LR schedules")
     # one entry per batch (color) and per variant and warm-up (line style), not one per line
     from matplotlib.lines import Line2D
 
-    kinds = [(Line2D([], [], color="gray", ls=ls), f"{v}{f' warm-up {w}' if w is not None else ''}")
+    extra = [(Line2D([], [], color="black", ls=ls), f"{v}{f' warm-up {w}' if w is not None else ''}")
              for (v, w), ls in style.items()] if len(style) > 1 else []
     if len(colors) > 1:
-        _batch_legend(ax, colors, kinds)
+        _batch_legend(ax, colors, extra)
     else:
         _legend(ax, fontsize=7)
     return fig
@@ -330,19 +341,23 @@ def time_split(study: Study):
     labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
               "comm_seconds": "communication (exposed all-reduce)", "imbalance_seconds": "waiting for slower ranks"}
     bottom = np.zeros(len(per))
-    for column in columns:
-        label = labels[column] if recorded[column] or column in ("compute_seconds", "data_seconds") \
-            else f"{labels[column]} (not recorded)"
+    from matplotlib.patches import Patch
+
+    handles = []
+    for i, column in enumerate(columns):
+        color = f"C{i}"  # each part its own color, whether or not it has bars
         if recorded[column] or column in ("compute_seconds", "data_seconds"):
-            ax.bar(x, per[column], bottom=bottom, label=label)
+            handles.append(ax.bar(x, per[column], bottom=bottom, label=labels[column], color=color))
             bottom = bottom + per[column].to_numpy()
-        else:  # no trial timed it: its legend entry says so, and no bar of height 0 is drawn
+        else:  # no trial timed it: its legend entry says so (in its color), and no bar of height 0 is drawn
+            label = f"{labels[column]} (not recorded)"
             ax.bar([], [], label=label)
+            handles.append(Patch(color=color, label=label))
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v} {batch_label(b)}" for v, b in per.index], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
     ax.set_title("Compute, data wait, communication and imbalance (mean over seeds)")
-    _legend(ax, fontsize=8)
+    ax.legend(handles=handles, fontsize=8)
     _room(fig, bottom=1.5)  # the rotated names
     return fig
 

@@ -95,3 +95,19 @@ def test_records_with_blank_lines_crlf_and_nan_read_as_written(tmp_path):
         for g, e in zip(got, expected):
             assert g.keys() == e.keys(), name
             assert all(g[k] == e[k] or (g[k] != g[k] and e[k] != e[k]) for k in e), name
+
+
+@pytest.mark.skipif(not can_fork(), reason="needs fork and two cores")
+def test_shared_stops_the_child_soon_after_this_processs_chunk_fails():
+    """A corrupt trial early in a large study is reported without the child reading the rest first."""
+    import time
+
+    def slow(chunk):
+        if chunk[0] == 0:
+            raise ValueError("bad chunk 0")
+        time.sleep(0.3)
+        return chunk
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="bad chunk 0"):
+        shared(slow, list(range(20)), chunks=20)
+    assert time.monotonic() - start < 2.0  # the child finishes the chunk it holds, not the 19 others (5.7 s)

@@ -217,3 +217,41 @@ def test_lr_schedules_draw_an_older_trial_that_todays_validation_refuses(tmp_pat
     config["config"]["momentum"] = 0.5  # with lamb: refused today, silently ignored when it ran
     (d / "config.json").write_text(json.dumps(config))
     assert len(plots.lr_schedules(load_results([res])).axes[0].get_lines()) == 1
+
+
+def test_lr_schedule_figure_draws_a_study_where_some_trials_have_no_warmup_axis(tmp_path):
+    """A spec `warmup: [null, 2, 5]` (or a warm-up sweep reported with one that has none): the trials without a
+    warm-up value get a line style of their own instead of failing the figure."""
+    res = tmp_path / "warm"
+    for w in (None, 2, 5):
+        for b in (8192, 16384):
+            make_trial(res, b, 4, 0, warmup=w, epochs=4, jitter=False)
+    fig = plots.lr_schedules(load_results([res]))
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 6
+    styles = {line.get_label().split(" ", 2)[-1]: line.get_linestyle() for line in lines}
+    assert len(set(styles.values())) == 3  # no warm-up, 2 and 5: three styles
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:2] == ["8K", "16K"] and len(labels) == 5
+
+
+def test_time_split_legend_colors_stay_apart_for_parts_not_recorded(tmp_path):
+    """Results without communication or imbalance times: their legend entries say "(not recorded)" in the colors
+    those parts have where they are recorded, not in the compute bars' color."""
+    from matplotlib.colors import to_hex
+
+    res = tmp_path / "old"
+    make_trial(res, 8192, 4, 0, jitter=False)
+    ax = plots.time_split(load_results([res])).axes[0]
+    handles = ax.get_legend().legend_handles
+    colors = [to_hex(h.get_facecolor()) for h in handles]
+    assert len(set(colors)) == 4, colors
+
+
+def test_training_curves_give_each_of_twelve_batches_its_own_color(tmp_path):
+    res = tmp_path / "many"
+    for i in range(12):
+        make_trial(res, 256 * 2 ** i, 1, 0, epochs=2, jitter=False)
+    fig = plots.training_curves(load_results([res]), "val_top1")
+    colors = [line.get_color() for line in fig.axes[0].get_lines()]
+    assert len(colors) == 12 and len(set(colors)) == 12
