@@ -283,7 +283,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     if target is not None and not reached:  # nothing reached the target: the budget figure leads
         figs = {"budget": figs.pop("budget"), **figs}
     figs.update({"training-curves": partial(plots.best_curves, study, best, m), **scaling_figs,
-                 "time-split": partial(plots.time_split, study)})
+                 "time-split": partial(plots.time_split, study, winners, "each batch's best trial")})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
     lines = tuned_tables.verdict(fits, m, target, searches)

@@ -326,16 +326,21 @@ def lr_schedules(study: Study):
     return fig
 
 
-def time_split(study: Study):
+def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "seeds"):
     """Training seconds computing, waiting for data, waiting for the gradient all-reduce and waiting for slower
-    ranks (stacked in that order), per (variant, global batch), mean over seeds. Trials of an lbscale that did not
-    time the all-reduce (or the imbalance) apart add no such bar; where no trial did, the part has no bars at all
-    and its legend entry says "(not recorded)"."""
-    t = study.trials[study.trials["state"].isin(FINISHED)]
+    ranks (stacked in that order), per (variant, warm-up where the grid varies it, global batch), the mean over
+    `trials` (default: every trial, the seeds of each grid point; a tuned study passes each batch's best trial, so
+    that search points are never averaged as if they were seeds). Trials of an lbscale that did not time the all-reduce
+    (or the imbalance) apart add no such bar; where no trial did, the part has no bars at all and its legend entry
+    says "(not recorded)"."""
+    t = study.trials if trials is None else trials
+    t = t[t["state"].isin(FINISHED)]
     columns = ["compute_seconds", "data_seconds", "comm_seconds", "imbalance_seconds"]
     parts = t.reindex(columns=columns).apply(pd.to_numeric, errors="coerce")
     recorded = {c: bool(parts[c].notna().any()) for c in columns}
-    per = parts.fillna(0.0).groupby([t["variant"].fillna("-"), t["global_batch"]]).mean()
+    keys = [t["variant"].fillna("-")] + ([t["warmup"].map(_warmup)] if study.varies("warmup") else []) \
+        + [t["global_batch"]]
+    per = parts.fillna(0.0).groupby(keys).mean()
     fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.8))
     x = np.arange(len(per))
     labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
@@ -353,10 +358,12 @@ def time_split(study: Study):
             label = f"{labels[column]} (not recorded)"
             ax.bar([], [], label=label)
             handles.append(Patch(color=color, label=label))
+    names = [f"{k[0]} {batch_label(k[1])}" if len(keys) == 2 else f"{k[0]} warm-up {k[1]} {batch_label(k[2])}"
+             for k in per.index]
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{v} {batch_label(b)}" for v, b in per.index], rotation=60, ha="right", fontsize=7)
+    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
-    ax.set_title("Compute, data wait, communication and imbalance (mean over seeds)")
+    ax.set_title(f"Compute, data wait, communication and imbalance (mean over {over})")
     ax.legend(handles=handles, fontsize=8)
     _room(fig, bottom=1.5)  # the rotated names
     return fig

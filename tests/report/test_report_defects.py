@@ -255,3 +255,15 @@ def test_training_curves_give_each_of_twelve_batches_its_own_color(tmp_path):
     fig = plots.training_curves(load_results([res]), "val_top1")
     colors = [line.get_color() for line in fig.axes[0].get_lines()]
     assert len(colors) == 12 and len(set(colors)) == 12
+
+
+def test_time_split_keeps_warmup_arms_apart(tmp_path):
+    """Warm-up is a grid axis: its arms are different settings, not seeds of one, and get bars of their own."""
+    res = tmp_path / "warm"
+    for w in (None, 2):
+        for b in (8192, 16384):
+            make_trial(res, b, 4, 0, warmup=w, epochs=3, jitter=False)
+    ax = plots.time_split(load_results([res])).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "lamb-sqrt warm-up - 8K", "lamb-sqrt warm-up - 16K", "lamb-sqrt warm-up 2 8K", "lamb-sqrt warm-up 2 16K"]
+    assert len(ax.containers[0]) == 4
