@@ -317,7 +317,10 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     try:
         (tmp / "figures").mkdir()
         (tmp / "tables").mkdir()
-        with figures_drawn(b.figures, tmp / "figures"):  # a child process draws while this one makes the tables
+        from lbscale.report.plots import LONGEST_FIRST  # imported by _build already: matplotlib is loaded
+
+        # a child process draws while this one makes the tables
+        with figures_drawn(b.figures, tmp / "figures", first=LONGEST_FIRST):
             b.tables = [t() if callable(t) else t for t in b.tables]
             for t in b.tables:
                 if "csv" in o.formats:

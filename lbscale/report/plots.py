@@ -17,6 +17,9 @@ from lbscale.report.scaling_model import series_rows  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
 
+# the figures that take longest to draw (several panels or dozens of bars), drawn first (`render.figures_drawn`)
+LONGEST_FIRST = ("training-curves", "time-split", "time-to-target", "speedup")
+
 plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3, "font.size": 10})
 
 

@@ -191,14 +191,16 @@ def _draw_from(figs: dict, folder: Path, names: list, taken) -> None:
 
 
 @contextmanager
-def figures_drawn(figs: dict, folder: Path):
+def figures_drawn(figs: dict, folder: Path, first=()):
     """PNG and PDF of every figure (`save_figure`) by the end of the with-block; a value is the figure or a
     function that builds it, so that another process can build and draw it. Drawing is single-threaded and most
     of a large report's time: where a child may be forked (`parallel.can_fork`), it starts on the figures at
-    once, and this process takes figures from the same list as soon as the block's own work is done."""
+    once, and this process takes figures from the same list as soon as the block's own work is done. The names
+    in `first` (those that take longest to draw) are drawn first, so that the two processes finish close together
+    on the shorter ones."""
     import multiprocessing
 
-    names = list(figs)
+    names = sorted(figs, key=lambda n: first.index(n) if n in first else len(first))  # longest first, in order
     if len(names) < 2 or not can_fork():
         yield
         for name in names:
