@@ -21,6 +21,15 @@ def can_fork() -> bool:
 _DIED = object()
 
 
+def next_taken(taken, end: int) -> int | None:
+    """The index of the next item nobody has taken from the shared counter `taken` (a multiprocessing Value), or
+    None where all `end` are taken."""
+    with taken.get_lock():
+        i = taken.value
+        taken.value += 1
+    return i if i < end else None
+
+
 def _stop(taken, end: int) -> None:
     """No chunk is taken after this: one has failed, and the error is what the caller will see."""
     with taken.get_lock():
@@ -30,12 +39,7 @@ def _stop(taken, end: int) -> None:
 def _take(fn, chunks, taken, conn) -> None:
     """The child's side of `shared`: the next chunk nobody has taken, until none is left; sends {index: result}."""
     done = {}
-    while True:
-        with taken.get_lock():
-            i = taken.value
-            taken.value += 1
-        if i >= len(chunks):
-            break
+    while (i := next_taken(taken, len(chunks))) is not None:
         try:
             done[i] = fn(chunks[i])
         except BaseException as e:  # the parent raises it where a process going in order would have met it
@@ -66,12 +70,7 @@ def shared(fn, items: list, chunks: int = 16, first=None) -> list:
     try:
         if first is not None:
             first()
-        while True:
-            with taken.get_lock():
-                i = taken.value
-                taken.value += 1
-            if i >= len(parts):
-                break
+        while (i := next_taken(taken, len(parts))) is not None:
             try:
                 mine[i] = fn(parts[i])
             except Exception as e:  # the child finishes the chunk it holds (an earlier one may fail too)

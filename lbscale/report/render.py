@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lbscale.report.parallel import can_fork
+from lbscale.report.parallel import can_fork, next_taken
 
 FORMATS = ("md", "latex", "csv", "html")
 
@@ -181,12 +181,7 @@ def _draw(figs: dict, folder: Path, name: str) -> None:
 
 def _draw_from(figs: dict, folder: Path, names: list, taken) -> None:
     """Draw the next figure nobody has taken (`taken`: the shared index of the next one) until none is left."""
-    while True:
-        with taken.get_lock():
-            i = taken.value
-            taken.value += 1
-        if i >= len(names):
-            return
+    while (i := next_taken(taken, len(names))) is not None:
         _draw(figs, folder, names[i])
 
 
