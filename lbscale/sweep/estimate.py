@@ -118,14 +118,14 @@ def _timed_run(argv: list[str], log: Path, warm: bool) -> tuple[int, float, str]
     """(exit code, wall seconds, output) of the timing run: forked warm (the server made ready first, untimed)
     or a fresh process."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    args = warm_start.train_args(argv) if warm and warm_start.enabled() else None
-    if args is None:
+    command = warm_start.command(argv) if warm and warm_start.enabled() else None
+    if command is None:
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=env)
         return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr
-    warm_start.ready()
+    warm_start.ready(command[0])
     t0 = time.perf_counter()
-    code = warm_start.WarmTrial(args, str(log), env).wait()
+    code = warm_start.WarmTrial(*command, str(log), env).wait()
     wall = time.perf_counter() - t0
     return code, wall, log.read_text(errors="replace") if log.exists() else ""
 

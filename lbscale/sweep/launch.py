@@ -141,9 +141,9 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     log_path = p.out / LOG
     with open(log_path, "a") as log:
         log_start = log.tell()
-        args = warm_start.train_args(argv) if warm and warm_start.enabled() else None
-        if args is not None:
-            proc = warm_start.WarmTrial(args, str(log_path), env, _die_with_parent)
+        command = warm_start.command(argv) if warm and warm_start.enabled() else None
+        if command is not None:
+            proc = warm_start.WarmTrial(*command, str(log_path), env, _die_with_parent)
         else:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,

@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import sys
 
-PRELOAD = ["lbscale.cli", "lbscale.train.entry", "lbscale.data.loader"]
+PRELOAD = ["lbscale.train.entry", "lbscale.data.loader"]  # the trial's code, beside the module it is run by
 ENV_SWITCH = "LBSCALE_WARM_START"
 STARTED = "LBSCALE_STARTED_WARM"  # set in a forked trial: its config.json says "started": "warm"
 
@@ -39,9 +39,9 @@ def main_is_safe() -> bool:
     return path is None or os.path.basename(path) == "lbscale"
 
 
-def _context():
+def _context(module: str):
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload([module, *PRELOAD])
     return ctx
 
 
@@ -49,15 +49,16 @@ def _nothing() -> None:
     pass
 
 
-def ready() -> None:
+def ready(module: str) -> None:
     """Start the server and wait until it has imported what it preloads (a first fork of nothing)."""
-    proc = _context().Process(target=_nothing)
+    proc = _context(module).Process(target=_nothing)
     proc.start()
     proc.join()
 
 
-def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
-    """In the forked trial: output to the log, the sweep's environment, then `lbscale train`'s own main."""
+def _child(module: str, args: list[str], log_path: str, env: dict, pdeathsig) -> None:
+    """In the forked trial: output to the log, the sweep's environment, then the command module's main (`lbscale
+    train`'s), as `python -m MODULE ARGS` would run it."""
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -70,17 +71,16 @@ def _child(args: list[str], log_path: str, env: dict, pdeathsig) -> None:
         pdeathsig()
     import importlib
 
-    # `python -m lbscale.cli ARGS` in this process (imported by name: the command is this module's caller, not a
-    # module below it)
     sys.argv = ["lbscale", *args]
-    sys.exit(importlib.import_module("lbscale.cli").main(args))
+    sys.exit(importlib.import_module(module).main(args))
 
 
 class WarmTrial:
     """A forked trial with the part of subprocess.Popen's interface that run_process uses."""
 
-    def __init__(self, args: list[str], log_path: str, env: dict, pdeathsig=None):
-        self._proc = _context().Process(target=_child, args=(args, log_path, env, pdeathsig), daemon=False)
+    def __init__(self, module: str, args: list[str], log_path: str, env: dict, pdeathsig=None):
+        self._proc = _context(module).Process(target=_child, args=(module, args, log_path, env, pdeathsig),
+                                              daemon=False)
         self._proc.start()
         self.pid = self._proc.pid
 
@@ -93,8 +93,9 @@ class WarmTrial:
         return self._proc.exitcode
 
 
-def train_args(argv: list[str]) -> list[str] | None:
-    """`lbscale train`'s arguments where argv is `python -m lbscale.cli train ...` (a one-process trial), else
-    None (torchrun, srun: started as processes)."""
-    head = [sys.executable, "-m", "lbscale.cli"]
-    return argv[len(head):] if argv[:len(head)] == head else None
+def command(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(module, its arguments) where argv runs a module with this interpreter (`python -m lbscale.cli train ...`,
+    a one-process trial: the launcher names the module), else None (torchrun, srun: started as processes)."""
+    if len(argv) > 2 and argv[:2] == [sys.executable, "-m"]:
+        return argv[2], argv[3:]
+    return None
