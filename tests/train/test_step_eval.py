@@ -112,7 +112,9 @@ def test_an_evaluation_subset_smaller_than_the_ranks_is_refused(tiny_h5, tmp_pat
     r = run_train("--data", tiny_h5, "--out", tmp_path / "x", "--epochs", "1", *BASE, "--eval-every", "2",
                   "--eval-subset", "1", nproc=2, timeout=120)
     assert r.returncode != 0  # torchrun adds its own report of the failed workers
-    assert r.stderr.count("lbscale: error: --eval-subset 1 is smaller than the 2 processes") == 2  # each rank
+    # each rank refuses with the same line; torchrun stops the other worker once the first has failed, which may
+    # be before the other has printed it (both did in most runs, one in some)
+    assert r.stderr.count("lbscale: error: --eval-subset 1 is smaller than the 2 processes") in (1, 2)
     assert not (tmp_path / "x").exists()
 
 
