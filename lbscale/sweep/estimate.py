@@ -28,7 +28,7 @@ from lbscale.errors import LbscaleError, error_line
 from lbscale.results import METRICS, REQUEUE_EXIT, read_jsonl
 from lbscale.sweep.eta import clock, shape_key
 from lbscale.sweep import warm as warm_start
-from lbscale.sweep.launch import select
+from lbscale.sweep.launch import TRAIN_MODULE, select
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 
 TIMED_STEPS = 5  # W: steps before the first timing record, and again before the second
@@ -99,7 +99,7 @@ def time_shape(p: TrialPlan, warm: bool = False) -> ShapeTiming:
                    "preempt_after_steps": 2 * w}
         config = Path(tmp) / "trial.yaml"
         config.write_text(yaml.safe_dump({k: v for k, v in options.items() if v is not None}))
-        argv = [sys.executable, "-m", "lbscale.cli", "train", "--config", str(config), "--quiet"]
+        argv = [sys.executable, "-m", TRAIN_MODULE, "train", "--config", str(config), "--quiet"]
         if p.gpus > 1:
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={p.gpus}",
                     *argv[1:]]
@@ -118,7 +118,7 @@ def _timed_run(argv: list[str], log: Path, warm: bool) -> tuple[int, float, str]
     """(exit code, wall seconds, output) of the timing run: forked warm (the server made ready first, untimed)
     or a fresh process."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    command = warm_start.command(argv) if warm and warm_start.enabled() else None
+    command = warm_start.command(argv, TRAIN_MODULE) if warm and warm_start.enabled() else None
     if command is None:
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=env)

@@ -88,8 +88,11 @@ def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
     return todo
 
 
+TRAIN_MODULE = "lbscale.cli"  # what a trial's process runs (`python -m`), and what warm start may fork instead
+
+
 def train_argv(p: TrialPlan) -> list[str]:
-    return [sys.executable, "-m", "lbscale.cli", "train", "--config", str(p.out / TRIAL_YAML), "--resume", "--quiet"]
+    return [sys.executable, "-m", TRAIN_MODULE, "train", "--config", str(p.out / TRIAL_YAML), "--resume", "--quiet"]
 
 
 def _die_with_parent() -> None:
@@ -141,7 +144,7 @@ def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env
     log_path = p.out / LOG
     with open(log_path, "a") as log:
         log_start = log.tell()
-        command = warm_start.command(argv) if warm and warm_start.enabled() else None
+        command = warm_start.command(argv, TRAIN_MODULE) if warm and warm_start.enabled() else None
         if command is not None:
             proc = warm_start.WarmTrial(*command, str(log_path), env, _die_with_parent)
         else:

@@ -93,9 +93,8 @@ class WarmTrial:
         return self._proc.exitcode
 
 
-def command(argv: list[str]) -> tuple[str, list[str]] | None:
-    """(module, its arguments) where argv runs a module with this interpreter (`python -m lbscale.cli train ...`,
-    a one-process trial: the launcher names the module), else None (torchrun, srun: started as processes)."""
-    if len(argv) > 2 and argv[:2] == [sys.executable, "-m"]:
-        return argv[2], argv[3:]
-    return None
+def command(argv: list[str], module: str) -> tuple[str, list[str]] | None:
+    """(module, its arguments) where argv runs `module` with this interpreter (`python -m lbscale.cli train ...`,
+    a one-process trial: the launcher names its trial module), else None (torchrun, srun: started as processes)."""
+    head = [sys.executable, "-m", module]
+    return (module, argv[len(head):]) if argv[:len(head)] == head else None

@@ -60,3 +60,16 @@ def test_a_users_script_without_a_main_guard_gets_fresh_processes(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from lbscale.sweep import warm; print(warm.main_is_safe())"],
                        capture_output=True, text=True)
     assert r.stdout.strip() == "True", r.stderr  # no main module to import again (the console script: above)
+
+
+def test_only_the_trial_command_is_started_warm():
+    """A one-process trial (`python -m lbscale.cli train ...`) is forked warm; a multi-process one runs torchrun
+    (`python -m torch.distributed.run ...`) as a process of its own, never as a forked call of its main."""
+    from lbscale.sweep import warm
+    from lbscale.sweep.launch import TRAIN_MODULE
+
+    train = [sys.executable, "-m", TRAIN_MODULE, "train", "--config", "t.yaml"]
+    assert warm.command(train, TRAIN_MODULE) == (TRAIN_MODULE, ["train", "--config", "t.yaml"])
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *train[1:]]
+    assert warm.command(torchrun, TRAIN_MODULE) is None
+    assert warm.command(["srun", *train], TRAIN_MODULE) is None
