@@ -19,6 +19,7 @@ import numpy as np
 from benchmarks.common import report
 from lbscale.report import ReportOptions, write_report
 from lbscale.task import get_task
+from lbscale.train.columns import write_columns
 from lbscale.train.summary import summarize
 from tests.report.make_tuned import critical_steps, curve, needed_steps, records_at
 
@@ -83,6 +84,7 @@ def write_tuned_trial(results: Path, batch: int, lr: float, point: int, seed: in
               **(hit or {"steps_to_target": None, "epochs_to_target": None, "seconds_to_target": None})}
     if hit:
         fields["stopped"] = "target"
+    write_columns(d)  # as the trial writes it, just before its summary
     _write(d / "summary.json", summarize([r for r in records if "kind" not in r], get_task("multiclass"),
                                          "completed", **fields))
     return d

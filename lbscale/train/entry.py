@@ -4,6 +4,7 @@ trial raised, the TensorBoard writer, the DDP wrapper before the process group).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from lbscale.errors import LbscaleError
 from lbscale.results import SUMMARY, read_json, write_json
 from lbscale.slurm import SlurmEnv
 from lbscale.train import distributed as dist
+from lbscale.train.columns import write_columns
 from lbscale.train.trial import Trial
 
 
@@ -42,7 +44,10 @@ def run_trial(cfg: TrialConfig) -> int:
         return code
     except Exception as e:
         if env.is_main and out.is_dir():
-            write_json(out / SUMMARY, trial.summary("failed", f"{type(e).__name__}: {e}", []))
+            summary = trial.summary("failed", f"{type(e).__name__}: {e}", [])
+            with contextlib.suppress(Exception):  # the copy only saves a report time: never hide the error
+                write_columns(out)
+            write_json(out / SUMMARY, summary)
         raise
     finally:
         if trial.inputs is not None:

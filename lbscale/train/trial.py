@@ -26,6 +26,7 @@ from lbscale.errors import LbscaleError
 from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
 from lbscale.train import checkpoint, provenance
+from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
 from lbscale.analysis.critical import ema_update
 from lbscale.train.batches import BatchSchedule
@@ -386,7 +387,9 @@ class Trial:
         done = status in ("completed", "diverged") and self.progress.epoch >= self.cfg.epochs
         test = self.evaluator.test_figures(self.book.records) if done else None  # collective
         if self.env.is_main:
-            write_json(self.out / SUMMARY, self.summary(status, error, digests, test))
+            summary = self.summary(status, error, digests, test)
+            write_columns(self.out)  # before summary.json, which is written last
+            write_json(self.out / SUMMARY, summary)
         return 0
 
     def summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:

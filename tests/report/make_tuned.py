@@ -1,7 +1,7 @@
 """Tuned scaling studies built by code: a hyperparameter search per batch, as frames (`tuned_frames`, the shape of
 `Study.trials` / `Study.steps`) or as trial directories a sweep with a search axis writes (`make_tuned_trial`:
-grid.json with "search" and "point", metrics.jsonl with step evaluations and epoch records, summary.json, pruned
-trials included).
+grid.json with "search" and "point", metrics.jsonl with step evaluations and epoch records, its copy
+metrics.columns.json, summary.json, pruned trials included).
 
 Closed form: the optimal LR is lr*(B) = c B^alpha and the best LR needs S(B) = S_min (1 + B_noise / B) steps to
 the target; an LR off by d octaves needs S(B) (1 + k |d|). The metric after step t of a trial needing S steps is
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.task import get_task
+from lbscale.train.columns import write_columns
 from lbscale.train.summary import summarize
 
 
@@ -131,6 +132,7 @@ def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, se
         fields["pruned_at"] = {"rung": 1, "step": last, "metric": "val_top1", "value": curve(last, need, target)}
     elif hit and own_target:
         fields["stopped"] = "target"
+    write_columns(d)  # as the trial writes it, just before its summary
     _write(d / "summary.json", summarize(epoch_records, get_task("multiclass"), state, **fields))
     return d
 

@@ -78,10 +78,60 @@ def test_a_study_read_by_two_processes_equals_one_read_alone(tmp_path, monkeypat
         pd.testing.assert_frame_equal(a, b)
 
 
+def _copies_used(monkeypatch) -> None:
+    """metrics.jsonl is not parsed from here on: a trial without a valid copy fails the load."""
+    from lbscale.report import trialdir
+
+    def refuse(data, path):
+        raise AssertionError(f"{path} parsed: its copy was not read")
+
+    monkeypatch.setattr(trialdir, "parse_records", refuse)
+
+
+def test_a_study_read_from_the_trials_copies_equals_one_read_from_metrics_jsonl(tmp_path, monkeypatch):
+    """metrics.columns.json (written by each trial before its summary) gives the same Study as metrics.jsonl:
+    complete, diverged (partial epoch, NaN loss), failed trials, step evaluations with and without a subset,
+    the all-reduce and imbalance times of some trials only, an infinite pace; the copy of a trial whose records
+    changed since is not read, and a study read from copies reads no metrics.jsonl."""
+    from lbscale.train.columns import COLUMNS, write_columns
+
+    res = tmp_path / "res"
+    make_trial(res, 8192, 4, 0, epochs=4, state="diverged", diverge_epoch=3)
+    make_trial(res, 8192, 4, 1, epochs=4, comm_share=0.1, imbalance_share=0.05)
+    make_trial(res, 16384, 8, 0, epochs=4, state="failed", comm_share=0.2)
+    make_trial(res, 16384, 8, 1, epochs=4, state="running")
+    make_trial(res, 32768, 8, 0, epochs=4, state="pending")
+    for seed, subset in ((2, 256), (3, None)):
+        trial = make_trial(res, 16384, 8, seed, epochs=4, target=0.5)
+        with open(trial / "metrics.jsonl", "a") as f:
+            f.write(json.dumps({"kind": "step", "step": 7, "epoch": 1.5, "val_top1": 0.5, "samples_seen": 57344,
+                                "elapsed_seconds": 99.0, "subset": subset}) + "\n")
+            f.write(json.dumps({"epoch": 5, "step": 9, "partial": True, "train_seconds": 1.0, "samples": 100,
+                                "elapsed_seconds": 100.0, "epoch_seconds_estimate": float("inf")}) + "\n")
+        write_columns(trial)
+    stale = make_trial(res, 65536, 8, 0, epochs=4)
+    _add_step_evaluation(stale, 6, 0.123)  # appended after the trial wrote its copy
+    assert sum((t / COLUMNS).exists() for t in res.iterdir()) == 6  # not the running or pending trial
+    with_copies = load_results([res])
+    assert with_copies.steps["trial"].eq(stale.name).sum() == 5  # the stale copy was not read: 4 epochs + 1 step
+    for t in res.iterdir():
+        (t / COLUMNS).unlink(missing_ok=True)
+    from_jsonl = load_results([res])
+    for a, b in [(with_copies.trials, from_jsonl.trials), (with_copies.epochs, from_jsonl.epochs),
+                 (with_copies.steps, from_jsonl.steps)]:
+        pd.testing.assert_frame_equal(a, b)
+
+    other = tmp_path / "other"
+    for seed in range(3):
+        make_trial(other, 8192, 4, seed, epochs=3)
+    _copies_used(monkeypatch)
+    assert len(load_results([other]).epochs) == 9
+
+
 def test_records_with_blank_lines_crlf_and_nan_read_as_written(tmp_path):
     """metrics.jsonl as a hand-edited or older file may hold it: blank lines, CRLF line ends, a diverged epoch's
     NaN (not strict JSON). Each reads as the standard parser reads its lines."""
-    from lbscale.report.trialdir import _jsonl
+    from lbscale.train.columns import parse_records
 
     lines = ['{"epoch": 1, "val_top1": 0.5}', '{"epoch": 2, "val_top1": 0.625}', '{"epoch": 3, "train_loss": NaN}']
     cases = {"plain": "\n".join(lines[:2]) + "\n", "blank": lines[0] + "\n\n  \n" + lines[1] + "\n",
@@ -90,7 +140,7 @@ def test_records_with_blank_lines_crlf_and_nan_read_as_written(tmp_path):
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(text.encode())
         expected = [json.loads(line) for line in text.splitlines() if line.strip()]
-        got = _jsonl(str(path))
+        got = parse_records(path.read_bytes(), str(path))
         assert len(got) == len(expected), name
         for g, e in zip(got, expected):
             assert g.keys() == e.keys(), name

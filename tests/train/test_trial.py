@@ -28,10 +28,22 @@ def test_single_process_learns_and_writes_results(tiny_h5, tmp_path, run_cli):
     assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
     for key in ("train_seconds", "eval_seconds", "images_per_second", "data_seconds", "compute_seconds", "val_loss"):
         assert rows[0][key] > 0
+    _copy_is_the_records(out)
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["plan"]["warmup_epochs"] == 1.0 and cfg["plan"]["warmup_steps"] == 17  # auto: 2 x 32/64
     assert cfg["plan"]["local_batch"] == 32 and cfg["versions"]["torch"] == torch.__version__
     assert cfg["trainable_parameters"] > 0 and cfg["gradient_bytes"] == 4 * cfg["trainable_parameters"]  # fp32
+
+
+def _copy_is_the_records(out):
+    """The trial wrote metrics.columns.json, and a report reads it as metrics.jsonl's records."""
+    from lbscale.train.columns import COLUMNS, digest, parse_records, read_columns
+
+    data = (out / "metrics.jsonl").read_bytes()
+    copy = read_columns(str(out / COLUMNS), data)
+    assert copy is not None
+    assert json.dumps(copy, sort_keys=True) == json.dumps(digest(parse_records(data, "m")), sort_keys=True)
+    return copy
 
 
 def test_gradient_size_counts_what_ddp_all_reduces():
@@ -133,6 +145,8 @@ def test_divergence_in_the_first_epoch_still_has_a_time_per_epoch(tiny_h5, tmp_p
     assert part["samples"] == 32 * round(part["epoch_fraction"] * 17)
     assert s["mean_epoch_seconds"] == part["epoch_seconds_estimate"] and s["epoch_seconds_estimated"]
     assert s["partial_epoch"] == part and s["final"] is None
+    copy = _copy_is_the_records(out)
+    assert copy["timing"]["epoch_seconds"] == part["epoch_seconds_estimate"] and copy["evaluation_count"] == 0
 
 
 @pytest.mark.parametrize("args, needle", [

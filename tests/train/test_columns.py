@@ -1,0 +1,102 @@
+"""metrics.columns.json: the copy of a trial's records that a report reads instead of metrics.jsonl. What it holds
+is checked against hand-made records; that it is read only for the bytes it was made from, by changing them."""
+
+import json
+import math
+
+import pytest
+
+from lbscale.train.columns import COLUMNS, FORMAT, digest, parse_records, read_columns, write_columns
+
+# a hand-made trial: a full epoch, a step evaluation on the whole split (subset null), a full epoch that
+# carries the all-reduce time, a partial epoch cut short by divergence (loss NaN, pace infinite)
+RECORDS = [
+    {"epoch": 1, "step": 4, "train_loss": 1.5, "val_top1": 0.25, "train_seconds": 10.0, "data_seconds": 1.0,
+     "compute_seconds": 9.0, "samples": 128, "elapsed_seconds": 11.0},
+    {"kind": "step", "step": 6, "epoch": 1.5, "samples_seen": 192, "val_top1": 0.375, "elapsed_seconds": 14.0,
+     "subset": None},
+    {"epoch": 2, "step": 8, "train_loss": 1.25, "val_top1": 0.5, "train_seconds": 8.0, "data_seconds": 1.0,
+     "compute_seconds": 6.0, "comm_seconds": 1.0, "samples": 128, "elapsed_seconds": 21.0},
+    {"epoch": 3, "step": 9, "partial": True, "train_loss": float("nan"), "train_seconds": 2.0,
+     "data_seconds": 0.5, "compute_seconds": 1.5, "samples": 32, "elapsed_seconds": 23.0,
+     "epoch_seconds_estimate": float("inf")},
+]
+
+
+def _trial(tmp_path, records=RECORDS):
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return d
+
+
+def _same(a, b) -> bool:
+    """Equal, NaN equal to NaN, and of the same types (1 is not 1.0, None is not NaN)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return type(a) is type(b) and a == b
+
+
+def test_the_digest_of_hand_made_records():
+    d = digest(RECORDS)
+    nan = float("nan")
+    assert d["epoch_count"] == 3 and d["evaluation_count"] == 3  # two full epochs and the step evaluation
+    assert _same(d["epochs"]["epoch"], [1, 2, 3])
+    assert _same(d["epochs"]["val_top1"], [0.25, 0.5, nan])  # the partial epoch evaluated nothing
+    assert _same(d["epochs"]["comm_seconds"], [nan, 1.0, nan])
+    assert _same(d["evaluations"]["step"], [4, 8, 6])  # full epochs, then the step evaluations
+    assert _same(d["evaluations"]["train_loss"], [1.5, 1.25, nan])
+    assert "subset" not in d["evaluations"] and "samples" not in d["evaluations"]
+    assert _same(d["samples_seen"], [128, 256, 192])  # epochs' samples summed; the step record's own
+    t = d["timing"]
+    assert t["epochs_done"] == 2
+    assert t["epoch_seconds"] == 8.0 and t["epoch_seconds_estimated"] is False  # full epochs after the first
+    assert t["train_seconds"] == 20.0 and t["data_seconds"] == 2.5 and t["compute_seconds"] == 16.5
+    assert t["comm_seconds"] == 1.0 and math.isnan(t["imbalance_seconds"])
+    assert t["comm_share"] == 1.0 / 8.0
+
+
+def test_a_trial_whose_evaluations_are_its_epochs_keeps_them_once():
+    d = digest(RECORDS[:1] + RECORDS[2:3])
+    assert d["evaluations"] is None and d["evaluation_count"] == d["epoch_count"] == 2
+
+
+def test_the_copy_reads_back_as_the_digest_nan_infinity_and_null_apart(tmp_path):
+    d = _trial(tmp_path)
+    assert write_columns(d)
+    data = (d / "metrics.jsonl").read_bytes()
+    text = (d / COLUMNS).read_text()
+    assert "NaN" not in text and "Infinity" not in text  # strict JSON: orjson reads it
+    copy = read_columns(str(d / COLUMNS), data)
+    assert copy is not None and _same(copy, digest(parse_records(data, "m")))
+    assert copy["epochs"]["epoch_seconds_estimate"][2] == math.inf
+
+
+def test_a_trial_without_records_writes_no_copy(tmp_path):
+    assert not write_columns(tmp_path) and not (tmp_path / COLUMNS).exists()
+
+
+@pytest.mark.parametrize("change", ["appended", "same size", "other format", "corrupt", "cut list", "empty"])
+def test_a_copy_of_other_bytes_or_format_is_not_read(tmp_path, change):
+    d = _trial(tmp_path)
+    write_columns(d)
+    data = (d / "metrics.jsonl").read_bytes()
+    copy = json.loads((d / COLUMNS).read_text())
+    if change == "appended":  # a resumed or rerun trial's records
+        data += b'{"epoch": 4, "step": 12}\n'
+    elif change == "same size":
+        data = data.replace(b'"val_top1": 0.25', b'"val_top1": 0.75')
+    elif change == "other format":
+        (d / COLUMNS).write_text(json.dumps({**copy, "format": FORMAT + 1}))
+    elif change == "corrupt":
+        (d / COLUMNS).write_text((d / COLUMNS).read_text()[:-20])
+    elif change == "cut list":  # the right bytes named, but a column one value short
+        copy["epochs"]["val_top1"].pop()
+        (d / COLUMNS).write_text(json.dumps(copy))
+    else:
+        (d / COLUMNS).write_text("")
+    assert read_columns(str(d / COLUMNS), data) is None
