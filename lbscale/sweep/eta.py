@@ -1,6 +1,8 @@
-"""Time left: a running trial's from its own pace (its records' elapsed seconds per optimizer step), a trial not
-started yet's from the pace of the trials of its shape that ran (else their seconds per sample), a sweep's as
-their sum. Estimates, never promises: pruning and stopping at a target end trials sooner."""
+"""Time left: a running trial's from its own pace (its records' elapsed seconds per training sample), a trial not
+started yet's from the pace of the trials of its shape that ran (else of all of them), a sweep's as their sum.
+Paces are per sample, not per optimizer step: a trial with a batch schedule takes larger steps as it goes, and
+its samples, not its steps, say how far it is. Estimates, never promises: pruning and stopping at a target end
+trials sooner."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from lbscale.results import CONFIG, GRID, METRICS, RUN, TRIAL_YAML, read_json
 # the options that change what an optimizer step or an evaluation costs (a seed or a learning rate does not)
 COST_KEYS = ("data", "model", "global_batch", "local_batch", "accum_steps", "last_batch", "optimizer", "precision",
              "compile", "compile_mode", "channels_last", "augment", "augmentation", "crop_size", "decode_workers",
-             "in_memory", "device", "backend", "eval_split", "eval_batch", "gns_every", "label_set")
+             "in_memory", "device", "backend", "eval_split", "eval_batch", "gns_every", "label_set", "batch_schedule")
 
 
 def shape_key(options: dict, gpus) -> tuple:
@@ -26,43 +28,63 @@ def shape_key(options: dict, gpus) -> tuple:
 
 @dataclass
 class TrialPace:
-    """What the estimates know of one trial: its shape, global batch and optimizer steps (None where not yet
-    known), and how far its records reached: `step` steps in `trained` seconds."""
+    """What the estimates know of one trial: its shape, (first) global batch and optimizer steps (None where not
+    yet known; with a batch schedule, the steps it takes as the batch grows), the training samples of its whole
+    run (None: its steps x batch), and how far its records reached: `step` steps and `seen` samples (None: step
+    x batch, records of an lbscale before they counted samples) in `trained` seconds."""
 
     key: tuple
     batch: int
     steps: int | None = None
     step: int = 0
     trained: float = 0.0
+    samples: int | None = None
+    seen: int | None = None
+
+    @property
+    def total(self) -> int | None:
+        """The training samples of the whole run."""
+        if self.samples is not None:
+            return self.samples
+        return None if self.steps is None else self.steps * self.batch
+
+    @property
+    def done(self) -> int:
+        """The training samples its records reached."""
+        return self.seen if self.seen is not None else self.step * self.batch
 
 
-def last_pace(records: list[dict]) -> tuple[int, float]:
-    """(step, elapsed seconds) of the last record that has both, (0, 0.0) before the first."""
-    for r in reversed(records):
+def last_pace(records: list[dict]) -> tuple[int, float, int | None]:
+    """(step, elapsed seconds, training samples seen) of the last record that has a step and elapsed seconds,
+    (0, 0.0, None) before the first: a step evaluation's `samples_seen`, an epoch record's epochs' `samples`
+    summed (None where an epoch lacks them)."""
+    out, seen = (0, 0.0, None), 0
+    for r in records:
+        if r.get("kind", "epoch") == "epoch":
+            seen = seen + r["samples"] if seen is not None and r.get("samples") is not None else None
         if r.get("step") and r.get("elapsed_seconds") is not None:
-            return int(r["step"]), float(r["elapsed_seconds"])
-    return 0, 0.0
+            out = (int(r["step"]), float(r["elapsed_seconds"]),
+                   r.get("samples_seen") if r.get("kind") == "step" else seen)
+    return out
 
 
 def own_left(t: TrialPace, since: float = 0.0) -> float | None:
-    """A started trial's time left at its own pace, less the `since` seconds since its last record."""
-    if not t.step or t.steps is None:
+    """A started trial's time left at its own pace (seconds per sample so far), less the `since` seconds since its
+    last record."""
+    if not t.step or t.total is None or not t.done:
         return None
-    return max(0.0, (t.steps - t.step) * t.trained / t.step - since)
+    return max(0.0, (t.total - t.done) * t.trained / t.done - since)
 
 
 def whole(t: TrialPace, ran: list[TrialPace]) -> float | None:
-    """A trial's whole time: its steps at the seconds per step of the trials of its shape in `ran`, else at the
-    seconds per sample of all of them (larger batches are faster per sample: an overestimate); None without
-    either."""
-    if t.steps is None:
+    """A trial's whole time: its samples at the seconds per sample of the trials of its shape in `ran`, else of
+    all of them (larger batches are faster per sample: an overestimate); None without either."""
+    if t.total is None:
         return None
-    same = [r for r in ran if r.key == t.key and r.step]
-    if same:
-        return t.steps * sum(r.trained for r in same) / sum(r.step for r in same)
-    others = [r for r in ran if r.step]
-    if others:
-        return t.steps * t.batch * sum(r.trained for r in others) / sum(r.step * r.batch for r in others)
+    for pool in ([r for r in ran if r.key == t.key and r.step], [r for r in ran if r.step]):
+        done = sum(r.done for r in pool)
+        if done:
+            return t.total * sum(r.trained for r in pool) / done
     return None
 
 
@@ -90,17 +112,24 @@ def clock(seconds: float | None) -> str:
 
 
 def pace_of(trial_dir: Path, state: dict, train_samples: dict[str, int]) -> TrialPace:
-    """A trial directory's pace: shape from trial.yaml and grid.json, steps from config.json, or for a trial not
-    started from its trial.yaml and the train samples of its data file (`train_samples`, from other trials)."""
+    """A trial directory's pace: shape from trial.yaml and grid.json, steps and samples from config.json (its
+    state's steps: `state.trial_state` counts a batch schedule's), or for a trial not started from its trial.yaml
+    and the train samples of its data file (`train_samples`, from other trials)."""
     trial_dir = Path(trial_dir)
     options = _yaml(trial_dir / TRIAL_YAML)
     gpus = (read_json(trial_dir / GRID) or {}).get("gpus")
     plan = (read_json(trial_dir / CONFIG) or {}).get("plan") or {}
-    steps = plan.get("total_steps")
+    steps, samples = state.get("steps") or plan.get("total_steps"), run_samples(plan, options.get("epochs"))
     if steps is None and options.get("data") in train_samples and gpus:
-        steps = _resolved_steps(trial_dir / TRIAL_YAML, gpus, train_samples[options["data"]])
+        steps, samples = _resolved(trial_dir / TRIAL_YAML, gpus, train_samples[options["data"]])
     return TrialPace(shape_key(options, gpus), int(options.get("global_batch") or 0), steps,
-                     state.get("step") or 0, state.get("trained") or 0.0)
+                     state.get("step") or 0, state.get("trained") or 0.0, samples, state.get("seen"))
+
+
+def run_samples(plan: dict, epochs) -> int | None:
+    """The training samples of a whole run: epochs x the plan's samples per epoch (None where either is unknown:
+    the estimates then take steps x batch)."""
+    return epochs * plan["epoch_samples"] if epochs and plan.get("epoch_samples") else None
 
 
 def since_news(trial_dir: Path, now: float | None = None) -> float:
@@ -122,11 +151,17 @@ def _yaml(path: Path) -> dict:
     return out if isinstance(out, dict) else {}
 
 
-def _resolved_steps(trial_yaml: Path, gpus: int, train_samples: int) -> int | None:
+def _resolved(trial_yaml: Path, gpus: int, train_samples: int) -> tuple[int | None, int | None]:
+    """(steps, samples) of a trial not started, from its options and the train samples of its data."""
+    from dataclasses import asdict
+
     from lbscale.config import load_config
+    from lbscale.train.batches import run_steps
     from lbscale.train.plan import resolve_plan
 
     try:
-        return resolve_plan(load_config(trial_yaml), gpus, train_samples).total_steps
+        cfg = load_config(trial_yaml)
+        plan = asdict(resolve_plan(cfg, gpus, train_samples))
+        return run_steps(cfg.batch_schedule, cfg.epochs, plan), run_samples(plan, cfg.epochs)
     except LbscaleError:  # the trial itself will say why
-        return None
+        return None, None

@@ -6,20 +6,26 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 
 from lbscale.config import to_dict
 from lbscale.progress import Board
-from lbscale.sweep.eta import TrialPace, clock, shape_key, since_news, sweep_left, trial_left, whole
+from lbscale.sweep.eta import TrialPace, clock, run_samples, shape_key, since_news, sweep_left, trial_left, whole
 from lbscale.sweep.plan import TrialPlan
 from lbscale.sweep.state import trial_state
+from lbscale.train.batches import run_steps
 
 LOG_EVERY = 60.0  # in a log: seconds between two lines with news (a new record)
 HEARTBEAT = 600.0  # ... and a line after this long without one
 
 
 def plan_pace(p: TrialPlan) -> TrialPace:
-    """A planned trial as the estimates see it: its shape, batch and steps, nothing run."""
-    return TrialPace(shape_key(to_dict(p.config), p.gpus), p.plan.global_batch, p.plan.total_steps)
+    """A planned trial as the estimates see it: its shape, (first) batch, steps (as a batch schedule takes them)
+    and training samples, nothing run."""
+    plan = asdict(p.plan)
+    epochs = p.config.epochs
+    return TrialPace(shape_key(to_dict(p.config), p.gpus), p.plan.global_batch,
+                     run_steps(p.config.batch_schedule, epochs, plan), samples=run_samples(plan, epochs))
 
 
 class SweepProgress:
@@ -58,7 +64,7 @@ class SweepProgress:
         state = trial_state(p.out)
         t = plan_pace(p)
         t.steps = state["steps"] or t.steps
-        t.step, t.trained = state["step"], state["trained"]
+        t.step, t.trained, t.seen = state["step"], state["trained"], state["seen"]
         state["epochs"] = state["epochs"] or p.config.epochs  # config.json is written once the trial has started
         return t, state
 

@@ -319,14 +319,15 @@ def plan_table(plans: list[TrialPlan]) -> str:
 
 def _steps(p: TrialPlan) -> str:
     """A trial's optimizer steps: as its batch schedule takes them (batch@... shown after), else the plan's."""
-    from lbscale.train.batches import BatchSchedule
+    from dataclasses import asdict
+
+    from lbscale.train.batches import BatchSchedule, run_steps
 
     r = p.plan
     if r.total_steps is None or not p.config.batch_schedule:
         return "?" if r.total_steps is None else str(r.total_steps)
-    s = BatchSchedule.parse(p.config.batch_schedule, r.epoch_samples, first=r.global_batch)
-    steps = s.total_steps(p.config.epochs, r.micro_batches_per_epoch, r.local_batch * r.world_size, r.epoch_samples)
-    return f"{steps} (to batch {s.last})"
+    last = BatchSchedule.parse(p.config.batch_schedule, r.epoch_samples, first=r.global_batch).last
+    return f"{run_steps(p.config.batch_schedule, p.config.epochs, asdict(r))} (to batch {last})"
 
 
 def trial_yaml(p: TrialPlan) -> dict:

@@ -11,6 +11,7 @@ from lbscale import slurm
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, CONFIG, METRICS, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
                              WAITING, read_json, read_jsonl)
 from lbscale.sweep.eta import last_pace
+from lbscale.train.batches import run_steps
 from lbscale.train.summary import epoch_records
 from lbscale.task import TASKS
 
@@ -89,13 +90,14 @@ def trial_state(trial_dir: Path) -> dict:
                                                          {})
     metric = primary_metric(config, shown)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
-    step, trained = last_pace(records)  # step evaluations included: the pace between epochs
+    step, trained, seen = last_pace(records)  # step evaluations included: the pace between epochs
+    plan, options = config.get("plan") or {}, config.get("config") or {}
     return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),
-            "epochs": (config.get("config") or {}).get("epochs"), "metric": metric,
+            "epochs": options.get("epochs"), "metric": metric,
             "value": shown.get(metric) if metric else None,
             "job": run.get("job") or submitted.get("job"), "elapsed": elapsed,
-            "error": summary.get("error") if summary else None, "step": step, "trained": trained,
-            "steps": (config.get("plan") or {}).get("total_steps")}
+            "error": summary.get("error") if summary else None, "step": step, "trained": trained, "seen": seen,
+            "steps": run_steps(options.get("batch_schedule"), options.get("epochs"), plan)}
 
 
 def trial_dirs(results: Path) -> list[Path]:

@@ -84,6 +84,22 @@ class BatchSchedule:
         return steps
 
 
+def run_steps(batch_schedule: str | None, epochs, plan: dict) -> int | None:
+    """The optimizer steps of a whole run: the plan's (config.json's "plan" as a dict), or as a batch schedule
+    takes them as the batch grows (`BatchSchedule.total_steps`). The plan's where the schedule cannot be read
+    here (an `auto:FILE` whose file is elsewhere) or the plan lacks what it needs (an older lbscale's): a count
+    for progress lines, which the trial itself checks."""
+    need = ("total_steps", "epoch_samples", "micro_batches_per_epoch", "global_batch", "local_batch", "world_size")
+    if not batch_schedule or not epochs or any(plan.get(k) is None for k in need):
+        return plan.get("total_steps")
+    try:
+        s = BatchSchedule.parse(batch_schedule, plan["epoch_samples"], first=plan["global_batch"])
+    except LbscaleError:
+        return plan["total_steps"]
+    return s.total_steps(epochs, plan["micro_batches_per_epoch"], plan["local_batch"] * plan["world_size"],
+                         plan["epoch_samples"])
+
+
 def _point(item: str, epoch_samples: int) -> tuple:
     batch, _, at = item.partition("@")
     try:

@@ -157,3 +157,40 @@ def test_dry_run_estimate_times_each_shape_and_writes_nothing(tmp_path, run_cli,
     shapes = [line for line in out.splitlines() if line.startswith("shape ")]
     assert [s.split(":")[0] for s in shapes] == ["shape b32-g1 (2 trials)", "shape b64-g1 (2 trials)"]
     assert out.splitlines()[-1].startswith("expected duration: about ")
+
+
+def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid):
+    """A trial whose batch grows (32, then 64 from epoch 1, 128 from epoch 2) takes 10 + 5 + 3 + 3 = 21 steps
+    over 4 epochs of 320 samples (128 does not divide 320: 4, 4 and 2 micro-batches of 32), not the 40 of its first
+    batch; after 2 epochs (640 of 1,280 samples, 15 steps) in 50 s its own pace is per sample: 640 more samples
+    at 50/640 s, less the 12 s since its last record."""
+    from dataclasses import asdict
+
+    from lbscale.config import load_config
+    from lbscale.sweep.command import status_table
+    from lbscale.sweep.follow import SweepProgress
+    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.state import trial_state
+    from lbscale.train.plan import resolve_plan
+
+    results = tmp_path / "res"
+    out = results / "b32-g1-grow"
+    cfg = load_config(None, data="/data/d.h5", out=str(out), model="test_resnet", global_batch=32, epochs=4,
+                      optimizer="sgd", batch_schedule="32@0,64@1ep,128@2ep")
+    plan = resolve_plan(cfg, 1, 320)
+    assert plan.total_steps == 40  # the plan counts the first batch's steps
+    d = _trial(results, "b32-g1-grow", 32, 4, plan=asdict(plan), run={"host": socket.gethostname(), "pid": live_pid},
+               records=[{"epoch": 1, "step": 10, "samples": 320, "elapsed_seconds": 30.0, "val_top1": 0.5},
+                        {"epoch": 2, "step": 15, "samples": 320, "elapsed_seconds": 50.0, "val_top1": 0.6}],
+               updated=NOW - 12)
+    config = json.loads((d / "config.json").read_text())
+    config["config"]["batch_schedule"] = cfg.batch_schedule
+    (d / "config.json").write_text(json.dumps(config))
+    state = trial_state(d)
+    assert (state["steps"], state["step"], state["seen"]) == (21, 15, 640)
+    table = status_table(results, now=NOW).splitlines()
+    assert table[1].split()[0] == "b32-g1-grow" and table[1].split()[-1] == "0:00:38"  # 640 x 50/640 - 12
+    progress = SweepProgress()
+    t, state = progress.pace(TrialPlan("b32-g1-grow", 1, 1, cfg, plan))
+    assert progress.line(t, state, [], 12.0) == ("epoch 2/4, step 15/21, val_top1 0.6000, about 0:00:38 left; "
+                                                 "sweep about 0:00:38 left")
