@@ -54,14 +54,19 @@ class TrialPace:
         return self.seen if self.seen is not None else self.step * self.batch
 
 
-def last_pace(records: list[dict]) -> tuple[int, float, int | None]:
+def last_pace(records: list[dict], epoch_samples: int | None = None) -> tuple[int, float, int | None]:
     """(step, elapsed seconds, training samples seen) of the last record that has a step and elapsed seconds,
-    (0, 0.0, None) before the first: a step evaluation's `samples_seen`, an epoch record's epochs' `samples`
-    summed (None where an epoch lacks them)."""
+    (0, 0.0, None) before the first. Samples as the trial counts them, from the start of training: a step
+    evaluation's `samples_seen`; after an epoch record, its epochs times `epoch_samples` (config.json's plan;
+    a partial epoch's own `samples` on top of those before it), else its epochs' `samples` summed (None where an
+    epoch lacks them). A branch's records start at its parent's place, and the latter counts from there."""
     out, seen = (0, 0.0, None), 0
     for r in records:
         if r.get("kind", "epoch") == "epoch":
-            seen = seen + r["samples"] if seen is not None and r.get("samples") is not None else None
+            if epoch_samples and isinstance(r.get("epoch"), int):
+                seen = (r["epoch"] - 1) * epoch_samples + (r.get("samples") or 0 if r.get("partial") else epoch_samples)
+            else:
+                seen = seen + r["samples"] if seen is not None and r.get("samples") is not None else None
         if r.get("step") and r.get("elapsed_seconds") is not None:
             out = (int(r["step"]), float(r["elapsed_seconds"]),
                    r.get("samples_seen") if r.get("kind") == "step" else seen)

@@ -90,8 +90,9 @@ def trial_state(trial_dir: Path) -> dict:
                                                          {})
     metric = primary_metric(config, shown)
     elapsed = summary.get("wall_seconds") if summary else last.get("elapsed_seconds")
-    step, trained, seen = last_pace(records)  # step evaluations included: the pace between epochs
     plan, options = config.get("plan") or {}, config.get("config") or {}
+    # step evaluations included: the pace between epochs
+    step, trained, seen = last_pace(records, plan.get("epoch_samples"))
     return {"trial": trial_dir.name, "state": state, "epoch": last.get("epoch", 0),
             "epochs": options.get("epochs"), "metric": metric,
             "value": shown.get(metric) if metric else None,

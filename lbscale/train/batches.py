@@ -7,6 +7,7 @@ arithmetic: the trial asks it, at the start of each optimizer step, for the accu
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -87,17 +88,24 @@ class BatchSchedule:
 def run_steps(batch_schedule: str | None, epochs, plan: dict) -> int | None:
     """The optimizer steps of a whole run: the plan's (config.json's "plan" as a dict), or as a batch schedule
     takes them as the batch grows (`BatchSchedule.total_steps`). The plan's where the schedule cannot be read
-    here (an `auto:FILE` whose file is elsewhere) or the plan lacks what it needs (an older lbscale's): a count
-    for progress lines, which the trial itself checks."""
+    here (an `auto:FILE` whose file is elsewhere), has a batch the trial refuses (not a multiple of its first
+    step's samples), or the plan lacks what it needs (an older lbscale's): a count for progress lines, which the
+    trial itself checks. Counted once per schedule and plan (`lbscale status --watch` asks again and again)."""
     need = ("total_steps", "epoch_samples", "micro_batches_per_epoch", "global_batch", "local_batch", "world_size")
     if not batch_schedule or not epochs or any(plan.get(k) is None for k in need):
         return plan.get("total_steps")
+    return _scheduled_steps(str(batch_schedule), int(epochs), *(int(plan[k]) for k in need))
+
+
+@functools.lru_cache(maxsize=256)
+def _scheduled_steps(text: str, epochs: int, total: int, epoch_samples: int, micro_per_epoch: int, first: int,
+                     local: int, world: int) -> int:
     try:
-        s = BatchSchedule.parse(batch_schedule, plan["epoch_samples"], first=plan["global_batch"])
+        s = BatchSchedule.parse(text, epoch_samples, first=first)
+        s.check(local * world)  # a batch below one step's samples would never advance the count
     except LbscaleError:
-        return plan["total_steps"]
-    return s.total_steps(epochs, plan["micro_batches_per_epoch"], plan["local_batch"] * plan["world_size"],
-                         plan["epoch_samples"])
+        return total
+    return s.total_steps(epochs, micro_per_epoch, local * world, epoch_samples)
 
 
 def _point(item: str, epoch_samples: int) -> tuple:

@@ -22,6 +22,7 @@ Torch-free: the report imports it."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -185,79 +186,118 @@ def digest(records: list[dict]) -> dict:
             "samples_seen": seen, "timing": record_timing(per_epoch)}
 
 
+TIMING = ("epochs_done", "epoch_seconds", "epoch_seconds_estimated", "train_seconds", "data_seconds",
+          "compute_seconds", "comm_seconds", "imbalance_seconds", "comm_share")  # record_timing's keys
+_INT64 = 2 ** 63
+
+
+class _Unwritten(Exception):
+    """A digest that strict JSON would not give back as it is: no copy is written."""
+
+
+@functools.cache
+def code_mark() -> str:
+    """The copy's format: FORMAT and a hash of the source of every function `digest` runs (and of the keys it
+    keeps), so that a copy made by other code than this (an lbscale whose epoch_seconds or metric filter
+    differed, with FORMAT not raised) is not read; FORMAT alone where the source cannot be read."""
+    import inspect
+
+    try:
+        code = "".join(inspect.getsource(f) for f in (digest, measured, lists, first_seen, record_timing, _total,
+                                                       _present, is_metric, epoch_records, _steady, epoch_seconds))
+    except (OSError, TypeError):
+        return str(FORMAT)
+    return f"{FORMAT}:{hashlib.sha1((code + repr(EVALUATED) + repr(TIMING)).encode()).hexdigest()[:16]}"
+
+
 def _finite(v) -> bool:
     return not isinstance(v, float) or math.isfinite(v)
 
 
-def _encoded(values: list, special: dict, where: str) -> list:
-    """`values` with their non-finite floats as None, each listed in `special[where]` as [position, "nan"]."""
+def _encoded(values: list) -> tuple[list, list]:
+    """`values` with their non-finite floats as None, and those as [position, "nan" / "inf" / "-inf"]. An integer
+    past 64 bits is refused (_Unwritten): orjson and json read it back differently."""
+    if any(type(v) is int and not -_INT64 <= v < _INT64 for v in values):
+        raise _Unwritten
     marks = [[i, "nan" if v != v else "inf" if v > 0 else "-inf"] for i, v in enumerate(values) if not _finite(v)]
-    if not marks:
-        return values
-    special[where] = marks
-    return [v if _finite(v) else None for v in values]
+    return ([v if _finite(v) else None for v in values] if marks else values), marks
 
 
-def _decoded(values: list, marks) -> list:
+def _decoded(values: list, marks: list) -> list:
     for i, name in marks:
         values[i] = _SPECIAL[name]
     return values
 
 
-def columns_text(data: bytes, path: str) -> str:
-    """metrics.columns.json's text for the metrics.jsonl bytes `data` (read from `path`)."""
+def columns_text(data: bytes, path: str) -> str | None:
+    """metrics.columns.json's text for the metrics.jsonl bytes `data` (read from `path`); None where strict JSON
+    would not give the digest back as it is."""
     d = digest(parse_records(data, path))
-    special: dict = {}
-    for part in ("epochs", "evaluations"):
-        if d[part] is not None:
-            d[part] = {k: _encoded(v, special, f"{part}/{k}") for k, v in d[part].items()}
-    d["samples_seen"] = _encoded(d["samples_seen"], special, "samples_seen")
-    timing = list(d["timing"].items())
-    d["timing"] = dict(zip([k for k, _ in timing], _encoded([v for _, v in timing], special, "timing")))
+    special: dict = {"epochs": {}, "evaluations": {}}
+    try:
+        for part in ("epochs", "evaluations"):
+            if d[part] is not None:
+                for k, v in d[part].items():
+                    d[part][k], marks = _encoded(v)
+                    if marks:
+                        special[part][k] = marks
+        d["samples_seen"], special["samples_seen"] = _encoded(d["samples_seen"])
+        values, special["timing"] = _encoded([d["timing"][k] for k in TIMING])
+    except _Unwritten:
+        return None
+    d["timing"] = dict(zip(TIMING, values))
     source = {"bytes": len(data), "sha1": hashlib.sha1(data).hexdigest()}
-    return json.dumps({"format": FORMAT, "source": source, **d, "special": special}, allow_nan=False)
+    return json.dumps({"format": code_mark(), "source": source, **d, "special": special}, allow_nan=False)
 
 
 def write_columns(out: Path) -> bool:
-    """Write metrics.columns.json beside the trial's metrics.jsonl (atomically); False where there is no
-    metrics.jsonl. A trial calls it just before it writes summary.json."""
+    """Write metrics.columns.json beside the trial's metrics.jsonl (atomically), a trial just before its
+    summary.json; False where none is written: no metrics.jsonl, records strict JSON would not give back, or the
+    file could not be written (the copy only saves a report time: a trial never fails for it)."""
     path = Path(out) / METRICS
     data = read_bytes(str(path))
     if data is None:
         return False
-    write_atomic(Path(out) / COLUMNS, columns_text(data, str(path)))
+    try:
+        text = columns_text(data, str(path))
+    except LbscaleError:  # a corrupt metrics.jsonl: the report will name its line
+        return False
+    if text is None:
+        return False
+    try:
+        write_atomic(Path(out) / COLUMNS, text)
+    except OSError:
+        return False
     return True
 
 
 def read_columns(path: str, data: bytes) -> dict | None:
     """The digest in the copy at `path` of the metrics.jsonl bytes `data`; None where there is no copy, or it is
-    unreadable, of another format, or made from other bytes: the caller then digests `data` itself."""
+    unreadable, of another format or other code (`code_mark`), made from other bytes, or not in the shape it
+    names: the caller then digests `data` itself. A copy never fails a report."""
+    try:
+        return _copy(path, data)
+    except Exception:  # noqa: BLE001 - whatever is wrong with a copy, metrics.jsonl has the records
+        return None
+
+
+def _copy(path: str, data: bytes) -> dict | None:
     raw = read_bytes(path)
     if raw is None:
         return None
-    try:
-        d = orjson.loads(raw) if orjson is not None else json.loads(raw)
-    except ValueError:  # orjson.JSONDecodeError is one too
+    d = orjson.loads(raw) if orjson is not None else json.loads(raw)
+    if d.get("format") != code_mark() or d["source"] != {"bytes": len(data), "sha1": hashlib.sha1(data).hexdigest()}:
         return None
-    if not isinstance(d, dict) or d.get("format") != FORMAT:
-        return None
-    source = d.get("source") or {}
-    if source.get("bytes") != len(data) or source.get("sha1") != hashlib.sha1(data).hexdigest():
-        return None
-    try:
-        for where, marks in d["special"].items():
-            part, _, key = where.partition("/")
-            if part == "timing":
-                names = list(d["timing"])
-                d["timing"] = dict(zip(names, _decoded([d["timing"][k] for k in names], marks)))
-            elif key:
-                _decoded(d[part][key], marks)
-            else:
-                _decoded(d[part], marks)
-        n, m = d["epoch_count"], d["evaluation_count"]
-        shaped = (all(len(v) == n for v in d["epochs"].values()) and len(d["samples_seen"]) == m
-                  and (d["evaluations"] is None or all(len(v) == m for v in d["evaluations"].values())))
-    except (KeyError, TypeError, IndexError, AttributeError):
-        return None
+    special = d["special"]
+    for part in ("epochs", "evaluations"):
+        for key, marks in special[part].items():
+            _decoded(d[part][key], marks)
+    _decoded(d["samples_seen"], special["samples_seen"])
+    d["timing"] = dict(zip(TIMING, _decoded([d["timing"][k] for k in TIMING], special["timing"])))
+    n, m = d["epoch_count"], d["evaluation_count"]
+    shaped = (type(n) is int and type(m) is int and len(d["samples_seen"]) == m
+              and all(isinstance(v, list) and len(v) == n for v in d["epochs"].values())
+              and (m == n if d["evaluations"] is None
+                   else all(isinstance(v, list) and len(v) == m for v in d["evaluations"].values())))
     return {k: d[k] for k in ("epoch_count", "evaluation_count", "epochs", "evaluations", "samples_seen", "timing")} \
         if shaped else None

@@ -388,7 +388,7 @@ class Trial:
         test = self.evaluator.test_figures(self.book.records) if done else None  # collective
         if self.env.is_main:
             summary = self.summary(status, error, digests, test)
-            write_columns(self.out)  # before summary.json, which is written last
+            write_columns(self.out)  # before summary.json, which is written last; False where it could not
             write_json(self.out / SUMMARY, summary)
         return 0
 

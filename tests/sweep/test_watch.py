@@ -39,7 +39,8 @@ def _trial(results, name, batch, epochs, records=(), plan=None, summary=None, ru
 
 def _study(tmp_path, pid):
     results = tmp_path / "res"
-    plan = {"train_samples": 320, "steps_per_epoch": 10, "total_steps": 40}
+    # 320 samples an epoch: the estimates count samples (40 steps x 32 = 4 epochs x 320)
+    plan = {"train_samples": 320, "steps_per_epoch": 10, "total_steps": 40, "epoch_samples": 320}
     _trial(results, "b32-g1-a", 32, 4, plan=plan, run={"host": socket.gethostname(), "pid": pid},
            records=[{"epoch": 1, "step": 10, "elapsed_seconds": 30.0, "val_top1": 0.5},
                     {"epoch": 2, "step": 20, "elapsed_seconds": 62.0, "val_top1": 0.6}], updated=NOW - 12)
@@ -190,6 +191,22 @@ def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid)
     assert (state["steps"], state["step"], state["seen"]) == (21, 15, 640)
     table = status_table(results, now=NOW).splitlines()
     assert table[1].split()[0] == "b32-g1-grow" and table[1].split()[-1] == "0:00:38"  # 640 x 50/640 - 12
+    # a schedule whose batch falls below one step's samples: the trial refuses it; the count takes the plan's
+    # (it once looped for ever)
+    import signal
+
+    def stuck(*_):
+        raise TimeoutError("run_steps did not return")
+
+    from lbscale.train.batches import run_steps
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    try:
+        assert run_steps("32@0,16@1ep", 4, asdict(plan)) == 40
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     progress = SweepProgress()
     t, state = progress.pace(TrialPlan("b32-g1-grow", 1, 1, cfg, plan))
     assert progress.line(t, state, [], 12.0) == ("epoch 2/4, step 15/21, val_top1 0.6000, about 0:00:38 left; "

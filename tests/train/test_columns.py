@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from lbscale.train.columns import COLUMNS, FORMAT, digest, parse_records, read_columns, write_columns
+from lbscale.train import columns
+from lbscale.train.columns import COLUMNS, TIMING, digest, parse_records, read_columns, write_columns
 
 # a hand-made trial: a full epoch, a step evaluation on the whole split (subset null), a full epoch that
 # carries the all-reduce time, a partial epoch cut short by divergence (loss NaN, pace infinite)
@@ -53,6 +54,7 @@ def test_the_digest_of_hand_made_records():
     assert "subset" not in d["evaluations"] and "samples" not in d["evaluations"]
     assert _same(d["samples_seen"], [128, 256, 192])  # epochs' samples summed; the step record's own
     t = d["timing"]
+    assert list(t) == list(TIMING)
     assert t["epochs_done"] == 2
     assert t["epoch_seconds"] == 8.0 and t["epoch_seconds_estimated"] is False  # full epochs after the first
     assert t["train_seconds"] == 20.0 and t["data_seconds"] == 2.5 and t["compute_seconds"] == 16.5
@@ -80,7 +82,11 @@ def test_a_trial_without_records_writes_no_copy(tmp_path):
     assert not write_columns(tmp_path) and not (tmp_path / COLUMNS).exists()
 
 
-@pytest.mark.parametrize("change", ["appended", "same size", "other format", "corrupt", "cut list", "empty"])
+CHANGES = ["appended", "same size", "other format", "corrupt", "cut list", "empty", "source not a dict",
+           "bad mark", "a directory", "no timing", "evaluations null but more of them", "not an object"]
+
+
+@pytest.mark.parametrize("change", CHANGES)
 def test_a_copy_of_other_bytes_or_format_is_not_read(tmp_path, change):
     d = _trial(tmp_path)
     write_columns(d)
@@ -90,13 +96,42 @@ def test_a_copy_of_other_bytes_or_format_is_not_read(tmp_path, change):
         data += b'{"epoch": 4, "step": 12}\n'
     elif change == "same size":
         data = data.replace(b'"val_top1": 0.25', b'"val_top1": 0.75')
-    elif change == "other format":
-        (d / COLUMNS).write_text(json.dumps({**copy, "format": FORMAT + 1}))
+    elif change == "other format":  # or other code: code_mark below
+        (d / COLUMNS).write_text(json.dumps({**copy, "format": "1:0123456789abcdef"}))
     elif change == "corrupt":
         (d / COLUMNS).write_text((d / COLUMNS).read_text()[:-20])
     elif change == "cut list":  # the right bytes named, but a column one value short
         copy["epochs"]["val_top1"].pop()
         (d / COLUMNS).write_text(json.dumps(copy))
-    else:
+    elif change == "empty":
         (d / COLUMNS).write_text("")
+    elif change == "source not a dict":
+        (d / COLUMNS).write_text(json.dumps({**copy, "source": "x"}))
+    elif change == "bad mark":
+        copy["special"]["epochs"]["val_top1"] = [[2]]
+        (d / COLUMNS).write_text(json.dumps(copy))
+    elif change == "a directory":
+        (d / COLUMNS).unlink()
+        (d / COLUMNS).mkdir()
+    elif change == "no timing":
+        (d / COLUMNS).write_text(json.dumps({**copy, "timing": {}}))
+    elif change == "evaluations null but more of them":
+        (d / COLUMNS).write_text(json.dumps({**copy, "evaluations": None}))
+    else:
+        (d / COLUMNS).write_text("[1, 2]")
     assert read_columns(str(d / COLUMNS), data) is None
+
+
+def test_a_copy_made_by_other_code_is_not_read(monkeypatch):
+    """The format names a hash of the source of what the digest runs: a changed metric filter (or time per epoch)
+    gives another mark, so that a copy it made is not read by this code, nor the other way round."""
+    this = columns.code_mark()
+    monkeypatch.setattr(columns, "is_metric", lambda column: column.startswith("val_"))
+    assert columns.code_mark.__wrapped__() != this
+
+
+def test_records_strict_json_would_not_give_back_write_no_copy(tmp_path):
+    """An integer past 64 bits beside a NaN: the standard parser keeps it whole, orjson would not."""
+    d = _trial(tmp_path, [{"epoch": 1, "step": 4, "train_loss": float("nan"), "train_seconds": 1.0,
+                           "elapsed_seconds": 1.0, "images": 2 ** 70}])
+    assert not write_columns(d) and not (d / COLUMNS).exists()
