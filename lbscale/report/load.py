@@ -140,7 +140,8 @@ def _evaluations(ev: pd.DataFrame, owners: Owners) -> pd.DataFrame:
     records; an epoch cut short evaluated nothing), ordered by step within each trial. `epoch` is fractional;
     `samples_seen` the training samples seen (an epoch record's: its epochs' samples summed, else epochs x the
     plan's epoch_samples, else steps x global batch); `elapsed_seconds` the trial's clock as written (training and
-    epoch evaluations)."""
+    epoch evaluations); `subset`, where a trial evaluated subsets, the images of a subset evaluation (NaN for the
+    whole split: only those reach a target)."""
     base = STEP_KEYS + ["step", "epoch", "samples_seen", "elapsed_seconds", "kind"]
     if not len(ev):
         return pd.DataFrame(columns=base)
@@ -150,7 +151,7 @@ def _evaluations(ev: pd.DataFrame, owners: Owners) -> pd.DataFrame:
     batch = pd.to_numeric(ev["global_batch"], errors="coerce")
     ev["samples_seen"] = ev["samples_seen"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
     ev["kind"] = ev["kind"].fillna("epoch") if "kind" in ev else "epoch"
-    ev = ev[base[:-2] + [c for c in ev if is_metric(c)] + base[-2:]]
+    ev = ev[base[:-2] + [c for c in ev if is_metric(c)] + base[-2:] + (["subset"] if "subset" in ev else [])]
     # as the files hold them, mostly: sorting 200,000 names would change nothing
     if _in_order(ev, owners.index, owners.trials):
         return ev

@@ -40,9 +40,13 @@ def _first_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool,
                     group_by=TRIAL) -> pd.DataFrame:
     """Per group, the first evaluation (by step) whose `col` reaches `threshold` (>= when maximize, else <=):
-    group_by + step, epoch, elapsed_seconds. Groups that never reach it are absent."""
+    group_by + step, epoch, elapsed_seconds. Groups that never reach it are absent. An evaluation of a subset of
+    the split (`subset`: its images) never reaches it: the trial evaluates the whole split where a subset meets
+    the target, and that evaluation counts (as for the trial's own steps to target)."""
     keys = list(group_by)
     d = df.dropna(subset=[col])
+    if "subset" in d:
+        d = d[d["subset"].isna()]
     d = d[reaches(d[col], threshold, maximize)]
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
     return _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]

@@ -44,7 +44,9 @@ from lbscale.train.summary import _steady, epoch_records, epoch_seconds
 
 COLUMNS = "metrics.columns.json"
 FORMAT = 1  # raise it whenever `digest` changes what it makes of records: older copies are then not read
-EVALUATED = ("step", "epoch", "elapsed_seconds", "kind")  # the evaluation records' keys Study.steps keeps, and metrics
+# the evaluation records' keys Study.steps keeps, and metrics; `subset`: the images of a subset evaluation (none
+# for the whole split), which never counts as reaching a target
+EVALUATED = ("step", "epoch", "elapsed_seconds", "kind", "subset")
 _PARTIAL = methodcaller("get", "partial")
 _READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 _SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

@@ -153,7 +153,7 @@ def test_load_a_tuned_study(tmp_path):
     assert list(one["step"]) == sorted(one["step"]) and one["step"].max() == 1250
     assert list(one.columns) == ["results", "trial", "global_batch", "gpus", "variant", "warmup", "seed", "step",
                                  "epoch", "samples_seen", "train_loss", "val_top1", "val_loss", "elapsed_seconds",
-                                 "kind"]
+                                 "kind", "subset"]
     step_rows = one[one["kind"] == "step"]
     np.testing.assert_allclose(step_rows["epoch"], step_rows["step"] / 256)
     # samples seen so far: a step record's as written, an epoch record's summed over its epochs (each 256 x 1K)
