@@ -51,7 +51,8 @@ def test_the_digest_of_hand_made_records():
     assert _same(d["epochs"]["comm_seconds"], [nan, 1.0, nan])
     assert _same(d["evaluations"]["step"], [4, 8, 6])  # full epochs, then the step evaluations
     assert _same(d["evaluations"]["train_loss"], [1.5, 1.25, nan])
-    assert "subset" not in d["evaluations"] and "samples" not in d["evaluations"]
+    assert _same(d["evaluations"]["subset"], [nan, nan, None])  # the whole split: no subset
+    assert "samples" not in d["evaluations"]
     assert _same(d["samples_seen"], [128, 256, 192])  # epochs' samples summed; the step record's own
     t = d["timing"]
     assert list(t) == list(TIMING)
