@@ -15,6 +15,7 @@ from lbscale.report.numbers import tick  # noqa: E402
 from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
+from lbscale.report.tuned import whole_split  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
 
 # the figures that take longest to draw (several panels or dozens of bars), drawn first (`render.figures_drawn`)
@@ -256,9 +257,11 @@ def training_curves(study: Study, metric: str):
 
 
 def best_curves(study: Study, best: pd.DataFrame, metric: str):
-    """A tuned study's training curves: the metric at every evaluation (steps and epochs) of each batch's best
-    trial, over the training samples seen, one panel per variant (the other search points are not drawn)."""
-    s = study.steps[study.steps["trial"].isin(best["trial"])] if len(best) and len(study.steps) else study.steps
+    """A tuned study's training curves: the metric at every whole-split evaluation (steps and epochs) of each
+    batch's best trial, over the training samples seen, one panel per variant (the other search points are not
+    drawn, nor subset evaluations: `tuned.whole_split`)."""
+    s = whole_split(study.steps)
+    s = s[s["trial"].isin(best["trial"])] if len(best) and len(s) else s
     variants = sorted(best["variant"].fillna("-").unique()) if len(best) else ["-"]
     colors = _batch_colors(best["global_batch"] if len(best) else [])
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants) + 1.2, 3.8), squeeze=False)

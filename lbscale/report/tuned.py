@@ -37,6 +37,13 @@ def _first_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             .sort_values(keys, kind="stable").reset_index(drop=True))
 
 
+def whole_split(df: pd.DataFrame) -> pd.DataFrame:
+    """The evaluations of the whole split: an evaluation of a subset (`subset`: its images, a noisy estimate a
+    trial makes between its whole-split evaluations) stays in the record, but never reaches a target nor counts
+    as a trial's best value."""
+    return df[df["subset"].isna()] if "subset" in df else df
+
+
 def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool,
                     group_by=TRIAL) -> pd.DataFrame:
     """Per group, the first evaluation (by step) whose `col` reaches `threshold` (>= when maximize, else <=):
@@ -44,9 +51,7 @@ def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     the split (`subset`: its images) never reaches it: the trial evaluates the whole split where a subset meets
     the target, and that evaluation counts (as for the trial's own steps to target)."""
     keys = list(group_by)
-    d = df.dropna(subset=[col])
-    if "subset" in d:
-        d = d[d["subset"].isna()]
+    d = whole_split(df.dropna(subset=[col]))
     d = d[reaches(d[col], threshold, maximize)]
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
     return _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
@@ -87,15 +92,16 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
                    maximize: bool, group_by=GROUP) -> pd.DataFrame:
     """Per trial with evaluations of `metric` (pruned, failed or running ones too: their records are real):
     reached, steps/epochs/seconds to target (NaN where not reached, or no target), best_value over all its
-    evaluations (within its budget), best_step and last_step (its last evaluation: where a trial that missed
-    the target stopped), beside the trial's group_by columns and hyperparameters."""
+    whole-split evaluations (`whole_split`; within its budget), best_step and last_step (its last evaluation:
+    where a trial that missed the target stopped), beside the trial's group_by columns and hyperparameters."""
     keys = list(TRIAL)
     if metric not in steps:
         steps = steps.assign(**{metric: np.nan})
-    best = best_measurement(steps, metric, maximize, keys)[keys + [metric, "step"]]
-    out = best.rename(columns={metric: "best_value", "step": "best_step"})
+    best = best_measurement(whole_split(steps), metric, maximize, keys)[keys + [metric, "step"]]
+    best = best.rename(columns={metric: "best_value", "step": "best_step"})
     last = steps.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
-    out = out.merge(last, on=keys, how="left")
+    out = last.merge(best, on=keys, how="left")[keys + ["best_value", "best_step", "last_step"]]  # a point
+    # pruned before its first whole-split evaluation was searched all the same: no best value
     if target is None:
         out = out.assign(**{c: np.nan for c in REACHED})
     else:
@@ -349,10 +355,11 @@ def optima_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: 
 
 def budget_view(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, maximize: bool, budgets,
                 group_by=GROUP) -> pd.DataFrame:
-    """Per group and epoch budget, the best `metric` any of `trials` reached within that many epochs:
-    group_by + budget, best_value, trial, step, epoch. A group without an evaluation in a budget is absent."""
+    """Per group and epoch budget, the best `metric` any of `trials` reached within that many epochs (on the
+    whole split): group_by + budget, best_value, trial, step, epoch. A group without an evaluation in a budget is
+    absent."""
     keys = list(group_by)
-    s = steps.merge(trials[list(TRIAL)], on=list(TRIAL)) if metric in steps else steps.iloc[0:0]
+    s = whole_split(steps).merge(trials[list(TRIAL)], on=list(TRIAL)) if metric in steps else steps.iloc[0:0]
     frames = []
     for b in budgets:
         best = best_measurement(apply_epoch_budget(s, b), metric, maximize, keys) if len(s) else s

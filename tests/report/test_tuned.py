@@ -304,3 +304,35 @@ def test_several_targets_give_b_noise_per_target(tmp_path):
         trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True), fits.reset_index().iloc[[1]], "val_top1",
         0.9, {0.45: easy}).axes[0].get_lines()}
     assert "sgd-none: optimum, val_top1 0.45" in lines
+
+
+def test_a_subset_evaluation_is_never_a_trials_best_value(tmp_path):
+    """An evaluation of a 256-image subset (`subset`) is a noisy estimate, kept in the record but never the
+    trial's best value, in the outcomes, the best trial per batch, the epoch-budget view or the best trial's
+    curve: here it says 0.999 at step 250 where the whole split never passed the trial's curve's values."""
+    from tests.report.make_tuned import make_tuned_trial
+
+    res = tmp_path / "res"
+    d = make_tuned_trial(res, 256, 0.02 * 256 ** 0.5, 0, epochs=2, own_target=False)
+    records = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    whole = max(r["val_top1"] for r in records)
+    at = next(r for r in records if r.get("kind") == "step" and r["step"] == 250)
+    records.insert(records.index(at), {**at, "val_top1": 0.999, "val_loss": 0.001, "subset": 256})
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    # a search point pruned before its first whole-split evaluation: searched, with no best value
+    early = make_tuned_trial(res, 256, 0.001, 1, epochs=2, own_target=False, state="pruned", pruned_step=300)
+    lines = [{**json.loads(line), "subset": 256} for line in (early / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and all(r.get("kind") == "step" for r in lines)
+    (early / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    study = load_results([res])
+    assert study.steps["subset"].notna().sum() == 3
+    outcomes = trial_outcomes(study.trials, study.steps, "val_top1", None, True).set_index("trial")
+    assert outcomes.loc[d.name, "best_value"] == whole
+    assert math.isnan(outcomes.loc[early.name, "best_value"]) and outcomes.loc[early.name, "last_step"] == 250
+    assert best_trials(study.trials, study.steps, "val_top1", None, True)["trial"].tolist() == [d.name]
+    view = budget_view(study.trials, study.steps, "val_top1", True, [1.0, 2.0])
+    assert view["best_value"].max() == whole
+    best = best_trials(study.trials, study.steps, "val_top1", None, True)
+    assert best["best_value"].tolist() == [whole]
+    (line,) = plots.best_curves(study, best, "val_top1").axes[0].lines
+    assert max(line.get_ydata()) == whole
