@@ -200,11 +200,15 @@ def _joined_columns(parts: list[tuple[dict, int]]) -> dict:
     return out
 
 
+def _evaluated(columns: dict) -> dict:
+    """The columns of epoch records that are evaluations (`Study.steps` has no other record keys)."""
+    return {k: v for k, v in columns.items() if k in EVALUATED or is_metric(k)}
+
+
 def read_trials(candidates: list[Path]) -> Part:
     """The trial directories among `candidates`, in order (`Study.trials`' rows, `Study.epochs`' records and
     `Study.steps`' evaluations with their samples seen)."""
     rows, epochs, evals, seen, epoch_counts, eval_counts = [], [], [], [], [], []
-    same = True  # every trial's evaluations are its epoch records: no partial epoch, no step evaluation
     for d in candidates:
         path = str(d)
         names = os.listdir(path)
@@ -213,18 +217,15 @@ def read_trials(candidates: list[Path]) -> Part:
         t = _digest(path, names)
         rows.append(trial_row(d, names, t["timing"], t["epoch_count"]))
         epochs.append((t["epochs"], t["epoch_count"]))
-        if t["evaluations"] is None:
-            kept = {k: v for k, v in t["epochs"].items() if k in EVALUATED or is_metric(k)}
-        else:
-            kept, same = t["evaluations"], False
-        evals.append((kept, t["evaluation_count"]))
+        evals.append((t["evaluations"], t["evaluation_count"]))  # None: its evaluations are its epoch records
         seen += t["samples_seen"]
         epoch_counts.append(t["epoch_count"])
         eval_counts.append(t["evaluation_count"])
     epoch_columns = _joined_columns(epochs)
-    if same:  # the same records: the same columns (equal counts alone are not: one trial's partial epoch, another's
-        # step evaluation)
-        evaluated = {k: v for k, v in epoch_columns.items() if k in EVALUATED or is_metric(k)}
-    else:  # Study.steps has no other record keys
-        evaluated = _joined_columns(evals)
+    if all(columns is None for columns, _ in evals):  # every trial's evaluations are its epoch records (equal
+        # counts alone are not: one trial's partial epoch, another's step evaluation): the same columns
+        evaluated = _evaluated(epoch_columns)
+    else:
+        evaluated = _joined_columns([(_evaluated(e) if columns is None else columns, n)
+                                     for (columns, n), (e, _) in zip(evals, epochs)])
     return Part(rows, epoch_columns, epoch_counts, {**evaluated, "samples_seen": array(seen)}, eval_counts)
