@@ -257,11 +257,14 @@ def training_curves(study: Study, metric: str):
 
 
 def best_curves(study: Study, best: pd.DataFrame, metric: str):
-    """A tuned study's training curves: the metric at every whole-split evaluation (steps and epochs) of each
-    batch's best trial, over the training samples seen, one panel per variant (the other search points are not
-    drawn, nor subset evaluations: `tuned.whole_split`)."""
-    s = whole_split(study.steps)
-    s = s[s["trial"].isin(best["trial"])] if len(best) and len(s) else s
+    """A tuned study's training curves: the metric at every evaluation (steps and epochs) of each batch's best
+    trial, over the training samples seen, one panel per variant (the other search points are not drawn). Where
+    trials evaluated a subset of the split between whole-split evaluations, the line runs through every
+    evaluation and the whole split's are ringed: the values the report's numbers rest on (`tuned.whole_split`)."""
+    from matplotlib.lines import Line2D
+
+    s = study.steps[study.steps["trial"].isin(best["trial"])] if len(best) and len(study.steps) else study.steps
+    subsets = "subset" in s and bool(s["subset"].notna().any())
     variants = sorted(best["variant"].fillna("-").unique()) if len(best) else ["-"]
     colors = _batch_colors(best["global_batch"] if len(best) else [])
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants) + 1.2, 3.8), squeeze=False)
@@ -269,12 +272,17 @@ def best_curves(study: Study, best: pd.DataFrame, metric: str):
         rows = best[best["variant"].fillna("-") == variant].sort_values("global_batch") if len(best) else best
         for r in rows.itertuples():
             curve = s[(s["trial"] == r.trial) & (s["results"] == r.results)].dropna(subset=[metric])
-            ax.plot(curve["samples_seen"], curve[metric], ".-", ms=3, color=colors[int(r.global_batch)],
+            color = colors[int(r.global_batch)]
+            ax.plot(curve["samples_seen"], curve[metric], ".-", ms=3, color=color,
                     label=f"{batch_label(r.global_batch)}")
+            if subsets:
+                whole = whole_split(curve)
+                ax.plot(whole["samples_seen"], whole[metric], "o", mfc="none", ms=6, color=color)
         ax.set_xlabel("training samples seen")
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"Best trial per batch: {variant}")
-    _batch_legend(axes[0][-1], colors)
+    ring = [(Line2D([], [], ls="", marker="o", mfc="none", ms=6, color="black"), "whole split (dots: a subset)")]
+    _batch_legend(axes[0][-1], colors, ring if subsets else ())
     _room(fig, legend=1.2)
     return fig
 
