@@ -2,8 +2,8 @@
 a cell (batch, GPUs, dataset, variant, warm-up) has finished, its K best points train again with S more seeds, so
 the report's intervals measure the winners' seed noise (Nado et al. 2021: a best-of-k minimum from one seed each
 is not a statistic to bootstrap). Ranked as the report ranks: reached the target first, then fewer steps to it,
-then the better value of the metric, then the trial id; ids are the point's with the new seeds (`...-p3-s1`), so a
-rerun plans the same trials.
+then the better value of the metric on the whole split, then the trial id; ids are the point's with the new seeds
+(`...-p3-s1`), so a rerun plans the same trials.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ def _cell(p: TrialPlan) -> tuple:
 
 
 def _rank(p: TrialPlan) -> tuple:
-    """A finished search trial's place: (missed the target, steps to it, the metric's best value negated where
-    higher is better, the id)."""
+    """A finished search trial's place: (missed the target, steps to it, the metric's best value on the whole
+    split negated where higher is better, the id). An evaluation of a subset (`subset`: its images) is a noisy
+    estimate that never ranks a trial, as in the report (`report.tuned.whole_split`)."""
     summary = read_json(p.out / SUMMARY) or {}
     steps = summary.get("steps_to_target")
     metric = p.config.target_metric or p.config.prune_metric
-    values = [r[metric] for r in read_jsonl(p.out / METRICS) if metric and r.get(metric) is not None] \
-        if metric else []
+    values = [r[metric] for r in read_jsonl(p.out / METRICS) if r.get(metric) is not None
+              and r.get("subset") is None] if metric else []
     values = [v for v in values if v == v]  # NaN: a diverged evaluation
     best = (max(values) if not metric.endswith("loss") else min(values)) if values else None
     key = math.inf if best is None else (-best if not metric.endswith("loss") else best)

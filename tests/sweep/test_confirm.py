@@ -58,6 +58,25 @@ def test_the_best_point_reruns_with_more_seeds_after_the_search(tiny_h5, tmp_pat
     assert "5 of 5 trials already finished; running 0" in rerun and "confirmation stage" not in rerun
 
 
+def test_a_subset_evaluation_never_ranks_a_point(tiny_h5, tmp_path):
+    """Two points at the same steps to the target: the better whole split ranks first, whatever an evaluation of
+    a subset said (the report ranks so: `tuned.whole_split`); a point's subset values alone rank it last."""
+    from lbscale.sweep.confirm import _rank
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text(SPEC.format(data=tiny_h5))
+    a, b, c = build_plan(load_sweep_spec(spec), tmp_path / "r", 4)
+    for p, subset, whole in ((a, 0.99, 0.40), (b, 0.50, 0.45), (c, 0.95, None)):
+        p.out.mkdir(parents=True)
+        (p.out / "summary.json").write_text(json.dumps({"status": "completed", "steps_to_target": 8}))
+        records = [{"kind": "step", "step": 4, "epoch": 0.5, "val_top1": subset, "subset": 16}]
+        if whole is not None:
+            records += [{"kind": "step", "step": 8, "epoch": 1.0, "val_top1": whole, "subset": None},
+                        {"epoch": 1, "step": 8, "val_top1": whole}]
+        (p.out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert [p.trial_id for p in sorted([a, b, c], key=_rank)] == [b.trial_id, a.trial_id, c.trial_id]
+
+
 @pytest.mark.parametrize("confirm, message", [
     ("{top: 0, seeds: 2}", "integers >= 1"), ("{top: 2}", "{top: K, seeds: S}"), ("3", "{top: K, seeds: S}")])
 def test_bad_confirm_is_one_line(tmp_path, confirm, message):
