@@ -153,7 +153,7 @@ def save_figure(fig, folder: Path, name: str) -> None:
     y0, y1 = max(rows[0] - pad, 0), min(rows[-1] + 1 + pad, h)
     x0, x1 = max(cols[0] - pad, 0), min(cols[-1] + 1 + pad, w)
     # zlib level 3 rather than Pillow's 6: lossless either way, 27 ms against 44 ms on the largest figure
-    imsave(png, rgba[y0:y1, x0:x1], format="png", dpi=dpi, pil_kwargs={"compress_level": 3})
+    imsave(png, np.ascontiguousarray(rgba[y0:y1, x0:x1]), format="png", dpi=dpi, pil_kwargs={"compress_level": 3})
     _keep_titles(fig)
     fig.savefig(pdf, bbox_inches=Bbox.from_extents(x0 / dpi, (h - y1) / dpi, x1 / dpi, (h - y0) / dpi))
 
@@ -183,11 +183,11 @@ def _liftable(ax) -> bool:
     or have no text): tick labels or the x label at the top, a twin, a child or title-aligned axes
     (matplotlib's `Axes._update_title_position`)."""
     titles = (ax.title, ax._left_title, ax._right_title)
-    if ax._autotitlepos is False or not any(t.get_text() for t in titles) or any(t.get_position()[1] != 1.0
-                                                                                   for t in titles):
-        return True
-    siblings = (len(ax._twinned_axes.get_siblings(ax))
-                + len(ax.get_figure(root=False)._align_label_groups["title"].get_siblings(ax)))
+    if (ax._autotitlepos is False or not ax.axison or not any(t.get_text() for t in titles)
+            or any(t.get_position()[1] != 1.0 for t in titles)):
+        return True  # an axes turned off still has its offset text set and measured by matplotlib's placement
+    aligned = getattr(ax.figure, "_align_label_groups", {}).get("title")  # fig.align_titles: matplotlib >= 3.9
+    siblings = len(ax._twinned_axes.get_siblings(ax)) + (len(aligned.get_siblings(ax)) if aligned else 1)
     return bool(ax.child_axes or siblings > 2 or ax.xaxis.get_ticks_position() in ("top", "unknown")
                 or ax.xaxis.get_label_position() == "top")
 
@@ -196,11 +196,9 @@ def _would_lift(ax, renderer) -> bool:
     """Whether matplotlib's placement would have moved a title of `ax` (not `_liftable`) from y = 1, as it tests
     it: the top of the axes, or an offset text that touches the title, above the title's lowest point."""
     top = ax.spines.get("outline", ax).get_window_extent().ymax
-    for title in (ax.title, ax._left_title, ax._right_title):
-        if not title.get_text():
-            continue
-        offset = ax.yaxis.offsetText
-        if offset.get_visible() and offset.get_text():
+    offset = ax.yaxis.offsetText
+    for title in (ax.title, ax._left_title, ax._right_title):  # an empty title too (hidden, it measures at 0, 0)
+        if title.get_text() and offset.get_visible() and offset.get_text():
             bb = offset.get_tightbbox(renderer)
             if bb.intersection(title.get_tightbbox(renderer), bb):
                 top = bb.ymax
@@ -212,12 +210,16 @@ def _would_lift(ax, renderer) -> bool:
 
 
 def _keep_titles(fig) -> None:
-    """Each axes' titles where the last draw placed them, for printing the PDF: matplotlib places them anew on
-    every draw, measuring the y tick labels to do so. (The axis labels are left to matplotlib: fixed where the
-    canvas's drawing put them, a y label lands up to half a point off in the PDF, whose text is measured at
-    another resolution.)"""
+    """Each axes' titles where the last draw left them (where matplotlib starts them, at the top of the axes), for
+    printing the PDF: matplotlib places them anew on every draw, measuring the y tick labels to do so. A title
+    the draw lifted (over an offset text, tick labels at the top) is placed again by matplotlib: how far it goes
+    depends on text measured at the PDF's resolution (a quarter of a point otherwise, with matplotlib 3.10), and a
+    hidden title is measured at the canvas's origin. (The axis labels are left to matplotlib too: fixed where the
+    canvas's drawing put them, a y label lands up to half a point off in the PDF.)"""
     for ax in fig.axes:
-        ax._autotitlepos = False
+        titles = (ax.title, ax._left_title, ax._right_title)
+        if all(t.get_visible() and t.get_position()[1] == 1.0 for t in titles):
+            ax._autotitlepos = False
 
 
 def _draw(figs: dict, folder: Path, name: str) -> None:

@@ -125,9 +125,10 @@ def _ranked(outcomes: pd.DataFrame, maximize: bool) -> pd.DataFrame:
 
 def best_trials(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None, maximize: bool,
                 group_by=GROUP) -> pd.DataFrame:
-    """Per group the best trial: the fewest steps to `target` (ties: the better best value); where no trial of the group
-    reached it (or target is None), the best `metric` over its evaluations. Columns: group_by, trial, results,
-    reached, steps/epochs/seconds_to_target, best_value, best_step, peak_lr, base_lr, momentum, every hp_*."""
+    """Per group the best trial: the fewest steps to `target` (ties: the better best value); where no trial of the
+    group reached it (or target is None), the best `metric` over its whole-split evaluations. Columns: group_by,
+    trial, results, reached, steps/epochs/seconds_to_target, best_value, best_step, peak_lr, base_lr, momentum,
+    every hp_*."""
     keys = list(group_by)
     outcomes = trial_outcomes(trials, steps, metric, target, maximize, keys)
     best = _first_per_group(_ranked(outcomes, maximize), keys)
@@ -199,7 +200,8 @@ def critical_batch(best: pd.DataFrame) -> float | None:
 
 def _objective(o: pd.DataFrame, target: float | None, maximize: bool) -> np.ndarray:
     """What a batch's search minimises per trial: log steps to the target (NaN where not reached); without a
-    target the best value (negated where higher is better)."""
+    target the best value (negated where higher is better), NaN for a trial pruned before its first whole-split
+    evaluation: like a seed that missed the target, it keeps its point from counting (`optimum.optimum`)."""
     if target is not None:
         return np.where(o["reached"].astype(bool), np.log(o["steps_to_target"].astype(float)), np.nan)
     v = o["best_value"].astype(float).to_numpy()

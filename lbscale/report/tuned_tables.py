@@ -79,8 +79,8 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
         row.update({c.removeprefix(HP): _hp(r[c]) for c in hps if c != f"{HP}peak_lr"})
         disp.append(row)
     goal = (f"the fewest steps to {label} {target:g} (ties: the better best value, then the trial id); where no "
-            f"trial reached it, the best {metric} of any evaluation" if target is not None
-            else f"the best {metric} of any evaluation (no target given)")
+            f"trial reached it, the best {metric} of any whole-split evaluation" if target is not None
+            else f"the best {metric} of any whole-split evaluation (no target given)")
     return Table("tuned-best", "Best trial per batch (tuned)", pd.DataFrame(disp), best.reset_index(drop=True),
                  [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included",
                   "Steps / epochs / time to target: the first whole-split evaluation (step or epoch) at or past "
@@ -238,7 +238,7 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
             for (v, b), c in sorted(cells.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))]
     return Table("tuned-budget", f"Best {metric_label(metric)} within an epoch budget (tuned)",
                  pd.DataFrame(disp).fillna("-"), view.reset_index(drop=True),
-                 ["The best evaluation of any trial of the batch within the first N epochs"])
+                 ["The best whole-split evaluation of any trial of the batch within the first N epochs"])
 
 
 def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None) -> list[str]:

@@ -72,8 +72,29 @@ def _panels():
     return fig
 
 
+def _axis_off():
+    """An axes turned off: matplotlib's placement still sets and measures its y offset text ("1e7"), and lifts a
+    title over it."""
+    fig, ax = _room(plt.subplots(figsize=(5, 4)))
+    ax.plot([0, 1], [1e7, 1e7 + 1])
+    ax.axis("off")
+    ax.set_title("a left title over an axes turned off", loc="left")
+    return fig
+
+
+def _hidden_title():
+    """A hidden (empty) centre title beside a left one: matplotlib measures the hidden one at the origin and
+    lifts every title."""
+    fig, ax = _room(plt.subplots(figsize=(5, 4)))
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("left", loc="left")
+    ax.title.set_visible(False)
+    return fig
+
+
 CASES = {"offset under title": _offset_under_title, "offset beside title": _offset_beside_title,
-         "ticks on top": _ticks_on_top, "twins": _twins, "panels": _panels}
+         "ticks on top": _ticks_on_top, "twins": _twins, "panels": _panels, "axis off": _axis_off,
+         "hidden title": _hidden_title}
 
 
 @pytest.fixture(scope="module")
