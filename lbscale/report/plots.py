@@ -366,7 +366,11 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     for i, column in enumerate(columns):
         color = f"C{i}"  # each part its own color, whether or not it has bars
         if recorded[column] or column in ("compute_seconds", "data_seconds"):
-            handles.append(ax.bar(x, per[column], bottom=bottom, label=labels[column], color=color))
+            bars = ax.bar(x, per[column], bottom=bottom, label=labels[column], color=color)
+            for bar, base in zip(bars, bottom):  # a stacked bar's bottom is no edge of the data: matplotlib
+                if base:  # would end the axis there (a sticky edge), on the tallest stack with a 0 s part on top
+                    bar.sticky_edges.y.clear()
+            handles.append(bars)
             bottom = bottom + per[column].to_numpy()
         else:  # no trial timed it: its legend entry says so (in its color), and no bar of height 0 is drawn
             label = f"{labels[column]} (not recorded)"

@@ -92,3 +92,18 @@ def test_the_report_writes_the_time_split_table(mixed, tmp_path):
     csv = pd.read_csv(out / "tables" / "time-split.csv").set_index("trial")
     assert csv.loc["b8192-g4-lamb-sqrt-s0", "comm_seconds"] == pytest.approx(0.2 * total(4))
     assert "Communication [s]" in (out / "report.md").read_text()
+
+
+def test_the_tallest_stack_keeps_its_margin_under_the_frame(tmp_path):
+    """One process records no communication or imbalance (0 s, as a single-process trial writes them): their
+    stacked bars have height 0 on top of the others, and a bar's bottom is where matplotlib stops the axis's
+    margin (a sticky edge), so the tallest stack touched the frame's top (the demo's 512, seen in report.html).
+    The axis ends above the tallest stack by the margin (5 % of the data's span), as for a lone bar."""
+    res = tmp_path / "one"
+    for b in (8192, 16384):
+        make_trial(res, b, 1, 0, jitter=False, comm_share=0.0, imbalance_share=0.0)
+    study = load_results([res])
+    ax = plots.time_split(study).axes[0]
+    tallest = total(1)  # every trial: 5.3 x 160 s on one GPU
+    assert study.trials["comm_seconds"].eq(0).all()
+    assert ax.get_ylim()[1] == pytest.approx(tallest * 1.05)
