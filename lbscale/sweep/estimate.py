@@ -6,7 +6,8 @@ evaluation of the whole evaluation split every W optimizer steps and a preemptio
 with two step records. The seconds per step come from between them (past start-up and compile), an evaluation's
 seconds from the second, the start-up from the process's wall time beyond both. The sweep's duration is the sum
 over the trials still to run of steps x seconds per step, their evaluations (the whole split after each epoch,
-and the step evaluations they ask for, by their subset) and one start-up each.
+and the step evaluations they ask for, by their subset) and one start-up each; a trial whose batch grows is
+priced at its first batch's seconds per sample, an upper bound (`trial_seconds`).
 """
 
 from __future__ import annotations
@@ -68,15 +69,24 @@ def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = Fals
     done = len(plans) - len(todo)
     print(f"expected duration: about {clock(total)} for {len(todo)} trials one after another"
           f"{f' ({done} finished already)' if done else ''}: steps x seconds per step, the evaluations after "
-          "every epoch and during training, a start-up each; timed here, so another machine (a SLURM node) "
-          "runs at its own pace; pruning and stopping at a target end trials sooner")
+          "every epoch and during training, a start-up each (a trial whose batch grows: its first batch's seconds per "
+          "sample, an upper bound); timed here, so another machine (a SLURM node) runs at its own pace; pruning and "
+          "stopping at a target end trials sooner")
 
 
 def trial_seconds(p: TrialPlan, t: ShapeTiming) -> float:
-    """One trial's expected seconds from its shape's timing (pure: steps and evaluations by hand)."""
+    """One trial's expected seconds from its shape's timing (pure: steps and evaluations by hand). A trial whose
+    batch grows (`batch_schedule`) takes fewer, larger steps: its training is priced at its first batch's seconds
+    per sample over all its samples (the plan's steps at the first batch), an upper bound where a larger batch
+    takes fewer seconds per sample, and its step evaluations counted over the steps it takes."""
+    from dataclasses import asdict
+
+    from lbscale.train.batches import run_steps
+
     cfg, plan = p.config, p.plan
     if cfg.eval_every:
-        step_evals = plan.total_steps // cfg.eval_every
+        taken = run_steps(cfg.batch_schedule, cfg.epochs, asdict(plan)) or plan.total_steps
+        step_evals = taken // cfg.eval_every
     elif cfg.eval_every_samples:
         step_evals = plan.total_steps * plan.global_batch // cfg.eval_every_samples
     else:

@@ -115,6 +115,23 @@ def test_the_estimate_of_a_trial_by_hand():
     assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 12 * 0.3 * 40 / 80)
 
 
+def test_the_estimate_of_a_trial_whose_batch_grows_by_hand():
+    """A batch schedule (32, then 64 from the second epoch) takes 17 + 9 + 9 = 35 steps instead of 51: its step
+    evaluations (every 4 steps) are 35 // 4 = 8, and its training is priced at the first batch's seconds per sample
+    over all its samples (51 steps' worth of 32 images at 0.2 s each), an upper bound where a larger batch takes
+    fewer seconds per sample."""
+    from lbscale.config import load_config
+    from lbscale.sweep.estimate import ShapeTiming, trial_seconds
+    from lbscale.sweep.plan import TrialPlan
+    from lbscale.train.plan import resolve_plan
+
+    t = ShapeTiming(step_seconds=0.2, eval_seconds=0.3, eval_samples=80, startup=6.2, steps=(5, 10))
+    cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_every=4, eval_subset=40,
+                      batch_schedule="32@0,64@1ep")
+    p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))
+    assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 8 * 0.3 * 40 / 80)
+
+
 @pytest.fixture
 def child_env(monkeypatch):
     from tests.sweep.test_launch import _env
