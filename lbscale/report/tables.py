@@ -247,13 +247,22 @@ def time_table(study: Study, compare: pd.DataFrame | None = None, trials: pd.Dat
     gives steps and time per step (the ImageNet records), ours and the paper's too. `trials`: the ones to count
     (a tuned study's best trial per batch: its search points are not seeds to average)."""
     with_steps = compare is not None and "steps" in compare and compare["steps"].notna().any()
+    s = study.steps
+    stepped = (s[s["kind"] == "step"].groupby(["results", "trial"])["epoch"].max()
+               if len(s) and "kind" in s else pd.Series(dtype=float))
     disp, tidy = [], []
     for keys, g in _groups(study, trials=trials):
         keys = dict(zip(GROUP, keys))
         text, mean, _, _ = _stat(g["total_train_seconds"], 1)
-        ep, _, _, _ = _stat(g["epochs_done"], 0)
+        # the epochs trained: those completed, or where a step evaluation was later (a trial that stopped at its
+        # target, or was pruned, mid-epoch)
+        last = stepped.reindex(pd.MultiIndex.from_arrays([g["results"], g["trial"]])).to_numpy(dtype=float)
+        trained = np.fmax(_floats(g["epochs_done"]), last)
+        whole = bool(np.all(np.isnan(trained) | (trained % 1 == 0)))
+        ep, _, _, _ = _stat(trained, 0 if whole else 2)
         row = {**_lead(keys, study), "Epochs": ep, "Total training time [s]": text}
-        numbers = {"epochs_mean": float(g["epochs_done"].mean()), "total_train_seconds_mean": mean}
+        numbers = {"epochs_mean": float(np.nanmean(trained)) if np.isfinite(trained).any() else math.nan,
+                   "total_train_seconds_mean": mean}
         if with_steps:
             steps = pd.to_numeric(g["steps"], errors="coerce")
             row["Steps"], numbers["steps_mean"], _, _ = _stat(steps, 0)
@@ -270,7 +279,9 @@ def time_table(study: Study, compare: pd.DataFrame | None = None, trials: pd.Dat
     return Table("time", "Total training time by global batch", display, tidy,
                  ["Total training time: training seconds of all epochs (evaluation excluded)"
                   + ("; of each batch's best trial (the other search points are not seeds of it)"
-                     if trials is not None else "")]
+                     if trials is not None else ""),
+                  "Epochs: the epochs trained, a fraction where a trial stopped at its target or was pruned between "
+                  "two epochs' ends"]
                  + (["Time per step: total training time / optimizer steps"] if with_steps else []))
 
 

@@ -337,3 +337,20 @@ def test_a_subset_evaluation_is_never_a_trials_best_value(tmp_path):
     curve, ringed = plots.best_curves(study, best, "val_top1").axes[0].lines  # every evaluation; the whole split's
     assert max(curve.get_ydata()) == 0.999 and max(ringed.get_ydata()) == whole
     assert len(ringed.get_ydata()) == len(curve.get_ydata()) - 1
+
+
+def test_the_time_table_says_how_far_a_trial_that_stopped_at_the_target_trained(tmp_path):
+    """A best trial that stops at its target mid-epoch trained a fraction of an epoch: the time table says so
+    (its last evaluation's epoch), where it said 0 (the epochs it completed) beside its training seconds."""
+    from lbscale.report.tables import time_table
+    from tests.report.make_tuned import make_tuned_trial
+
+    res = tmp_path / "res"
+    lr = 0.02 * 256 ** 0.5  # the law's optimum: 2,000 steps to the target (make_tuned's S_min 1,000, B_noise 256)
+    d = make_tuned_trial(res, 256, lr, 0, epochs=4)  # 1,024 steps an epoch: stops at step 2,000
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["stopped"] == "target" and summary["steps_to_target"] == 2000
+    study = load_results([res])
+    table = time_table(study, trials=study.trials)
+    assert table.display["Epochs"].tolist() == [f"{2000 / 1024:.2f}"]
+    assert table.tidy["epochs_mean"].tolist() == [pytest.approx(2000 / 1024)]
