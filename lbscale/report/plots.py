@@ -355,7 +355,11 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     keys = [t["variant"].fillna("-")] + ([t["warmup"].map(_warmup)] if study.varies("warmup") else []) \
         + [t["global_batch"]]
     per = parts.fillna(0.0).groupby(keys).mean()
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2), 4.8))
+    title = f"Compute, data wait, communication and imbalance (mean over {over})"
+    room = 3.3  # inches right of the axes for the legend (its longest entry ends "... (not recorded)")
+    # the axes at least as wide as the title over them (about 0.09 inch a character at 12 pt): a title wider
+    # than the canvas loses the glyphs that fall outside it
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.45 * len(per) + 2, 0.09 * len(title) + 1.2) + room, 4.8))
     x = np.arange(len(per))
     labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
               "comm_seconds": "communication (exposed all-reduce)", "imbalance_seconds": "waiting for slower ranks"}
@@ -381,9 +385,9 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
-    ax.set_title(f"Compute, data wait, communication and imbalance (mean over {over})")
-    ax.legend(handles=handles, fontsize=8)
-    _room(fig, bottom=1.5)  # the rotated names
+    ax.set_title(title)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    _room(fig, bottom=1.5, legend=room)  # the rotated names below; the legend beside the bars, never on them
     return fig
 
 
