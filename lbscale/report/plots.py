@@ -267,7 +267,8 @@ def best_curves(study: Study, best: pd.DataFrame, metric: str):
     subsets = "subset" in s and bool(s["subset"].notna().any())
     variants = sorted(best["variant"].fillna("-").unique()) if len(best) else ["-"]
     colors = _batch_colors(best["global_batch"] if len(best) else [])
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants) + 1.2, 3.8), squeeze=False)
+    room = 2.0 if subsets else 1.2  # the legend's, outside: "whole split (dots: a subset)" is its widest entry
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants) + room, 3.8), squeeze=False)
     for ax, variant in zip(axes[0], variants):
         rows = best[best["variant"].fillna("-") == variant].sort_values("global_batch") if len(best) else best
         for r in rows.itertuples():
@@ -283,7 +284,7 @@ def best_curves(study: Study, best: pd.DataFrame, metric: str):
         ax.set_title(f"Best trial per batch: {variant}")
     ring = [(Line2D([], [], ls="", marker="o", mfc="none", ms=6, color="black"), "whole split (dots: a subset)")]
     _batch_legend(axes[0][-1], colors, ring if subsets else ())
-    _room(fig, legend=1.2)
+    _room(fig, legend=room)
     return fig
 
 
@@ -386,7 +387,8 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
     ax.set_title(title)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1, 1), borderaxespad=0.8)  # the gap
+    # in points, whatever the axes' width
     _room(fig, bottom=1.5, legend=room)  # the rotated names below; the legend beside the bars, never on them
     return fig
 

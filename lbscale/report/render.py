@@ -133,8 +133,9 @@ def save_figure(fig, folder: Path, name: str) -> None:
     drawn once: "tight" draws a figure twice per file, once to measure it. The Agg canvas is drawn once (`drawn`);
     its pixels give the box (what differs from the background, plus savefig's padding) and, cropped, the PNG; the
     PDF is printed into the same box, its titles where the canvas's drawing placed them (`_keep_titles`). A
-    drawing that touches the canvas's edge may reach past it, where only the measuring draw finds its extent:
-    such a figure is saved the classic way."""
+    drawing that touches the canvas's edge, or a title or legend that reaches past it (`_spills`), may reach
+    further than the canvas shows, where only the measuring draw finds its extent: such a figure is saved the
+    classic way."""
     import matplotlib as mpl
     from matplotlib.image import imsave
     from matplotlib.transforms import Bbox
@@ -144,7 +145,8 @@ def save_figure(fig, folder: Path, name: str) -> None:
     ink = (rgba != rgba[0, 0]).any(axis=2)
     rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
     h, w = ink.shape
-    if not len(rows) or rows[0] == 0 or cols[0] == 0 or rows[-1] == h - 1 or cols[-1] == w - 1:
+    if (not len(rows) or rows[0] == 0 or cols[0] == 0 or rows[-1] == h - 1 or cols[-1] == w - 1
+            or _spills(fig)):
         fig.savefig(png, bbox_inches="tight")
         fig.savefig(pdf, bbox_inches="tight")
         return
@@ -156,6 +158,21 @@ def save_figure(fig, folder: Path, name: str) -> None:
     imsave(png, np.ascontiguousarray(rgba[y0:y1, x0:x1]), format="png", dpi=dpi, pil_kwargs={"compress_level": 3})
     _keep_titles(fig)
     fig.savefig(pdf, bbox_inches=Bbox.from_extents(x0 / dpi, (h - y1) / dpi, x1 / dpi, (h - y0) / dpi))
+
+
+def _spills(fig) -> bool:
+    """Whether a title or legend of the drawn `fig` reaches past its canvas: a glyph wholly outside leaves no ink
+    at the edge to show it (measured from the draw's own text layout, which costs nothing more)."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        for artist in (ax.title, ax._left_title, ax._right_title, legend):
+            if artist is None or not artist.get_visible() or (artist is not legend and not artist.get_text()):
+                continue
+            box = artist.get_window_extent(renderer)
+            if box.x0 < 0 or box.y0 < 0 or box.x1 > fig.bbox.width or box.y1 > fig.bbox.height:
+                return True
+    return False
 
 
 def drawn(fig) -> np.ndarray:

@@ -193,13 +193,18 @@ def _crop(rgba: np.ndarray, dpi: float) -> tuple:
 
 def _box(fig):
     """The box save_figure prints `fig` into, found by drawing it as matplotlib does: its crop of the canvas in
-    inches, or "tight" where the drawing touches the canvas's edge."""
+    inches, or "tight" where the drawing touches the canvas's edge or a title or legend reaches past it."""
     from matplotlib.transforms import Bbox
 
     fig.set_layout_engine(None)
     rgba = _pixels(fig)
     crop, dpi, h = _crop(rgba, fig.dpi), fig.dpi, rgba.shape[0]
-    if crop is None:
+    renderer, canvas = fig.canvas.get_renderer(), fig.bbox
+    texts = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, ax.get_legend())
+             if t is not None and t.get_visible() and (not hasattr(t, "get_text") or t.get_text())]
+    outside = [b for b in (t.get_window_extent(renderer) for t in texts)
+               if b.x0 < 0 or b.y0 < 0 or b.x1 > canvas.width or b.y1 > canvas.height]
+    if crop is None or outside:  # a title or legend past the canvas: savefig's own box
         return "tight"
     y0, x0, y1, x1 = crop
     return Bbox.from_extents(x0 / dpi, (h - y1) / dpi, x1 / dpi, (h - y0) / dpi)
@@ -215,3 +220,34 @@ def test_the_png_is_the_drawing_cropped(tmp_path):
     assert np.array_equal(png, canvas[y0:y1, x0:x1])
     ink = (canvas != canvas[0, 0]).any(axis=2)
     assert ink.sum() == ((png != png[0, 0]).any(axis=2)).sum()  # no ink cut off
+
+
+def test_a_title_wider_than_the_canvas_is_saved_whole(tmp_path):
+    """A title centred over axes narrower than it reaches 11.75 px past the canvas's left edge, where its first
+    glyph falls wholly outside: no ink touches the edge, and cropping the canvas lost the "C" (the tuned time-split
+    figure, seen in report.html). save_figure notices from the title's own extent and saves the figure whole."""
+    fig = plt.figure(figsize=(9.7, 4.8), dpi=110)
+    ax = fig.add_axes((0.85 / 9.7, 1.5 / 4.8, 5.25 / 9.7, 2.9 / 4.8))
+    ax.bar([0, 1], [1, 2])
+    ax.set_title("Compute, data wait, communication and imbalance (mean over each batch's best trial)")
+    fig.canvas.draw()
+    title = ax.title.get_window_extent(fig.canvas.get_renderer())
+    assert title.x0 < 0  # the case: the title starts left of the canvas
+    save_figure(fig, tmp_path, "f")
+    assert plt.imread(tmp_path / "f.png").shape[1] > title.width
+
+
+def test_every_report_figure_fits_its_canvas(report_figures):
+    """The report's figures leave room for everything they draw (`plots._room`), so that each is saved from its one
+    drawing: a figure whose ink touches the canvas's edge or whose title or legend reaches past it is drawn again
+    to be measured (two more drawings). The time-split legend and the tuned training curves' legend, moved or
+    widened, once did."""
+    from lbscale.report.render import _spills
+
+    for name, make in report_figures.items():
+        fig = make()
+        ink = (drawn(fig) != np.asarray(fig.canvas.buffer_rgba())[0, 0]).any(axis=2)
+        rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+        assert rows[0] > 0 and cols[0] > 0 and rows[-1] < ink.shape[0] - 1 and cols[-1] < ink.shape[1] - 1, name
+        assert not _spills(fig), name
+        plt.close(fig)

@@ -121,6 +121,15 @@ def test_the_legend_stands_beside_the_bars_not_on_them(tmp_path):
     ax, renderer = fig.axes[0], fig.canvas.get_renderer()
     legend, frame = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
     assert legend.x0 > frame.x1 and legend.x1 < fig.bbox.width and legend.y1 <= frame.y1 + 1
+    # 40 bars: the axes 17 inches wide, where a gap of 2 % of their width pushed the legend off the canvas
+    wide = tmp_path / "wide"
+    for variant in ("lamb-sqrt", "lars-linear", "sgd-linear", "adamw-sqrt"):
+        for i in range(10):
+            make_trial(wide, 512 * 2 ** i, 1, 0, variant=variant, jitter=False)
+    many = plots.time_split(load_results([wide]))
+    many.canvas.draw()
+    assert len(many.axes[0].get_xticklabels()) == 40
+    assert many.axes[0].get_legend().get_window_extent(many.canvas.get_renderer()).x1 < many.bbox.width
     # the tuned report's longer title over a few bars stays inside the canvas (it lost its "C" off the left edge)
     fig = plots.time_split(study, study.trials, "each batch's best trial")
     fig.canvas.draw()

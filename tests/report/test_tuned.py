@@ -334,9 +334,12 @@ def test_a_subset_evaluation_is_never_a_trials_best_value(tmp_path):
     assert view["best_value"].max() == whole
     best = best_trials(study.trials, study.steps, "val_top1", None, True)
     assert best["best_value"].tolist() == [whole]
-    curve, ringed = plots.best_curves(study, best, "val_top1").axes[0].lines  # every evaluation; the whole split's
+    fig = plots.best_curves(study, best, "val_top1")
+    curve, ringed = fig.axes[0].lines  # every evaluation; the whole split's
     assert max(curve.get_ydata()) == 0.999 and max(ringed.get_ydata()) == whole
     assert len(ringed.get_ydata()) == len(curve.get_ydata()) - 1
+    fig.canvas.draw()  # the legend, with its entry for the rings, has room on the canvas
+    assert fig.axes[0].get_legend().get_window_extent(fig.canvas.get_renderer()).x1 < fig.bbox.width
 
 
 def test_the_time_table_says_how_far_a_trial_that_stopped_at_the_target_trained(tmp_path):
