@@ -387,8 +387,8 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("training time per trial [s]")
     ax.set_title(title)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1, 1), borderaxespad=0.8)  # the gap
-    # in points, whatever the axes' width
+    # beside the axes, the gap in points (borderaxespad) rather than a share of the axes' width
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1, 1), borderaxespad=0.8)
     _room(fig, bottom=1.5, legend=room)  # the rotated names below; the legend beside the bars, never on them
     return fig
 

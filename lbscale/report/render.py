@@ -166,7 +166,7 @@ def _spills(fig) -> bool:
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         legend = ax.get_legend()
-        for artist in (ax.title, ax._left_title, ax._right_title, legend):
+        for artist in (*_titles(ax), legend):
             if artist is None or not artist.get_visible() or (artist is not legend and not artist.get_text()):
                 continue
             box = artist.get_window_extent(renderer)
@@ -195,11 +195,16 @@ def drawn(fig) -> np.ndarray:
     return np.asarray(fig.canvas.buffer_rgba())
 
 
+def _titles(ax) -> tuple:
+    """An axes' three titles (centre, left, right), as matplotlib places them together."""
+    return ax.title, ax._left_title, ax._right_title
+
+
 def _liftable(ax) -> bool:
     """Whether something other than the axes' own y offset text may lift its titles (or they are placed by hand,
     or have no text): tick labels or the x label at the top, a twin, a child or title-aligned axes
     (matplotlib's `Axes._update_title_position`)."""
-    titles = (ax.title, ax._left_title, ax._right_title)
+    titles = _titles(ax)
     if (ax._autotitlepos is False or not ax.axison or not any(t.get_text() for t in titles)
             or any(t.get_position()[1] != 1.0 for t in titles)):
         return True  # an axes turned off still has its offset text set and measured by matplotlib's placement
@@ -214,7 +219,7 @@ def _would_lift(ax, renderer) -> bool:
     it: the top of the axes, or an offset text that touches the title, above the title's lowest point."""
     top = ax.spines.get("outline", ax).get_window_extent().ymax
     offset = ax.yaxis.offsetText
-    for title in (ax.title, ax._left_title, ax._right_title):  # an empty title too (hidden, it measures at 0, 0)
+    for title in _titles(ax):  # an empty title too (hidden, it measures at 0, 0)
         if title.get_text() and offset.get_visible() and offset.get_text():
             bb = offset.get_tightbbox(renderer)
             if bb.intersection(title.get_tightbbox(renderer), bb):
@@ -234,8 +239,7 @@ def _keep_titles(fig) -> None:
     hidden title is measured at the canvas's origin. (The axis labels are left to matplotlib too: fixed where the
     canvas's drawing put them, a y label lands up to half a point off in the PDF.)"""
     for ax in fig.axes:
-        titles = (ax.title, ax._left_title, ax._right_title)
-        if all(t.get_visible() and t.get_position()[1] == 1.0 for t in titles):
+        if all(t.get_visible() and t.get_position()[1] == 1.0 for t in _titles(ax)):
             ax._autotitlepos = False
 
 

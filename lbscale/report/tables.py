@@ -259,10 +259,9 @@ def time_table(study: Study, compare: pd.DataFrame | None = None, trials: pd.Dat
         last = stepped.reindex(pd.MultiIndex.from_arrays([g["results"], g["trial"]])).to_numpy(dtype=float)
         trained = np.fmax(_floats(g["epochs_done"]), last)
         whole = bool(np.all(np.isnan(trained) | (trained % 1 == 0)))
-        ep, _, _, _ = _stat(trained, 0 if whole else 2)
+        ep, ep_mean, _, _ = _stat(trained, 0 if whole else 2)
         row = {**_lead(keys, study), "Epochs": ep, "Total training time [s]": text}
-        numbers = {"epochs_mean": float(np.nanmean(trained)) if np.isfinite(trained).any() else math.nan,
-                   "total_train_seconds_mean": mean}
+        numbers = {"epochs_mean": math.nan if ep_mean is None else ep_mean, "total_train_seconds_mean": mean}
         if with_steps:
             steps = pd.to_numeric(g["steps"], errors="coerce")
             row["Steps"], numbers["steps_mean"], _, _ = _stat(steps, 0)

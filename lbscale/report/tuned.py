@@ -100,8 +100,9 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     best = best_measurement(whole_split(steps), metric, maximize, keys)[keys + [metric, "step"]]
     best = best.rename(columns={metric: "best_value", "step": "best_step"})
     last = steps.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
-    out = last.merge(best, on=keys, how="left")[keys + ["best_value", "best_step", "last_step"]]  # a point
-    # pruned before its first whole-split evaluation was searched all the same: no best value
+    # every trial with an evaluation: one pruned before its first whole-split evaluation was searched all the
+    # same, with no best value
+    out = last.merge(best, on=keys, how="left")[keys + ["best_value", "best_step", "last_step"]]
     if target is None:
         out = out.assign(**{c: np.nan for c in REACHED})
     else:
