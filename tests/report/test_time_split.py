@@ -128,10 +128,41 @@ def test_the_legend_stands_beside_the_bars_not_on_them(tmp_path):
             make_trial(wide, 512 * 2 ** i, 1, 0, variant=variant, jitter=False)
     many = plots.time_split(load_results([wide]))
     many.canvas.draw()
-    assert len(many.axes[0].get_xticklabels()) == 40
+    assert len(many.axes[0].get_xticklabels(minor=True)) == 40
     assert many.axes[0].get_legend().get_window_extent(many.canvas.get_renderer()).x1 < many.bbox.width
     # the tuned report's longer title over a few bars stays inside the canvas (it lost its "C" off the left edge)
     fig = plots.time_split(study, study.trials, "each batch's best trial")
     fig.canvas.draw()
     title = fig.axes[0].title.get_window_extent(fig.canvas.get_renderer())
     assert title.x0 > 0 and title.x1 < fig.bbox.width
+
+
+def _overlaps(labels, renderer) -> list:
+    boxes = sorted((t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text()),
+                   key=lambda b: b.x0)
+    return [(a, b) for a, b in zip(boxes, boxes[1:]) if a.x1 > b.x0]
+
+
+@pytest.mark.parametrize("batches", [(8192,), (8192, 16384, 32768)])
+def test_names_under_the_bars_never_overlap(tmp_path, batches):
+    """Each bar's batch under it and its group's name (variant and warm-up) once under the group: a group of one
+    bar has a name several bars wide ("adamw-sqrt warm-up 10"), and its slot widens to hold it. Four variants x
+    two warm-ups; the batches' labels and the groups' names each in one row, none over its neighbour, all on the
+    canvas."""
+    res = tmp_path / "groups"
+    for variant in ("lamb-sqrt", "lars-linear", "sgd-linear", "adamw-sqrt"):
+        for w in (None, 10):
+            for b in batches:
+                make_trial(res, b, 4, 0, variant=variant, warmup=w, epochs=2, jitter=False)
+    fig = plots.time_split(load_results([res]))
+    fig.canvas.draw()
+    ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+    names = ax.get_xticklabels()
+    assert [t.get_text() for t in names][:2] == ["adamw-sqrt warm-up -", "adamw-sqrt warm-up 10"]
+    assert len(ax.get_xticklabels(minor=True)) == 8 * len(batches)
+    assert not _overlaps(names, renderer)
+    assert not _overlaps(ax.get_xticklabels(minor=True), renderer)
+    assert all(0 <= t.get_window_extent(renderer).x0 and t.get_window_extent(renderer).x1 <= fig.bbox.width
+               for t in names)
+    row = {round(t.get_window_extent(renderer).y0) for t in names}  # the names below the batches, in one row
+    assert len(row) == 1 and row.pop() < min(t.get_window_extent(renderer).y0 for t in ax.get_xticklabels(minor=True))
