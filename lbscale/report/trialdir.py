@@ -189,13 +189,20 @@ def _digest(path: str, names) -> dict:
 
 def _joined_columns(parts: list[tuple[dict, int]]) -> dict:
     """Consecutive trials' columns as one: keys in the order they first appear, NaN where a trial's records lack
-    a key (as DataFrame.from_records fills it), each column inferred from all its values (`array`)."""
+    a key (as DataFrame.from_records fills it), each column inferred from all its values (`array`). Where every
+    trial's values are an array of one type (packed in its copy, `columns._pack`), they are joined as they are,
+    NaN where a trial lacks the key: the same column without a value passing through Python."""
     keys = dict.fromkeys(k for cols, _ in parts for k in cols)
     out = {}
     for k in keys:
+        pieces = [(cols.get(k), n) for cols, n in parts if n]  # a trial without records adds nothing
+        given = {v.dtype if isinstance(v, np.ndarray) else None for v, _ in pieces if v is not None}
+        if len(given) == 1 and given.pop() is not None:  # NaN beside integers: float64, as pandas infers it
+            out[k] = np.concatenate([np.full(n, math.nan) if v is None else v for v, n in pieces])
+            continue
         values = []
-        for cols, n in parts:
-            values += cols[k] if k in cols else [math.nan] * n
+        for v, n in pieces:
+            values += [math.nan] * n if v is None else v.tolist() if isinstance(v, np.ndarray) else v
         out[k] = array(values)
     return out
 
@@ -218,7 +225,7 @@ def read_trials(candidates: list[Path]) -> Part:
         rows.append(trial_row(d, names, t["timing"], t["epoch_count"]))
         epochs.append((t["epochs"], t["epoch_count"]))
         evals.append((t["evaluations"], t["evaluation_count"]))  # None: its evaluations are its epoch records
-        seen += t["samples_seen"]
+        seen.append(({"samples_seen": t["samples_seen"]}, t["evaluation_count"]))
         epoch_counts.append(t["epoch_count"])
         eval_counts.append(t["evaluation_count"])
     epoch_columns = _joined_columns(epochs)
@@ -228,4 +235,5 @@ def read_trials(candidates: list[Path]) -> Part:
     else:
         evaluated = _joined_columns([(_evaluated(e) if columns is None else columns, n)
                                      for (columns, n), (e, _) in zip(evals, epochs)])
-    return Part(rows, epoch_columns, epoch_counts, {**evaluated, "samples_seen": array(seen)}, eval_counts)
+    seen_column = _joined_columns(seen).get("samples_seen", [])
+    return Part(rows, epoch_columns, epoch_counts, {**evaluated, "samples_seen": seen_column}, eval_counts)

@@ -128,6 +128,50 @@ def test_a_study_read_from_the_trials_copies_equals_one_read_from_metrics_jsonl(
     assert len(load_results([other]).epochs) == 9
 
 
+def _rewritten(trial, change) -> None:
+    """A trial's records changed by `change(record)`, and its copy written again."""
+    from lbscale.train.columns import write_columns
+
+    path = trial / "metrics.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(change(dict(r))) + "\n" for r in records))
+    assert write_columns(trial)
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_packed_columns_join_as_the_records_values_would(tmp_path, chunks):
+    """Each copy packs its trial's numeric columns (`columns._pack`); joined across trials they must give the
+    columns pandas infers from all the records' values: a float column one trial lacks (NaN there, float64), an
+    integer column two trials lack (integers and NaN: float64, 2 ** 60 + 1 rounded as pandas rounds it), a column
+    of integers in one trial and floats in another, one trial's column of None. The reference is the same study
+    read from metrics.jsonl alone, in one chunk or in three (`read_trials` per chunk, then `load._merged`)."""
+    from lbscale.report import trialdir
+    from lbscale.train.columns import COLUMNS
+
+    res = tmp_path / "res"
+    trials = [make_trial(res, 8192 * 2 ** i, 4, 0, epochs=3, jitter=False) for i in range(4)]
+    _rewritten(trials[0], lambda r: {**r, "extra": r["epoch"] * 7, "only_here": 0.5, "count": r["step"]})
+    _rewritten(trials[1], lambda r: {**r, "val_top1": round(r["val_top1"])})  # integers where others have floats
+    _rewritten(trials[2], lambda r: {**r, "extra": None})
+    _rewritten(trials[3], lambda r: {**r, "extra": r["epoch"] * 3, "count": 2 ** 60 + r["step"]})
+
+    def read(candidates):
+        bounds = [round(i * len(candidates) / chunks) for i in range(chunks + 1)]
+        parts = [trialdir.read_trials(candidates[a:b]) for a, b in zip(bounds, bounds[1:])]
+        columns = load_module._merged([p.epochs for p in parts], [sum(p.epoch_counts) for p in parts])
+        return pd.DataFrame(columns)
+
+    candidates = sorted(res.iterdir())
+    packed = read(candidates)
+    for t in trials:
+        (t / COLUMNS).unlink()
+    records = read(candidates)
+    pd.testing.assert_frame_equal(packed, records)
+    assert packed["extra"].isna().sum() == 6 and packed["only_here"].isna().sum() == 9  # None reads as NaN
+    assert packed["val_top1"].dtype == float and packed["epoch"].dtype == "int64"
+    assert packed["count"].dtype == float and packed["count"].isna().sum() == 6  # integers beside NaN
+
+
 def test_records_with_blank_lines_crlf_and_nan_read_as_written(tmp_path):
     """metrics.jsonl as a hand-edited or older file may hold it: blank lines, CRLF line ends, a diverged epoch's
     NaN (not strict JSON). Each reads as the standard parser reads its lines."""

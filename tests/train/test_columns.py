@@ -4,6 +4,7 @@ is checked against hand-made records; that it is read only for the bytes it was 
 import json
 import math
 
+import numpy as np
 import pytest
 
 from lbscale.train import columns
@@ -32,7 +33,10 @@ def _trial(tmp_path, records=RECORDS):
 
 
 def _same(a, b) -> bool:
-    """Equal, NaN equal to NaN, and of the same types (1 is not 1.0, None is not NaN)."""
+    """Equal, NaN equal to NaN, and of the same types (1 is not 1.0, None is not NaN); a float64 or int64 array
+    (a packed column) as the list of its values."""
+    if isinstance(a, np.ndarray):
+        return a.dtype in (np.float64, np.int64) and _same(a.tolist(), b)
     if isinstance(a, dict):
         return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
@@ -79,11 +83,32 @@ def test_the_copy_reads_back_as_the_digest_nan_infinity_and_null_apart(tmp_path)
     assert copy["epochs"]["epoch_seconds_estimate"][2] == math.inf
 
 
+def test_numeric_columns_are_packed_and_the_others_stay_lists(tmp_path):
+    """A column of floats only (NaN and infinity among them) or of integers only is one row of its kind's block,
+    written as the little-endian bytes of float64 / int64 values; a column of None and NaN, or of integers and
+    floats, stays a JSON list. The blocks hold exactly the digest's values."""
+    d = _trial(tmp_path)
+    write_columns(d)
+    copy = json.loads((d / COLUMNS).read_text())
+    assert copy["epochs"]["epoch"] == {"i8": 0} and copy["epochs"]["step"] == {"i8": 1}
+    assert copy["epochs"]["epoch_seconds_estimate"] == {"f8": copy["epochs"]["epoch_seconds_estimate"]["f8"]}
+    assert copy["evaluations"]["subset"] == [None, None, None] and copy["special"]["evaluations"]["subset"] == [
+        [0, "nan"], [1, "nan"]]  # NaN, NaN, then the whole split's explicit null
+    assert copy["evaluations"]["epoch"] == [1, 2, 1.5]  # integers and a float
+    ints = np.frombuffer(bytes.fromhex(copy["packed"]["epochs"]["i8"]), "<i8").reshape(-1, 3)
+    assert ints[0].tolist() == [1, 2, 3] and ints[1].tolist() == [4, 8, 9]
+    floats = np.frombuffer(bytes.fromhex(copy["packed"]["epochs"]["f8"]), "<f8").reshape(-1, 3)
+    row = copy["epochs"]["epoch_seconds_estimate"]["f8"]
+    assert np.isnan(floats[row][:2]).all() and floats[row][2] == math.inf
+    assert np.frombuffer(bytes.fromhex(copy["packed"]["samples_seen"]["i8"]), "<i8").tolist() == [128, 256, 192]
+
+
 def test_a_trial_without_records_writes_no_copy(tmp_path):
     assert not write_columns(tmp_path) and not (tmp_path / COLUMNS).exists()
 
 
-CHANGES = ["appended", "same size", "other format", "corrupt", "cut list", "empty", "source not a dict",
+CHANGES = ["appended", "same size", "other format", "corrupt", "cut list", "cut block", "not hexadecimal",
+           "unknown kind", "empty", "source not a dict",
            "bad mark", "a directory", "no timing", "evaluations null but more of them", "not an object"]
 
 
@@ -102,7 +127,16 @@ def test_a_copy_of_other_bytes_or_format_is_not_read(tmp_path, change):
     elif change == "corrupt":
         (d / COLUMNS).write_text((d / COLUMNS).read_text()[:-20])
     elif change == "cut list":  # the right bytes named, but a column one value short
-        copy["epochs"]["val_top1"].pop()
+        copy["evaluations"]["subset"].pop()
+        (d / COLUMNS).write_text(json.dumps(copy))
+    elif change == "cut block":  # the packed float columns one value short
+        copy["packed"]["epochs"]["f8"] = copy["packed"]["epochs"]["f8"][:-16]
+        (d / COLUMNS).write_text(json.dumps(copy))
+    elif change == "not hexadecimal":
+        copy["packed"]["epochs"]["i8"] = "zz" + copy["packed"]["epochs"]["i8"][2:]
+        (d / COLUMNS).write_text(json.dumps(copy))
+    elif change == "unknown kind":
+        copy["epochs"]["epoch"] = {"f4": 0}
         (d / COLUMNS).write_text(json.dumps(copy))
     elif change == "empty":
         (d / COLUMNS).write_text("")

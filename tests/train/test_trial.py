@@ -42,7 +42,9 @@ def _copy_is_the_records(out):
     data = (out / "metrics.jsonl").read_bytes()
     copy = read_columns(str(out / COLUMNS), data)
     assert copy is not None
-    assert json.dumps(copy, sort_keys=True) == json.dumps(digest(parse_records(data, "m")), sort_keys=True)
+    # a packed column (an array) as the list of its values: 1 and 1.0 still write apart
+    assert json.dumps(copy, sort_keys=True, default=lambda a: a.tolist()) \
+        == json.dumps(digest(parse_records(data, "m")), sort_keys=True)
     return copy
 
 
