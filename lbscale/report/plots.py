@@ -362,9 +362,13 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     # than the canvas loses the glyphs that fall outside it
     groups = [" warm-up ".join(map(str, k[:-1])) for k in per.index]  # the variant (and warm-up) under its bars
     counts = pd.Series(groups).value_counts()
-    # a bar's slot wide enough for its batch and for its share of its group's name (about 0.075 inch a
-    # character at 9 pt)
-    slot = max([0.45] + [(0.075 * len(g) + 0.2) / n for g, n in counts.items()])
+    # a bar's slot wide enough for its batch and for its share of its group's name (measured at 9 pt, in inches)
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    nine = FontProperties(size=9)
+    slot = max([0.45] + [(text_to_path.get_text_width_height_descent(g, nine, ismath=False)[0] / 72 + 0.2) / n
+                         for g, n in counts.items()])
     fig, ax = plt.subplots(figsize=(max(6.4, slot * len(per) + 2, 0.09 * len(title) + 1.2) + room, 4.8))
     x = np.arange(len(per))
     labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",

@@ -190,14 +190,17 @@ def _digest(path: str, names) -> dict:
 def _joined_columns(parts: list[tuple[dict, int]]) -> dict:
     """Consecutive trials' columns as one: keys in the order they first appear, NaN where a trial's records lack
     a key (as DataFrame.from_records fills it), each column inferred from all its values (`array`). Where every
-    trial's values are an array of one type (packed in its copy, `columns._pack`), they are joined as they are,
-    NaN where a trial lacks the key: the same column without a value passing through Python."""
+    trial's values are an array of one type (packed in its copy, `columns._pack`), they are joined as they are (NaN
+    where a trial lacks a float key): the same column without a value passing through Python."""
     keys = dict.fromkeys(k for cols, _ in parts for k in cols)
     out = {}
     for k in keys:
         pieces = [(cols.get(k), n) for cols, n in parts if n]  # a trial without records adds nothing
         given = {v.dtype if isinstance(v, np.ndarray) else None for v, _ in pieces if v is not None}
-        if len(given) == 1 and given.pop() is not None:  # NaN beside integers: float64, as pandas infers it
+        missing = any(v is None for v, _ in pieces)
+        # integers beside NaN stay Python values (`array` keeps such a list): pandas makes them float64 on its own,
+        # but joined with another chunk's strings or booleans (`load._merged`) they stay integers, whole
+        if len(given) == 1 and (kind := given.pop()) is not None and (kind == np.float64 or not missing):
             out[k] = np.concatenate([np.full(n, math.nan) if v is None else v for v, n in pieces])
             continue
         values = []

@@ -267,15 +267,22 @@ def _pack(columns: dict) -> tuple[dict, dict]:
 
 
 def _unpack(columns: dict, blocks: dict, n: int) -> dict:
-    """`_pack` undone: a packed column is a row of its kind's block, n values long."""
+    """`_pack` undone: a packed column is a row of its kind's block, n values long, the rows taken in order (the
+    first packed column of a kind its row 0, and so on, every row once); anything else raises ValueError."""
     arrays = {kind: np.frombuffer(bytes.fromhex(text), dtype=_PACKED[kind]).reshape(-1, n)
               for kind, text in blocks.items()}
+    taken = dict.fromkeys(arrays, 0)
     out = {}
     for key, v in columns.items():
         if type(v) is dict:
             (kind, row), = v.items()
+            if type(row) is not int or row != taken[kind]:
+                raise ValueError(f"{key}: row {row!r} of {kind}, not the next ({taken[kind]})")
+            taken[kind] += 1
             v = arrays[kind][row]
         out[key] = v
+    if any(taken[kind] != len(block) for kind, block in arrays.items()):
+        raise ValueError("a block with rows no column names")
     return out
 
 

@@ -166,10 +166,37 @@ def test_packed_columns_join_as_the_records_values_would(tmp_path, chunks):
     for t in trials:
         (t / COLUMNS).unlink()
     records = read(candidates)
-    pd.testing.assert_frame_equal(packed, records)
+    pd.testing.assert_frame_equal(packed, records, check_exact=True)
     assert packed["extra"].isna().sum() == 6 and packed["only_here"].isna().sum() == 9  # None reads as NaN
     assert packed["val_top1"].dtype == float and packed["epoch"].dtype == "int64"
     assert packed["count"].dtype == float and packed["count"].isna().sum() == 6  # integers beside NaN
+
+
+@pytest.mark.parametrize("other", ["a", True, None])
+def test_an_integer_column_some_trials_lack_joins_with_a_chunk_of_other_values(tmp_path, other):
+    """Chunk one: a trial with integers under a key (2 ** 53 + 1 among them) and a trial without it; chunk two:
+    a trial with strings, booleans or None and a string there. From the records the column is Python objects, the
+    integers kept whole; joined as float64 within the first chunk (found by a review), they came back as 2.0 and
+    9007199254740992.0."""
+    from lbscale.report import trialdir
+    from lbscale.train.columns import COLUMNS
+
+    res = tmp_path / "res"
+    trials = [make_trial(res, 8192 * 2 ** i, 4, 0, epochs=2, jitter=False) for i in range(3)]
+    _rewritten(trials[1], lambda r: {**r, "x": 2 ** 53 + 1 if r["epoch"] == 1 else 2})
+    _rewritten(trials[0], lambda r: {**r, "x": other if r["epoch"] == 1 else "s"})
+
+    def read():
+        candidates = sorted(res.iterdir())  # [b16384 (integers), b32768 (no x)], [b8192 (the other values)]
+        parts = [trialdir.read_trials(candidates[:2]), trialdir.read_trials(candidates[2:])]
+        return pd.DataFrame(load_module._merged([p.epochs for p in parts], [sum(p.epoch_counts) for p in parts]))
+
+    packed = read()
+    for t in trials:
+        (t / COLUMNS).unlink()
+    records = read()
+    pd.testing.assert_frame_equal(packed, records, check_exact=True)
+    assert [type(v) for v in packed["x"][:2]] == [int, int] and packed["x"][0] == 2 ** 53 + 1
 
 
 def test_records_with_blank_lines_crlf_and_nan_read_as_written(tmp_path):

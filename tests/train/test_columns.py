@@ -108,7 +108,8 @@ def test_a_trial_without_records_writes_no_copy(tmp_path):
 
 
 CHANGES = ["appended", "same size", "other format", "corrupt", "cut list", "cut block", "not hexadecimal",
-           "unknown kind", "empty", "source not a dict",
+           "unknown kind", "row null", "row true", "row [0]", "row -1", "row 1", "a block with a row more", "empty",
+           "source not a dict",
            "bad mark", "a directory", "no timing", "evaluations null but more of them", "not an object"]
 
 
@@ -137,6 +138,13 @@ def test_a_copy_of_other_bytes_or_format_is_not_read(tmp_path, change):
         (d / COLUMNS).write_text(json.dumps(copy))
     elif change == "unknown kind":
         copy["epochs"]["epoch"] = {"f4": 0}
+        (d / COLUMNS).write_text(json.dumps(copy))
+    elif change.startswith("row "):  # a packed column's row not the next row of its block
+        copy["epochs"]["epoch"] = {"i8": json.loads(change[4:])}
+        (d / COLUMNS).write_text(json.dumps(copy))
+    elif change == "a block with a row more":
+        block = copy["packed"]["epochs"]["i8"]
+        copy["packed"]["epochs"]["i8"] = block + block[:48]
         (d / COLUMNS).write_text(json.dumps(copy))
     elif change == "empty":
         (d / COLUMNS).write_text("")
