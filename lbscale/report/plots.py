@@ -189,8 +189,10 @@ def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd
     for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
         per = g.groupby("global_batch")["steps"].mean()
         line = ax.plot(per.index, per.values, "o", label=variant)[0]
-        b0, s0 = per.index[0], per.values[0]
-        ax.plot(per.index, s0 * b0 / per.index.values, ":", color=line.get_color(), label=f"{variant}: perfect scaling")
+        if len(per) > 1:  # from the smallest reached batch to the larger ones: none from a lone batch
+            b0, s0 = per.index[0], per.values[0]
+            ax.plot(per.index, s0 * b0 / per.index.values, ":", color=line.get_color(),
+                    label=f"{variant}: perfect scaling")
         fit = fit_critical_batch(g["global_batch"], g["steps"])
         if fit:
             xs = np.geomspace(per.index.min(), per.index.max(), 50)
@@ -455,7 +457,7 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         got = opt[opt["reached"]].sort_values("global_batch")
         b, s = got["global_batch"].to_numpy(float), got["steps_star"].to_numpy(float)
         ax.plot(b, s, "o-", color=color, ms=7, label=f"{variant}: optimum of each batch")
-        if len(b):
+        if len(b) > 1:  # from the smallest reached batch to the larger ones: none from a lone batch
             ax.plot(b, s[0] * b[0] / b, ":", color=color, label=f"{variant}: perfect scaling")
         f = _fit_of(fits, variant)
         if f is not None and f.get("b_noise_kind") == "fit" and len(b):

@@ -295,3 +295,16 @@ def test_a_subset_evaluation_never_reaches_the_target_in_the_report(tmp_path):
     assert hit["step"].tolist() == [20]
     assert target_steps(study, "val_top1", 0.9, get_task("multiclass"))["steps"].tolist() == [20]
     assert study.steps["subset"].notna().sum() == 1  # the subset's record stays in the study, marked
+
+
+def test_no_perfect_scaling_entry_for_a_variant_reached_at_one_batch():
+    """Perfect scaling runs from a variant's smallest reached batch to its larger ones: a variant that reached the
+    target at one batch only has no line, and the legend listed "sgd-linear-warmup: perfect scaling" for it (seen
+    in the Fashion-MNIST batch-warm-up report in a browser). A variant reached at two batches keeps its line."""
+    steps = pd.DataFrame({"variant": ["sgd-linear", "sgd-linear", "sgd-linear-warmup"],
+                          "global_batch": [32, 128, 32], "steps": [190.0, 72.0, 145.0]})
+    ax = plots.steps_to_target(steps, "val_top1", 0.7).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["sgd-linear", "sgd-linear: perfect scaling", "sgd-linear-warmup"]
+    perfect = ax.get_lines()[1]
+    assert list(perfect.get_xdata()) == [32, 128] and list(perfect.get_ydata()) == [190.0, 190.0 * 32 / 128]

@@ -252,6 +252,22 @@ def test_figures_plot_every_trial_each_optimum_and_the_reference_slopes():
     np.testing.assert_allclose(lines["sgd: optimum LR*"].get_ydata(), [0.02 * b ** 0.5 for b in batches])
 
 
+def test_the_steps_figure_draws_perfect_scaling_only_from_two_reached_batches():
+    """Perfect scaling from the smallest reached batch: a study that reached the target at one batch has no such
+    line, nor a legend entry for one (the grid study's figure listed one for a lone batch; the same rule here)."""
+    trials, steps = tuned_frames([64, 256], [-1, 0, 1], 0.5)
+    outcomes = trial_outcomes(trials, steps, "val_top1", 0.9, True)
+    optima = optima_of(outcomes, 0.9, True)
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True, n=20)
+    labels = [ln.get_label() for ln in plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
+              .axes[0].get_lines()]
+    assert "sgd: perfect scaling" in labels
+    alone = optima[optima["global_batch"] == 64]
+    labels = [ln.get_label() for ln in plots.steps_to_result(alone, outcomes[outcomes["global_batch"] == 64], fits,
+                                                              "val_top1", 0.9).axes[0].get_lines()]
+    assert "sgd: optimum of each batch" in labels and "sgd: perfect scaling" not in labels
+
+
 def test_the_steps_figure_marks_trials_that_stopped_before_the_target(tmp_path):
     res = make_tuned_study(tmp_path / "tuned")  # (256, f=1) and (512, f=1) pruned at step 500
     study = load_results([res])
