@@ -21,7 +21,7 @@ except ImportError:
 from lbscale.analysis.gns import GNS_FILE
 from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML, read_json
 from lbscale.sweep.state import trial_state
-from lbscale.train.columns import (COLUMNS, EVALUATED, digest, is_metric, parse_records, read_bytes,
+from lbscale.train.columns import (COLUMNS, EVALUATED, array, digest, is_metric, parse_records, read_bytes,
                                    read_columns)
 
 HP = "hp_"  # the trials' column prefix of a searched hyperparameter (grid.json's "search")
@@ -147,20 +147,6 @@ def trial_row(d: Path, names, timing: dict, epochs: int) -> dict:
     for k, v in search.items():
         row[f"{HP}{k}"] = v
     return row
-
-
-def array(values: list):
-    """A column as pandas infers it from a list, the common cases (all floats, all integers) in one numpy call;
-    pandas' own inference (several times slower) for anything else."""
-    kinds = set(map(type, values))
-    if kinds == {float}:
-        return np.array(values, dtype=np.float64)
-    if kinds == {int}:
-        try:
-            return np.array(values, dtype=np.int64)
-        except OverflowError:
-            pass
-    return values
 
 
 @dataclass

@@ -236,33 +236,39 @@ def _decoded(values: list, marks: list) -> list:
 _PACKED = {"f8": "<f8", "i8": "<i8"}  # a packed column's kind: its values' numpy type, little-endian
 
 
-def _kind(values: list) -> str | None:
-    """"f8" for a column of floats only, "i8" for one of integers only (64 bits), else None (an empty column,
-    None or strings among the values, floats and integers mixed): such a column stays a JSON list."""
+def array(values: list):
+    """A column as pandas infers it from a list, the common cases (all floats, all integers of 64 bits) in one
+    numpy call (float64, int64); the list itself for anything else (an empty column, None or strings among the
+    values, floats and integers mixed), which pandas' own inference (several times slower) then takes."""
     kinds = set(map(type, values))
     if kinds == {float}:
-        return "f8"
-    if kinds == {int} and all(-_INT64 <= v < _INT64 for v in values):
-        return "i8"
-    return None
+        return np.array(values, dtype=np.float64)
+    if kinds == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+    return values
 
 
 def _pack(columns: dict) -> tuple[dict, dict]:
-    """A part's columns (its keys in order) with each column of one numeric kind (`_kind`) replaced by
-    {kind: row}, its row in that kind's block; and the blocks, each the kind's columns as one array's bytes
-    (columns x values, little-endian, in hexadecimal: read back three times faster than base64; a float's NaN or
-    infinity among them). A report reads a trial's columns with a call or two per block (`_unpack`) where a list
-    of numbers is parsed one by one and its type inferred again (`trialdir.array`)."""
+    """A part's columns (its keys in order) with each column that `array` makes float64 or int64 replaced by
+    {kind: row} ("f8", "i8"), its row in that kind's block; and the blocks, each the kind's columns as one array's
+    bytes (columns x values, little-endian, in hexadecimal: read back three times faster than base64; a float's
+    NaN or infinity among them). Any other column stays a JSON list. A report reads a trial's columns with a call
+    or two per block (`_unpack`) where a list of numbers is parsed one by one and its type inferred again
+    (`array`)."""
     rows: dict = {"f8": [], "i8": []}
     out = {}
     for key, values in columns.items():
-        kind = _kind(values)
-        if kind is None:
-            out[key] = values
-        else:
+        a = array(values)
+        if isinstance(a, np.ndarray):
+            kind = f"{a.dtype.kind}8"
             out[key] = {kind: len(rows[kind])}
-            rows[kind].append(values)
-    blocks = {kind: np.array(r, dtype=_PACKED[kind]).tobytes().hex() for kind, r in rows.items() if r}
+            rows[kind].append(a)
+        else:
+            out[key] = values
+    blocks = {kind: np.stack(r).astype(_PACKED[kind]).tobytes().hex() for kind, r in rows.items() if r}
     return out, blocks
 
 
