@@ -182,6 +182,13 @@ def speedup(study: Study, predicted: pd.DataFrame | None = None):
     return fig
 
 
+def _perfect_scaling(ax, batches: np.ndarray, steps: np.ndarray, color, variant) -> None:
+    """Perfect scaling (steps x batch constant) from the smallest reached batch (the first; ascending) through the
+    larger ones; none from a lone batch, which has nothing to draw."""
+    if len(batches) > 1:
+        ax.plot(batches, steps[0] * batches[0] / batches, ":", color=color, label=f"{variant}: perfect scaling")
+
+
 def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd.DataFrame | None = None):
     """Steps to target vs global batch (log-log), the perfect-scaling line and the fitted S_min (1 + B_noise/B)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -189,10 +196,7 @@ def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd
     for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
         per = g.groupby("global_batch")["steps"].mean()
         line = ax.plot(per.index, per.values, "o", label=variant)[0]
-        if len(per) > 1:  # from the smallest reached batch to the larger ones: none from a lone batch
-            b0, s0 = per.index[0], per.values[0]
-            ax.plot(per.index, s0 * b0 / per.index.values, ":", color=line.get_color(),
-                    label=f"{variant}: perfect scaling")
+        _perfect_scaling(ax, per.index.to_numpy(float), per.to_numpy(float), line.get_color(), variant)
         fit = fit_critical_batch(g["global_batch"], g["steps"])
         if fit:
             xs = np.geomspace(per.index.min(), per.index.max(), 50)
@@ -360,8 +364,6 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     per = parts.fillna(0.0).groupby(keys).mean()
     title = f"Compute, data wait, communication and imbalance (mean over {over})"
     room = 3.3  # inches right of the axes for the legend (its longest entry ends "... (not recorded)")
-    # the axes at least as wide as the title over them (about 0.09 inch a character at 12 pt): a title wider
-    # than the canvas loses the glyphs that fall outside it
     groups = [" warm-up ".join(map(str, k[:-1])) for k in per.index]  # the variant (and warm-up) under its bars
     counts = pd.Series(groups).value_counts()
     # a bar's slot wide enough for its batch and for its share of its group's name (measured at 9 pt, in inches)
@@ -371,6 +373,8 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     nine = FontProperties(size=9)
     slot = max([0.45] + [(text_to_path.get_text_width_height_descent(g, nine, ismath=False)[0] / 72 + 0.2) / n
                          for g, n in counts.items()])
+    # the axes at least as wide as the title over them (about 0.09 inch a character at 12 pt): a title wider
+    # than the canvas loses the glyphs that fall outside it
     fig, ax = plt.subplots(figsize=(max(6.4, slot * len(per) + 2, 0.09 * len(title) + 1.2) + room, 4.8))
     x = np.arange(len(per))
     labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
@@ -457,8 +461,7 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         got = opt[opt["reached"]].sort_values("global_batch")
         b, s = got["global_batch"].to_numpy(float), got["steps_star"].to_numpy(float)
         ax.plot(b, s, "o-", color=color, ms=7, label=f"{variant}: optimum of each batch")
-        if len(b) > 1:  # from the smallest reached batch to the larger ones: none from a lone batch
-            ax.plot(b, s[0] * b[0] / b, ":", color=color, label=f"{variant}: perfect scaling")
+        _perfect_scaling(ax, b, s, color, variant)
         f = _fit_of(fits, variant)
         if f is not None and f.get("b_noise_kind") == "fit" and len(b):
             xs = np.geomspace(b.min(), b.max(), 50)
