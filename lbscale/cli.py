@@ -200,7 +200,9 @@ def status(results, watch):
 
 @cli.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), help="Report directory (default reports/<name of RESULTS>).")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Report directory (default reports/<name of RESULTS>); an earlier report there is replaced, "
+                   "any other folder refused.")
 @click.option("--format", "formats", default="md,latex,csv,html", show_default=True,
               help="Comma-separated: md, latex, csv, html (figures are always written).")
 @click.option("--metric", default="auto", show_default=True,

@@ -303,8 +303,9 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     if bad:
         raise LbscaleError(f"--format: {bad[0]!r} is not one of {', '.join(FORMATS)}")
     model = scaling_model(o.allreduce, o.predict_gpus)  # a bad file stops the report before anything is written
-    study = load_results(paths, meanwhile=prepare_figures)  # matplotlib is imported while a child reads
     out = Path(o.out) if o.out else Path("reports") / Path(paths[0]).resolve().name
+    _check_replaceable(out)
+    study = load_results(paths, meanwhile=prepare_figures)  # matplotlib is imported while a child reads
     inside = [p for p in map(Path, paths) if out.resolve() == p.resolve() or p.resolve() in out.resolve().parents]
     if inside and o.out is None:
         raise LbscaleError(f"{out}: inside the results; give --out to write there")
@@ -350,6 +351,24 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     figures = b.outcome or "; ".join(b.verdict)
     return out, f"report of {len(study.trials)} trials ({finished} finished{pruned}): {figures}; {prediction}" \
                 f"written to {out}"
+
+
+REPORT_ENTRIES = {"figures", "tables", "report.md", "report.html"}  # what write_report writes into its folder
+
+
+def _check_replaceable(out: Path) -> None:
+    """A report replaces the folder `out` whole: refused unless `out` is new, empty, or holds only what a report
+    writes (an earlier report), so that --out naming the results, their parent or a folder of one's own never
+    deletes it."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir() or out.is_symlink():
+        raise LbscaleError(f"{out}: not a report folder (a file); --out replaces only an earlier report: name a "
+                           "new folder")
+    other = sorted(p.name for p in out.iterdir() if p.name not in REPORT_ENTRIES)
+    if other:
+        raise LbscaleError(f"{out}: not a report folder (it holds {other[0]!r}{' and more' if len(other) > 1 else ''})"
+                           "; --out replaces only an earlier report: name a new folder")
 
 
 def _markdown(study: Study, header: list[str], b: Built) -> str:

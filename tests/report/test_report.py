@@ -148,6 +148,33 @@ def test_report_bad_input_is_one_line(tmp_path, run_cli, setup, needle):
     assert not (tmp_path / "rep").exists()
 
 
+@pytest.mark.parametrize("where", ["results", "parent", "notes"])
+def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path, run_cli, where):
+    """--out replaced whatever folder it named: the results themselves (every trial gone), their parent, a folder
+    of notes. Only an earlier report (or an empty folder) is replaced; anything else is refused before any work."""
+    res = make_study(tmp_path / "sat4", seeds=1)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "ideas.txt").write_text("important")
+    out = {"results": res, "parent": tmp_path, "notes": notes}[where]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    rc, stdout, err = run_cli("report", res, "--out", out)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a report" in err, err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing moved or written
+
+
+def test_report_replaces_its_own_earlier_report(tmp_path, run_cli):
+    res = make_study(tmp_path / "sat4", seeds=1)
+    out = tmp_path / "rep"
+    assert run_cli("report", res, "--out", out)[0] == 0
+    (out / "figures" / "stale.png").write_bytes(b"old")  # a figure an earlier report drew and this one does not
+    assert run_cli("report", res, "--out", out)[0] == 0
+    assert (out / "report.md").exists() and not (out / "figures" / "stale.png").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run_cli("report", res, "--out", empty)[0] == 0 and (empty / "report.md").exists()
+
+
 def test_report_refuses_unknown_metric_and_compare(tmp_path, run_cli):
     res = make_study(tmp_path / "sat4", seeds=1)
     rc, _, err = run_cli("report", res, "--out", tmp_path / "r", "--metric", "val_f1_micro")
