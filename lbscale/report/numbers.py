@@ -25,3 +25,24 @@ def tick(v: float) -> str:
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     return f"{v:.3g}"
+
+
+def whole(v) -> str:
+    """Steps and batches: whole numbers without a thousands comma (an interval [128, 2688] stays readable)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.2g}"
+
+
+def _finite(v) -> bool:
+    return v is not None and not (isinstance(v, float) and not math.isfinite(v))
+
+
+def bounded(value, lo, hi, fmt) -> str:
+    """'180 [110, 290]'; an end the data do not bound is open: '180 [110, inf)', '0.52 (-inf, 0.74]', and for a
+    positive quantity bounded by nothing from below '(0, 290]'."""
+    if not _finite(value):
+        return "-"
+    left = f"[{fmt(lo)}" if _finite(lo) and lo != 0 else ("(0" if lo == 0 else "(-inf")
+    right = f"{fmt(hi)}]" if _finite(hi) else "inf)"
+    return f"{fmt(value)} {left}, {right}"

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from lbscale.report.fits import LEVEL, MIN_BATCHES, Fit, critical_batch
 from lbscale.report.load import Study
-from lbscale.report.numbers import number
+from lbscale.report.numbers import bounded, number, whole
 from lbscale.results import FINISHED
-from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency
+from lbscale.report.scaling import scaling_series, speedup_efficiency
 from lbscale.report.tuned import steps_to_result
 from lbscale.task import Task
 
@@ -384,21 +385,40 @@ def scaling_table(study: Study) -> Table:
                  pd.DataFrame(disp), pd.DataFrame(tidy), notes)
 
 
+def b_noise_cell(kind: str | None, value, lo, hi, reason: str | None) -> str:
+    """B_noise in a table cell as `fits.critical_batch` gives it (kind, value, interval, reason): the value with its
+    interval, the bound alone ('< 32', '> 2,048'), or 'no fit'."""
+    if kind == "fit":
+        return bounded(value, lo, hi, whole)
+    if kind in ("lower", "upper"):
+        return reason.split(":")[0].removeprefix("B_noise ")
+    return "no fit"
+
+
 def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
-    """The fitted critical batch per variant (from steps to target), beside the gradient noise scale."""
+    """The critical batch per variant (from steps to target) as the data support it (`fits.critical_batch`: a value
+    with its interval, a bound past the measured batches, or no fit and why), beside the gradient noise scale."""
     disp, tidy = [], []
     for variant, g in study.trials.groupby(study.trials["variant"].fillna("-"), sort=True):
         s = steps[steps["variant"].fillna("-") == variant].dropna(subset=["steps"]) if len(steps) else steps
-        fit = fit_critical_batch(s["global_batch"], s["steps"]) if len(s) else None
+        fit = critical_batch(s["global_batch"], s["steps"]) if "steps" in s else Fit("none", reason="no --target")
+        s_min = fit.extra.get("s_min")
         gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
-        disp.append({"Variant": variant, "Fitted B_noise": number(fit.b_noise) if fit else "-",
-                     "S_min [steps]": number(fit.s_min) if fit else "-", "Points": fit.points if fit else len(s),
+        cell = b_noise_cell(fit.kind, fit.value, fit.lo, fit.hi, fit.reason)
+        cell = cell if fit.kind != "none" else f"no fit ({fit.reason})"
+        disp.append({"Variant": variant, f"B_noise [{LEVEL:.0%}]": cell,
+                     "S_min [steps]": number(s_min), "Points": len(s),
                      "Predicted B_simple (GNS)": number(float(gns.median())) if len(gns) else "-"})
-        tidy.append({"variant": variant, "b_noise": fit.b_noise if fit else None,
-                     "s_min": fit.s_min if fit else None, "gns_b_simple": float(gns.median()) if len(gns) else None})
+        tidy.append({"variant": variant, "b_noise_kind": fit.kind, "b_noise": fit.value, "b_noise_lo": fit.lo,
+                     "b_noise_hi": fit.hi, "b_noise_reason": fit.reason or None, "s_min": s_min, "points": len(s),
+                     "gns_b_simple": float(gns.median()) if len(gns) else None})
     return Table("critical-batch", "Critical batch: fitted S = S_min (1 + B_noise / B) and the gradient noise scale",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["B_noise: least-squares fit of steps to target vs global batch (McCandlish et al. 2018)",
+                 ["B_noise: least-squares fit of log steps to target vs global batch (McCandlish et al. 2018), each "
+                  f"trial that reached the target a point; [lo, hi]: the fit's {LEVEL:.0%} t-interval (its residual "
+                  "degrees of freedom), an end past the measured batches open ('(0' or 'inf)'); outside the measured "
+                  "batches only a bound ('< 32': the steps no longer halve from the smallest batch on; '> 2,048': "
+                  f"still in perfect scaling at the largest); under {MIN_BATCHES} reached batches no fit",
                   "B_simple: tr(Sigma) / |G|^2 measured from gradients (median over trials)"])
 
 

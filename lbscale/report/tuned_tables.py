@@ -9,8 +9,8 @@ import math
 import pandas as pd
 
 from lbscale.report.load import HP, Study
-from lbscale.report.numbers import number
-from lbscale.report.tables import Table, batch_label, metric_label
+from lbscale.report.numbers import bounded, number, whole
+from lbscale.report.tables import Table, b_noise_cell, batch_label, metric_label
 from lbscale.report.tuned import gns_at_target, hp_columns
 
 LEVEL = 0.9  # the bootstrap intervals' level, as the tables and the verdict name it
@@ -41,13 +41,6 @@ def epochs_label(n: float) -> str:
     return f"{n:g} epoch" + ("" if n == 1 else "s")
 
 
-def _whole(v) -> str:
-    """Steps and batches: whole numbers without a thousands comma (an interval [128, 2688] stays readable)."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.2g}"
-
-
 def _hp(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -70,7 +63,7 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
         row = {"Variant": r["variant"]} if study.varies("variant") else {}
         row.update({"Batch size": batch_label(r["global_batch"]), "Trial": r["trial"]})
         if target is not None:
-            row.update({"Reached": "yes" if r["reached"] else "no", "Steps to target": _whole(r["steps_to_target"]),
+            row.update({"Reached": "yes" if r["reached"] else "no", "Steps to target": whole(r["steps_to_target"]),
                         "Epochs to target": number(r["epochs_to_target"], 2),
                         "Time to target [s]": number(r["seconds_to_target"], 1)})
         row.update({f"Best {label}": number(r["best_value"]), "Peak LR": _hp(r.get("peak_lr"))})
@@ -90,38 +83,20 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
                     if len(gns) else []))
 
 
-def _finite(v) -> bool:
-    return v is not None and not (isinstance(v, float) and not math.isfinite(v))
-
-
-def bounded(value, lo, hi, fmt) -> str:
-    """'180 [110, 290]'; an end the data do not bound is open: '180 [110, inf)', '0.52 (-inf, 0.74]', and for a
-    positive quantity bounded by nothing from below '(0, 290]'."""
-    if not _finite(value):
-        return "-"
-    left = f"[{fmt(lo)}" if _finite(lo) and lo != 0 else ("(0" if lo == 0 else "(-inf")
-    right = f"{fmt(hi)}]" if _finite(hi) else "inf)"
-    return f"{fmt(value)} {left}, {right}"
-
-
 def _two(v) -> str:
     return f"{v:.2f}"
 
 
 def _cell(f) -> str:
     """B_noise in a table cell: the value with its interval, the bound alone, or 'no fit'."""
-    if f.get("b_noise_kind") == "fit":
-        return bounded(f["b_noise"], f["b_noise_lo"], f["b_noise_hi"], _whole)
-    if f.get("b_noise_kind") in ("lower", "upper"):
-        return f["b_noise_reason"].split(":")[0].removeprefix("B_noise ")
-    return "no fit"
+    return b_noise_cell(f.get("b_noise_kind"), f["b_noise"], f["b_noise_lo"], f["b_noise_hi"], f["b_noise_reason"])
 
 
 def critical_text(f) -> str:
     """The critical batch as the data support it: a value with its interval, a bound, or no fit and why."""
     kind = f.get("b_noise_kind")
     if kind == "fit":
-        return f"critical batch B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], _whole)}"
+        return f"critical batch B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], whole)}"
     if kind in ("lower", "upper"):
         return f["b_noise_reason"]
     return f"no critical-batch fit ({f.get('b_noise_reason') or 'no target'})"
@@ -131,9 +106,9 @@ def regimes_text(f) -> str:
     """Shallue et al.'s regimes from B_noise (fits.regimes), each with its interval; empty without a fit."""
     if f.get("b_noise_kind") != "fit":
         return ""
-    return (f"perfect scaling up to ~{bounded(f['perfect_end'], f['perfect_end_lo'], f['perfect_end_hi'], _whole)}, "
+    return (f"perfect scaling up to ~{bounded(f['perfect_end'], f['perfect_end_lo'], f['perfect_end_hi'], whole)}, "
             f"diminishing returns up to ~"
-            f"{bounded(f['diminishing_end'], f['diminishing_end_lo'], f['diminishing_end_hi'], _whole)} "
+            f"{bounded(f['diminishing_end'], f['diminishing_end_lo'], f['diminishing_end_hi'], whole)} "
             "(doubling the batch saves under 10% of the steps past it)")
 
 
@@ -152,7 +127,7 @@ def lr_text(f) -> str:
     alpha = bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
     text = f"LR* ~ B^alpha with alpha = {alpha}{_rule(f['alpha_lo'], f['alpha_hi'])}"
     if f.get("lr_model") == "saturating" and f.get("b_lr_kind") == "fit":
-        text = (f"LR grows linearly up to ~{bounded(f['b_lr'], f['b_lr_lo'], f['b_lr_hi'], _whole)}, flat past it "
+        text = (f"LR grows linearly up to ~{bounded(f['b_lr'], f['b_lr_lo'], f['b_lr_hi'], whole)}, flat past it "
                 f"(LR* = eps_max / (1 + B_lr / B) fits better than a power law: lower AIC; as a power law {text})")
     elif f.get("lr_model") == "either":
         text += " (a saturating form eps_max / (1 + B_lr / B) fits as well)"
@@ -200,7 +175,7 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.S
                      "Batches reached": f"{f['reached']} of {f['batches']}"
                      if target is not None else "-",
                      f"B_noise [{pct}]": _cell(f) if target is not None else "-",
-                     "S_min [steps]": _whole(f["s_min"]) if pd.notna(f.get("s_min")) else "-",
+                     "S_min [steps]": whole(f["s_min"]) if pd.notna(f.get("s_min")) else "-",
                      f"alpha [{pct}]": bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
                      if f["alpha_kind"] == "fit" else f"no fit ({f['alpha_reason']})",
                      "LR model": {"saturating": "saturating", "power": "power law",
@@ -266,7 +241,7 @@ def headline(fits: pd.DataFrame, target: float | None) -> str:
     parts = []
     for _, f in fits.iterrows():
         crit = ("no target" if target is None else
-                f"B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], _whole)}"
+                f"B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], whole)}"
                 if f["b_noise_kind"] == "fit" else f["b_noise_reason"].split(":")[0]
                 if f["b_noise_kind"] in ("lower", "upper") else "no B_noise fit")
         lr = (f"alpha = {bounded(f['alpha'], f['alpha_lo'], f['alpha_hi'], _two)}" if f["alpha_kind"] == "fit"

@@ -156,3 +156,32 @@ def test_the_verdict_says_how_a_batch_with_several_seeds_counts_as_reached():
     assert f"(not reached: 256; {rule})" in two
     one = " ".join(verdict(fits, "val_top1", 0.9, {"sgd": {"points": 3, "seeds": 1}}))
     assert "(not reached: 256)" in one and rule not in one
+
+
+def test_the_grid_reports_critical_batch_table_gives_its_interval_or_bound():
+    """The grid (non-tuned) report's critical-batch table printed a bare '-' where the fit was a bound (steps that
+    no longer halve from the smallest batch: B_noise < 32) and a bare number without its interval where it fitted.
+    Steps by hand: S = 1000 (1 + 256 / B) with +-2% noise (B_noise 256 inside 64..1024), flat steps (past perfect
+    scaling from 32 on), steps that halve exactly (still perfect scaling at 128), and two batches (no fit)."""
+    from types import SimpleNamespace
+
+    from lbscale.report.tables import critical_batch_table
+
+    wiggle = [1.02, 0.98, 1.01, 0.99, 1.0]
+    rows = [("fits", b, 1000 * (1 + 256 / b) * w) for b, w in zip([64, 128, 256, 512, 1024], wiggle)]
+    rows += [("flat", b, 100) for b in (32, 64, 128)]
+    rows += [("halves", b, 6400 / b) for b in (32, 64, 128)]
+    rows += [("two", b, 10) for b in (32, 64)]
+    steps = pd.DataFrame(rows, columns=["variant", "global_batch", "steps"])
+    study = SimpleNamespace(trials=pd.DataFrame({"variant": ["fits", "flat", "halves", "two"]}))
+    t = critical_batch_table(study, steps)
+    cells = dict(zip(t.display["Variant"], t.display["B_noise [90%]"]))
+    value, lo, hi = (float(x) for x in cells["fits"].replace("[", "").replace("]", "").replace(",", " ").split())
+    assert value == pytest.approx(256, rel=0.1) and lo < 256 < hi  # the interval holds the truth
+    assert cells["flat"] == "< 32" and cells["halves"] == "> 128"
+    assert cells["two"].startswith("no fit")
+    tidy = t.tidy.set_index("variant")
+    assert tidy.loc["fits", "b_noise_kind"] == "fit" and tidy.loc["fits", "b_noise_lo"] == pytest.approx(lo, rel=0.01)
+    assert tidy.loc["flat", "b_noise_kind"] == "upper" and tidy.loc["flat", "b_noise"] == 32
+    assert tidy.loc["halves", "b_noise_kind"] == "lower" and tidy.loc["two", "b_noise_kind"] == "none"
+    assert any("interval" in n for n in t.notes)
