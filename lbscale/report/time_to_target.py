@@ -196,9 +196,9 @@ def recommend(grid: pd.DataFrame, gpu_budget: int | None = None, deadline_hours:
               gain: float = 0.1) -> dict:
     """The fastest configuration within `gpu_budget` GPUs, the cheapest (GPU-hours) whose time is within
     `deadline_hours`, and the GPU count past which doubling the GPUs cuts the best time to target by less
-    than `gain` (10 %)."""
+    than `gain` (10 %) or not at all, with the best times on both (`stops_paying_seconds`)."""
     g = grid.dropna(subset=["seconds"])
-    out = {"fastest": None, "cheapest": None, "stops_paying": None}
+    out = {"fastest": None, "cheapest": None, "stops_paying": None, "stops_paying_seconds": None}
     within = g[g["gpus"] <= gpu_budget] if gpu_budget else g
     if len(within):
         out["fastest"] = within.loc[within["seconds"].idxmin()].to_dict()
@@ -209,5 +209,6 @@ def recommend(grid: pd.DataFrame, gpu_budget: int | None = None, deadline_hours:
     for k in best.index:
         if 2 * k in best.index and best[2 * k] > (1 - gain) * best[k]:
             out["stops_paying"] = int(k)
+            out["stops_paying_seconds"] = (float(best[k]), float(best[2 * k]))
             break
     return out

@@ -102,3 +102,22 @@ def test_pareto_front_and_the_recommendation():
     # within an hour (3,600 s): 2200 s on 4 GPUs (2.44 GPU-hours) is cheaper than 1300 s on 8 (2.89)
     assert (rec["cheapest"]["gpus"], rec["cheapest"]["global_batch"]) == (4, 1024)
     assert rec["stops_paying"] == 8  # 8 -> 16 GPUs: 1300 -> 1250 s, under 10 %
+
+
+@pytest.mark.parametrize("seconds, said", [
+    ([4.7, 5.3, 5.7, 6.0], "more GPUs than 1 do not shorten the time to target (4.7 s on 1 GPU, 5.3 s on 2 GPUs)"),
+    ([8000.0, 4200.0, 2300.0, 2250.0], "past 4 GPUs the time to target falls < 10% per doubling (2,300 s on 4 "
+                                       "GPUs, 2,250 s on 8 GPUs)"),
+])
+def test_the_recommendation_says_whether_more_gpus_pay(seconds, said):
+    """A Fashion-MNIST study whose best time to target rose with the GPUs (4.7, 5.3, 5.7, 6.0 s) was told "past
+    1 GPU the time to target falls < 10% per doubling": the line now says which way it goes, with the two times."""
+    from lbscale.report.gpus import recommendation
+
+    k = [1, 2, 4, 8]
+    grid = pd.DataFrame({"variant": "sgd", "basis": "study", "global_batch": 256, "gpus": k, "seconds": seconds,
+                         "seconds_lo": seconds, "seconds_hi": seconds, "steps_source": "fit",
+                         "step_source": "model"})
+    grid["gpu_hours"] = grid["gpus"] * grid["seconds"] / 3600
+    line = recommendation(grid, None, None)
+    assert said in line and line.count("falls") == ("falls" in said)
