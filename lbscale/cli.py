@@ -126,12 +126,13 @@ def _trial_options(fn):
 @quiet_option
 def train(config_path, **options):
     """Train one trial (1 process, or one rank under torchrun / srun) and write its result files."""
-    from lbscale.config import load_config
+    from lbscale.config import check_given, load_config
     from lbscale.train.distributed import detect_env
     from lbscale.train.entry import run_trial
     from lbscale.train.summary import outcome_line
 
     cfg = load_config(config_path, **options)
+    check_given(cfg, {k: f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None})
     code = run_trial(cfg)
     line = outcome_line(cfg.out) if detect_env().is_main and code == 0 else None
     if line:

@@ -348,16 +348,24 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
 def _check_optimizer_options(cfg: TrialConfig) -> None:
     """An optimizer option set away from its default that the chosen optimizer does not read is an error (it
     would be ignored silently); the registry says what each optimizer reads."""
-    info = OPTIMIZERS[cfg.optimizer]
-    reads = info.option_fields()
     for name in OPTION_FIELDS.values():
         value, default = getattr(cfg, name), FIELDS[name].default
         if name == "betas":
             value, default = tuple(value), tuple(default)
-        if name not in reads and value != default:
-            flag = name.replace("_", "-")
+        if value != default:
+            check_given(cfg, {name: f"--{name.replace('_', '-')}"})
+
+
+def check_given(cfg: TrialConfig, given: dict[str, str]) -> None:
+    """The options the user gave (on the command line, in a sweep spec; {option: how the error names it}) that the
+    chosen optimizer does not read are refused at any value, their defaults included: `--momentum 0.9` with
+    `lamb` would be ignored as silently as 0.5. (A config file written by a sweep holds every option, read or
+    not, so it is checked by value only.)"""
+    reads = OPTIMIZERS[cfg.optimizer].option_fields()
+    for name, label in given.items():
+        if name in OPTION_FIELDS.values() and name not in reads:
             takes = ", ".join("--" + r.replace("_", "-") for r in reads) or "none of these options"
-            raise LbscaleError(f"--{flag}: {cfg.optimizer} does not read it (it reads {takes})")
+            raise LbscaleError(f"{label}: {cfg.optimizer} does not read it (it reads {takes})")
 
 
 def to_dict(cfg: TrialConfig) -> dict:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lbscale.config import FIELDS, TrialConfig, load_config, to_dict
+from lbscale.config import FIELDS, TrialConfig, check_given, load_config, to_dict
 from lbscale.sweep.spec import SweepSpec
 from lbscale.errors import LbscaleError
 from lbscale.ranges import doubling, parse_ints, parse_size
@@ -274,6 +274,10 @@ def _trial_plan(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, var
         resolved = resolve_plan(cfg, cell.gpus, None)
     except LbscaleError as e:
         raise LbscaleError(f"trial {trial_id}: {e}") from None
+    search = f"grid.variants.{vname}.search" if vname in spec.variant_search else "search"
+    check_given(cfg, {**{k: f"{spec.path}: trial: {k}" for k in spec.trial},  # what the spec names, at any value
+                      **{k: f"{spec.path}: grid.variants.{vname}: {k}" for k in voptions},
+                      **{k: f"{spec.path}: {search}: {k}" for k in values}})
     data_field = (f"grid.datasets.{dname}" if dname is not None
                   else f"grid.variants.{vname}.data" if "data" in voptions else "data")
     tune = spec.variant_search.get(vname, spec.search).tune if k is not None else None

@@ -95,6 +95,23 @@ def test_too_few_train_samples_for_the_largest_batch(tmp_path, run_cli, tiny_h5,
     assert _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("where", ["trial", "variant"])
+def test_a_spec_option_the_optimizer_does_not_read_is_refused_at_any_value(tmp_path, run_cli, tiny_h5,
+                                                                         no_trial_process, where):
+    """momentum 0.9 (its default) beside a LAMB variant was planned without a word; LAMB never reads it."""
+    spec = tmp_path / "x.yaml"
+    text = SPEC.format(data=tiny_h5, batch="[32]", extra="")
+    if where == "trial":
+        text = text.replace("optimizer: sgd", "optimizer: lamb, momentum: 0.9")
+    else:
+        text += "  variants: {adam: {optimizer: lamb, momentum: 0.9}}\n"
+    spec.write_text(text)
+    rc, out, err = _timed(run_cli, "sweep", spec, "--results", tmp_path / "res", "--dry-run")
+    assert (rc, out) == (2, "") and len(err.strip().splitlines()) == 1, err
+    assert "momentum" in err and "lamb does not read it" in err and str(spec) in err
+    assert _nothing_written(tmp_path)
+
+
 def test_an_evaluation_split_the_options_need_is_missing(tmp_path, run_cli, no_val_h5, no_trial_process):
     spec = _spec(tmp_path, no_val_h5, batch="[32]", extra=", eval_every: 5")
     rc, out, err = _timed(run_cli, "sweep", spec, "--results", tmp_path / "res")

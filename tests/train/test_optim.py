@@ -132,6 +132,8 @@ def test_one_builder_passes_exactly_what_the_registry_says(name):
     ("lars", ["--eps", "1e-3"], "--eps"),
     ("nesterov", ["--lars-nesterov"], "--lars-nesterov"),
     ("sgd", ["--max-grad-norm", "1"], "--max-grad-norm"),
+    ("lamb", ["--momentum", "0.9"], "--momentum"),  # given at its default value: still not read, still refused
+    ("lars", ["--eps", "1e-6"], "--eps"),
 ])
 def test_an_option_the_optimizer_does_not_read_is_refused(tiny_h5, tmp_path, run_cli, optimizer, args, needle):
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", "--optimizer", optimizer, *args)
