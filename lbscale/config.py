@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from lbscale.errors import LbscaleError
-from lbscale.task import TASKS
+from lbscale.task import TASKS, Task
 from lbscale.train.optim import DECAY_ON, OPTIMIZERS, OPTION_FIELDS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
 from lbscale.train.pruning import MODES as PRUNE_MODES
@@ -276,6 +276,8 @@ def validate(cfg: TrialConfig) -> None:
         if cfg.target_metric not in known:  # the data's task narrows this further (Trial, sweep plan)
             raise LbscaleError(f"--target-metric: {cfg.target_metric!r} is not a metric of any task "
                                f"(choose one of {', '.join(known)})")
+        for t in cfg.targets:
+            Task.check_target(cfg.target_metric, t)
     _check_optimizer_options(cfg)
     _check_evaluation_options(cfg, known)
     if cfg.divergence_factor <= 0:

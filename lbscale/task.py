@@ -50,6 +50,17 @@ class Task:
         """Every task metric grows with quality; a loss does not."""
         return not metric.endswith(LOSS)
 
+    @staticmethod
+    def check_target(metric: str, target: float, option: str = "--target") -> None:
+        """A target its metric can never meet, or meets from the start, decides nothing: every task metric lies
+        between 0 and 1, a loss is >= 0."""
+        if metric.endswith(LOSS):
+            if target <= 0:
+                raise LbscaleError(f"{option} {target:g}: {metric} is a loss (>= 0): a target <= 0 is never reached")
+        elif not 0 < target <= 1:
+            raise LbscaleError(f"{option} {target:g}: {metric} lies between 0 and 1: a target of {target:g} is "
+                               f"{'never reached' if target > 1 else 'met from the start'}")
+
     def reached(self, metric: str, value: float, target: float) -> bool:
         return bool(reaches(value, target, self.higher_is_better(metric)))
 

@@ -95,7 +95,7 @@ def limit_train(assign: np.ndarray, labels: np.ndarray, max_train: int, seed: in
 
 def _write_split(dataset: str, source, split: str, writer, assign: np.ndarray | None, counts: dict) -> None:
     """Stream one split of `source` into `writer`; train's samples go to the split `assign` carved them into."""
-    progress = bar(desc=f"write {split}", unit="img")
+    progress = bar(desc=f"read {split}", unit="img")  # the source's split, written into the splits assign says
     offset = 0
     for batch in source.batches(split):
         if assign is not None:

@@ -21,6 +21,7 @@ from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
 from lbscale.results import FINISHED
 from lbscale.sweep.state import count_line
+from lbscale.task import Task
 from lbscale.report.render import FORMATS, figures_drawn, html_page, integral, latex, markdown, prepare_figures
 
 __all__ = ["load_results", "write_report", "published", "Study", "FORMATS"]
@@ -104,6 +105,8 @@ def _targets(study: Study, metric: str, target) -> list[float]:
         own = study.trials.dropna(subset=["targets"]) if "targets" in study.trials else study.trials.iloc[0:0]
         own = own[own["target_metric"] == metric]["targets"].unique()
         given = parse_targets(own[0]) if len(own) == 1 else []
+    for t in given:
+        Task.check_target(metric, t)
     return given[::-1] if metric.endswith("loss") else given
 
 

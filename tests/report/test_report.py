@@ -269,3 +269,25 @@ def test_a_study_at_one_gpu_count_has_no_scaling_section_or_figures(tmp_path):
     md = (out / "report.md").read_text()
     assert "## Scaling" not in md and not (out / "figures" / "speedup.png").exists()
     assert not (out / "figures" / "time-vs-gpus.png").exists() and (out / "figures" / "metric-vs-batch.png").exists()
+
+
+@pytest.mark.parametrize("metric, target, needle", [
+    ("val_top1", "1.5", "never reached"), ("val_top1", "0.9,1.2", "never reached"), ("val_top1", "0", "from the start"),
+    ("val_loss", "-0.1", "never reached"),
+])
+def test_report_refuses_a_target_the_metric_cannot_meet(tmp_path, run_cli, metric, target, needle):
+    """--target 1.5 for an accuracy was accepted, and every batch 'never reached' it."""
+    res = make_study(tmp_path / "sat4", seeds=1)
+    rc, _, err = run_cli("report", res, "--out", tmp_path / "r", "--metric", metric, "--target", target)
+    assert rc == 2 and needle in err and metric in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_trial_refuses_a_target_its_metric_cannot_meet():
+    from lbscale.config import TrialConfig, validate
+    from lbscale.errors import LbscaleError
+
+    with pytest.raises(LbscaleError, match="val_top1 lies between 0 and 1"):
+        validate(TrialConfig(data="x.h5", out="o", target_metric="val_top1", target=1.5))
+    validate(TrialConfig(data="x.h5", out="o", target_metric="val_top1", target=1.0))  # reachable: a perfect score
+    validate(TrialConfig(data="x.h5", out="o", target_metric="val_loss", target=2.0))
