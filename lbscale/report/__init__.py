@@ -126,13 +126,23 @@ def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
         return "no completed trial yet"
     parts = []
     for variant, g in t.groupby(t["variant"].fillna("-")):
-        means = g.groupby("global_batch")[col].mean().dropna()
+        g = g.dropna(subset=[col])
+        if g.empty:
+            parts.append(f"{variant}: no completed trial with {metric}")
+            continue
+        means, seeds = g.groupby("global_batch")[col].mean(), g.groupby("global_batch").size()
         if study.task.higher_is_better(metric):
             best_b, ok = means.idxmax(), means[means >= means.max() - tolerance]
         else:
             best_b, ok = means.idxmin(), means[means <= means.min() + tolerance]
-        parts.append(f"{variant}: best {metric_label(metric).lower()} {means[best_b]:.3f} at "
-                     f"{batch_label(best_b)}, holds within {tolerance:g} up to {batch_label(ok.index.max())}")
+        n = int(seeds[best_b])
+        value = (f"{metric_label(metric).lower()} {means[best_b]:.3f} at {batch_label(best_b)} "
+                 f"({'1 seed' if n == 1 else f'mean of {n} seeds'})")
+        if len(means) == 1:
+            parts.append(f"{variant}: {value}; one batch completed, none to compare it with")
+        else:
+            parts.append(f"{variant}: best {value}, holds within {tolerance:g} up to {batch_label(ok.index.max())} "
+                         f"({len(means)} batches completed)")
     return "; ".join(parts)
 
 

@@ -48,11 +48,24 @@ def test_verdict_of_a_lower_is_better_metric(tmp_path, run_cli):
     loss = {b: 1.2 - final(b, 8000) for b in (4096, 8192, 16384)}
     assert loss[4096] < loss[8192] < loss[4096] + 0.01 < loss[16384]
     study = load_results([res])
-    assert headline(study, "val_loss") == "lamb-sqrt: best loss (val) 0.230 at 4K, holds within 0.01 up to 8K"
-    assert headline(study, "val_top1") == "lamb-sqrt: best accuracy (val) 0.970 at 4K, holds within 0.01 up to 8K"
+    assert headline(study, "val_loss") == ("lamb-sqrt: best loss (val) 0.230 at 4K (1 seed), holds within 0.01 up to "
+                                           "8K (3 batches completed)")
+    assert headline(study, "val_top1") == ("lamb-sqrt: best accuracy (val) 0.970 at 4K (1 seed), holds within 0.01 "
+                                           "up to 8K (3 batches completed)")
     rc, stdout, err = run_cli("report", res, "--out", tmp_path / "rep", "--metric", "val_loss", "--format", "md")
     assert rc == 0, err
-    assert "best loss (val) 0.230 at 4K, holds within 0.01 up to 8K" in stdout
+    assert "best loss (val) 0.230 at 4K (1 seed), holds within 0.01 up to 8K" in stdout
+
+
+def test_the_verdict_of_one_completed_batch_says_so(tmp_path):
+    """A sweep stopped after its first trial printed 'best accuracy (test) 0.654 at 32, holds within 0.01 up to
+    32', as if batches had been compared: it now says what the number rests on."""
+    res = tmp_path / "one"
+    make_trial(res, 4096, 4, 0, jitter=False)
+    make_trial(res, 4096, 4, 1, jitter=False)
+    study = load_results([res])
+    assert headline(study, "val_top1") == ("lamb-sqrt: accuracy (val) 0.970 at 4K (mean of 2 seeds); one batch "
+                                           "completed, none to compare it with")
 
 
 @pytest.mark.parametrize("metric", ["val_top1", "val_loss"])
