@@ -93,28 +93,37 @@ def _warmup_tag(w) -> str:
 
 def _cells(spec: SweepSpec, batch, gpus, local_batch) -> list[tuple[int, int | None, int | None, str, str]]:
     """(global batch, GPUs or None, local batch or None, where, the batch's field) of every grid cell: the
-    Cartesian batch x GPUs, or the spec's paired points (which --batch / --gpus then select from)."""
-    local = parse_size(local_batch) if local_batch is not None else (
-        parse_size(spec.local_batch) if spec.local_batch is not None else None)
-    gpu_list = parse_ints(gpus, "gpus") if gpus is not None else (
-        parse_ints(spec.gpus, "gpus") if spec.gpus is not None and not spec.points else None)
+    Cartesian batch x GPUs, or the spec's paired points (which --batch / --gpus then select from). A value that
+    does not parse names the spec and its field (or the option that gave it)."""
+    def parsed(field, fn, *args):
+        try:
+            return fn(*args)
+        except LbscaleError as e:
+            raise LbscaleError(f"{spec.path}: {field}: {e}") from None
+
+    local = parsed("--local-batch", parse_size, local_batch) if local_batch is not None else (
+        parsed("grid.local_batch", parse_size, spec.local_batch) if spec.local_batch is not None else None)
+    gpu_list = parsed("--gpus", parse_ints, gpus, "gpus") if gpus is not None else (
+        parsed("grid.gpus", parse_ints, spec.gpus, "gpus") if spec.gpus is not None and not spec.points else None)
     if not spec.points:
-        batches = parse_batches(batch if batch is not None else spec.batch)
         field = "--batch" if batch is not None else "grid.batch"
+        batches = parsed(field, parse_batches, batch if batch is not None else spec.batch)
         return [(b, g, local, "", field) for b in batches for g in (gpu_list or [None])]
-    default_gpus = parse_ints(spec.gpus, "gpus") if spec.gpus is not None else [None]
+    default_gpus = parsed("grid.gpus", parse_ints, spec.gpus, "gpus") if spec.gpus is not None else [None]
     if len(default_gpus) > 1:
         raise LbscaleError(f"{spec.path}: with grid.points, grid.gpus is one default GPU count, not a list")
     cells = []
     for i, row in enumerate(spec.points):
-        b = parse_size(row["batch"])
-        g = parse_ints(row["gpus"], "gpus")[0] if row.get("gpus") is not None else default_gpus[0]
+        b = parsed(f"grid.points[{i}].batch", parse_size, row["batch"])
+        g = (parsed(f"grid.points[{i}].gpus", parse_ints, row["gpus"], "gpus")[0] if row.get("gpus") is not None
+             else default_gpus[0])
         lb = local if local_batch is not None else (
-            parse_size(row["local_batch"]) if row.get("local_batch") is not None else local)
+            parsed(f"grid.points[{i}].local_batch", parse_size, row["local_batch"])
+            if row.get("local_batch") is not None else local)
         cells.append((b, g, lb, f"grid.points[{i}] (batch {row['batch']}, gpus {g if g else '-'}): ",
                       f"grid.points[{i}].batch"))
     if batch is not None:
-        wanted = set(parse_batches(batch))
+        wanted = set(parsed("--batch", parse_batches, batch))
         cells = [c for c in cells if c[0] in wanted]
     if gpu_list is not None:
         cells = [c for c in cells if c[1] in gpu_list]
@@ -166,7 +175,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         try:
             g, nodes, accum = _resources(b, g, local, gpus_per_node)
         except LbscaleError as e:
-            raise LbscaleError(f"{where}{e}") from None
+            raise LbscaleError(f"{spec.path}: {where or f'{field} {b}: '}{e}") from None
         cell = _Cell(b, g, nodes, local, accum, field)
         for dataset, variant in itertools.product(datasets.items(), variants.items()):
             for w, point, seed in itertools.product(warmups, points[variant[0]], seed_list):

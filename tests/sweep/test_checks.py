@@ -143,3 +143,21 @@ def test_no_function_in_the_sweep_package_is_over_60_lines():
                 if lines > 60:
                     long.append(f"{path.name}:{node.name} {lines}")
     assert long == []
+
+
+@pytest.mark.parametrize("grid, field", [
+    ("  batch: [64]\n  local_batch: 48\n", "grid.batch 64"),
+    ("  batch: 64..25\n", "grid.batch"),
+    ("  points: [{batch: 100, gpus: 3}]\n", "grid.points[0]"),
+    ("  batch: [64]\n  gpus: [0]\n", "grid.gpus"),
+])
+def test_a_grid_that_does_not_divide_names_the_spec_and_its_field(tmp_path, run_cli, tiny_h5, no_trial_process,
+                                                                   grid, field):
+    """'batch 64 is not divisible by 1 GPUs x local batch 48' and "malformed range '64..25'" named neither the
+    spec file nor the field."""
+    spec = tmp_path / "x.yaml"
+    spec.write_text(f"name: g\ndata: {tiny_h5}\nmodel: test_resnet\nepochs: 1\ntrial: {{device: cpu}}\ngrid:\n{grid}")
+    rc, out, err = _timed(run_cli, "sweep", spec, "--results", tmp_path / "res", "--dry-run")
+    assert (rc, out) == (2, "") and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"lbscale: error: {spec}: {field}"), err
+    assert _nothing_written(tmp_path)
