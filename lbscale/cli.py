@@ -191,7 +191,8 @@ def sweep(spec, nproc, no_submit, **options):
 @click.option("--watch", type=float, is_flag=False, flag_value=5.0, default=None, metavar="[SECONDS]",
               help="Redraw the table every SECONDS (5) until every trial has ended; Ctrl-C stops watching.")
 def status(results, watch):
-    """A table of the trials under RESULTS: state, epoch reached, last metric, SLURM job, elapsed, time left."""
+    """A table of the trials under RESULTS (or of one trial directory): state, epoch reached, last metric, SLURM job,
+    elapsed, time left."""
     from lbscale.sweep.command import status_table, watch_status
 
     if watch is not None:

@@ -156,3 +156,15 @@ def test_failure_reason_of_a_multi_process_trial_is_the_trials_own_line(tmp_path
                    "============================================================\n"
                    "srun: error: node1: task 0: Exited with exit code 2\n")
     assert failure_reason(log, 0, 1) == "/data/x.h5: no split 'val'"
+
+
+def test_status_of_one_trial_directory_shows_that_trial(tmp_path, run_cli):
+    """`lbscale status RESULTS/TRIAL` said the trial directory held no trials."""
+    from tests.fixtures.make_results import make_trial
+
+    trial = make_trial(tmp_path / "res", 512, 1, 0)
+    make_trial(tmp_path / "res", 1024, 1, 0)
+    rc, out, err = run_cli("status", trial)
+    assert rc == 0, err
+    lines = out.strip().splitlines()
+    assert lines[1].split()[:2] == [trial.name, "completed"] and lines[-1] == "1 trials: 1 completed"
