@@ -427,13 +427,15 @@ def main(argv=None) -> int:
     except click.ClickException as e:
         click.echo(f"{ERROR_PREFIX}{e.format_message()}", err=True)
         return 2
-    except click.Abort:
-        click.echo("lbscale: aborted", err=True)
+    except click.Abort as e:  # click's form of Ctrl-C: the interrupt's own message where it has one
+        cause = e.__cause__
+        click.echo(f"lbscale: {cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else 'aborted'}",
+                   err=True)
         return 130
     except SystemExit as e:  # a command's own exit code (e.g. 75: preempted, checkpointed)
         return e.code if isinstance(e.code, int) else 1
-    except KeyboardInterrupt:
-        click.echo("lbscale: interrupted", err=True)
+    except KeyboardInterrupt as e:
+        click.echo(f"lbscale: {e.args[0] if e.args else 'interrupted'}", err=True)
         return 130
     return 0
 

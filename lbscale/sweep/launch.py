@@ -284,8 +284,12 @@ class LocalLauncher:
         if p.gpus > 1:
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc_per_node={p.gpus}", *argv[1:]]
-        with progress.trial(p, at, rest) as follow:
-            code = run_process(p, argv, follow=follow, warm=True)
+        try:
+            with progress.trial(p, at, rest) as follow:
+                code = run_process(p, argv, follow=follow, warm=True)
+        except KeyboardInterrupt:  # Ctrl-C: the trial checkpoints as it stops (SIGINT reaches it too)
+            raise KeyboardInterrupt(f"sweep interrupted in {p.trial_id}; finished trials are kept: run the same "
+                                    "command again to resume (this trial from its checkpoint)") from None
         if waiting(p):  # not interrupted: the next round resumes it
             (p.out / RUN).unlink(missing_ok=True)
         print(f"{at} {p.trial_id}: {outcome(p, code)}", flush=True)

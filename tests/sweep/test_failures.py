@@ -168,3 +168,31 @@ def test_status_of_one_trial_directory_shows_that_trial(tmp_path, run_cli):
     assert rc == 0, err
     lines = out.strip().splitlines()
     assert lines[1].split()[:2] == [trial.name, "completed"] and lines[-1] == "1 trials: 1 completed"
+
+
+def test_ctrl_c_during_a_sweep_names_the_trial_and_how_to_resume(tmp_path, tiny_h5):
+    """Ctrl-C in a local sweep ended with 'lbscale: aborted' alone: which trial stopped, and that the same command
+    resumes, went unsaid. A terminal's Ctrl-C reaches the whole foreground group: SIGINT to the sweep's group."""
+    import signal
+    import subprocess
+    import time
+
+    spec = tmp_path / "x.yaml"
+    spec.write_text(f"name: c\ndata: {tiny_h5}\nmodel: test_resnet\nepochs: 50\n"
+                    "trial: {optimizer: sgd, base_lr: 0.1, device: cpu}\ngrid: {batch: [32], gpus: [1], seeds: 2}\n")
+    res = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "lbscale.cli", "sweep", str(spec), "--results", str(res)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not list(res.glob("*/metrics.jsonl")) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)  # the first trial has trained an epoch: it runs
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("lbscale: ") and "b32-g1-sgd-linear-s0" in last and "resume" in last, err
