@@ -58,6 +58,11 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
     label = metric_label(metric)
     hps = hp_columns(best)
     gns = gns_at_target(study.steps, best) if target is not None else pd.Series(dtype=float)
+    test = f"final_{study.task.primary_on('test')}"
+    test_label = f"Final {metric_label(test.removeprefix('final_'))}"
+    if test in study.trials and study.trials[test].notna().any() and not metric.startswith("test_"):
+        final = study.trials.set_index(["results", "trial"])[test]
+        best = best.assign(**{test: [final.get((r["results"], r["trial"])) for _, r in best.iterrows()]})
     disp = []
     for _, r in best.iterrows():
         row = {"Variant": r["variant"]} if study.varies("variant") else {}
@@ -66,7 +71,10 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
             row.update({"Reached": "yes" if r["reached"] else "no", "Steps to target": whole(r["steps_to_target"]),
                         "Epochs to target": number(r["epochs_to_target"], 2),
                         "Time to target [s]": number(r["seconds_to_target"], 1)})
-        row.update({f"Best {label}": number(r["best_value"]), "Peak LR": _hp(r.get("peak_lr"))})
+        row[f"Best {label}"] = number(r["best_value"])
+        if test in best:
+            row[test_label] = number(r[test])
+        row["Peak LR"] = _hp(r.get("peak_lr"))
         if len(gns):
             row["B_simple at target"] = number(gns.get(r["trial"]))
         row.update({c.removeprefix(HP): _hp(r[c]) for c in hps if c != f"{HP}peak_lr"})
@@ -78,6 +86,8 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
                  [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included",
                   "Steps / epochs / time to target: the first whole-split evaluation (step or epoch) at or past "
                   "the target (a subset evaluation that meets it is confirmed on the whole split first)"]
+                 + ([f"{test_label}: the best trial's model at its end on the test split, reported beside it and not "
+                     "used to choose it"] if test in best else [])
                  + (["B_simple at target: the trial's gradient noise scale near that step (--gns-every, smoothed "
                      "over the last measured steps), where McCandlish et al. compare it with the critical batch"]
                     if len(gns) else []))

@@ -373,3 +373,21 @@ def test_the_time_table_says_how_far_a_trial_that_stopped_at_the_target_trained(
     table = time_table(study, trials=study.trials)
     assert table.display["Epochs"].tolist() == [f"{2000 / 1024:.2f}"]
     assert table.tidy["epochs_mean"].tolist() == [pytest.approx(2000 / 1024)]
+
+
+def test_the_best_trials_test_figures_are_shown_beside_them(tmp_path):
+    """The tuned report showed the validation figures only, where every trial's summary held its test figures
+    (the grid report shows them): each batch's best trial now gets its final test value, not used to choose it."""
+    res = make_tuned_study(tmp_path / "tuned")
+    for summary in res.glob("*/summary.json"):
+        s = json.loads(summary.read_text())
+        tag = summary.parent.name  # b256-g1-sgd-none-p1-s0: the value names the trial
+        s["test"] = {"test_top1": int(tag.split("-")[0][1:]) / 10000 + int(tag.split("-p")[1][0]) / 100}
+        summary.write_text(json.dumps(s))
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "csv")))
+    best = pd.read_csv(out / "tables" / "tuned-best.csv")
+    for _, r in best.iterrows():
+        b, p = int(r["global_batch"]), int(r["trial"].split("-p")[1][0])
+        assert r["final_test_top1"] == pytest.approx(b / 10000 + p / 100)
+    md = (out / "report.md").read_text()
+    assert "Final Accuracy (test)" in md and "not used to choose" in md
