@@ -247,12 +247,18 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
 @quiet_option
 def gns(trial, data_path, micro_batch, k, groups, seed):
     """Gradient noise scale B_simple of TRIAL's checkpoint: the predicted critical batch."""
-    from lbscale.analysis.gns import GNS_FILE, measure_trial
+    from lbscale.analysis.gns import GNS_FILE, MIN_GROUPS, measure_trial
 
     r = measure_trial(trial, data_path, micro_batch, k, groups, seed)
-    b = r["b_simple"]
+    b, lo, hi, iv = r["b_simple"], r["b_simple_lo"], r["b_simple_hi"], r["interval"]
     shown = f"{b:,.0f}" if b is not None else "undefined (|G|^2 estimate <= 0: measure more groups)"
-    click.echo(f"gradient noise scale B_simple = {shown} (predicted critical batch; |G|^2 {r['g2']:.4g}, "
+    if iv is None:
+        spread = f"no interval from {groups} groups (--groups {MIN_GROUPS} or more)"
+    else:
+        ends = f"[{lo:,.0f}, {f'{hi:,.0f}]' if hi is not None else 'inf)'}"
+        spread = (f"{ends}: {iv['level']:.0%} {iv['method']}"
+                  + ("; |G|^2 not resolved from zero: unbounded" if hi is None else ""))
+    click.echo(f"gradient noise scale B_simple = {shown} {spread} (predicted critical batch; |G|^2 {r['g2']:.4g}, "
                f"tr(Sigma) {r['trace']:.4g}, {groups} groups of {k} x {micro_batch}); written to {trial / GNS_FILE}")
 
 

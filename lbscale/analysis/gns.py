@@ -9,10 +9,12 @@ Each is noisy on its own, so they are summed over many measurements and divided 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 GNS_FILE = "gns.json"
+LEVEL = 0.9  # the interval's level, as the report's
 
 
 def estimate(g2_small: float, g2_big: float, b_small: float, b_big: float) -> tuple[float, float]:
@@ -22,6 +24,35 @@ def estimate(g2_small: float, g2_big: float, b_small: float, b_big: float) -> tu
     g2 = (b_big * g2_big - b_small * g2_small) / (b_big - b_small)
     trace = (g2_small - g2_big) / (1.0 / b_small - 1.0 / b_big)
     return g2, trace
+
+
+MIN_GROUPS = 4  # fewer groups leave too few degrees of freedom for an interval
+
+
+def b_simple_interval(parts, level: float = 0.9) -> tuple[float | None, float | None]:
+    """Fieller's interval (Fieller 1954) for B_simple, the ratio of the mean tr(Sigma) and |G|^2 estimates over the
+    measurement groups `parts` [(|G|^2, tr(Sigma)), ...]: the B for which mean tr - B mean |G|^2 is within the
+    t-quantile (n - 1 degrees of freedom) of zero, from the groups' variances and covariance. Where the |G|^2
+    mean is not resolved from zero the set is unbounded: (0, inf). The lower end is at least 0 (a noise scale is
+    not negative). (None, None) with fewer than MIN_GROUPS groups."""
+    import numpy as np
+    from scipy.special import stdtrit
+
+    g2, trace = np.asarray(parts, dtype=float).reshape(-1, 2).T
+    n = len(g2)
+    if n < MIN_GROUPS:
+        return None, None
+    q = float(stdtrit(n - 1, 0.5 + level / 2)) ** 2
+    cov = np.cov(g2, trace, ddof=1) / n  # of the two means
+    gm, tm = g2.mean(), trace.mean()
+    a = gm ** 2 - q * cov[0, 0]
+    b = -2 * (gm * tm - q * cov[0, 1])
+    c = tm ** 2 - q * cov[1, 1]
+    disc = b * b - 4 * a * c
+    if a <= 0 or disc < 0:
+        return 0.0, math.inf
+    root = math.sqrt(disc)
+    return max(0.0, (-b - root) / (2 * a)), max(0.0, (-b + root) / (2 * a))
 
 
 @dataclass
@@ -73,9 +104,10 @@ class SmoothedNoiseScale:
         return self.trace / self.g2 if self.weight > 0 and self.g2 > 0 else None  # the correction cancels
 
 
-def measure(model, batches, loss_fn, k: int, groups: int, progress=None) -> NoiseScale:
+def measure(model, batches, loss_fn, k: int, groups: int, progress=None, parts: list | None = None) -> NoiseScale:
     """Measure on `groups` groups of `k` micro-batches: each micro-batch gradient is the small batch, their mean
-    the big one. `batches` yields (inputs, targets) of equal size; `loss_fn(outputs, targets)` is a mean loss."""
+    the big one. `batches` yields (inputs, targets) of equal size; `loss_fn(outputs, targets)` is a mean loss.
+    `parts`, where given, receives each group's (|G|^2, tr(Sigma)) estimates (for `b_simple_interval`)."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -93,6 +125,8 @@ def measure(model, batches, loss_fn, k: int, groups: int, progress=None) -> Nois
             total = flat if total is None else total + flat
         mean = total / k
         out.add(small_sq / k, float(mean @ mean), size, size * k)
+        if parts is not None:
+            parts.append(estimate(small_sq / k, float(mean @ mean), size, size * k))
         if progress is not None:
             progress.update(1)
     return out
@@ -141,10 +175,15 @@ def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = 3
             epoch += 1
 
     progress = bar(total=groups, desc="gradient noise scale", unit="group")
-    result = measure(model, batches(), lambda out, y: task.loss(out, y), k, groups, progress)
+    parts: list = []
+    result = measure(model, batches(), lambda out, y: task.loss(out, y), k, groups, progress, parts)
     progress.close()
+    lo, hi = b_simple_interval(parts, LEVEL)
     record = {"source": "checkpoint", "micro_batch": micro_batch, "k": k, "groups": groups,
-              "step": saved.get("step"), **result.as_dict()}
+              "step": saved.get("step"), **result.as_dict(), "b_simple_lo": lo,
+              "b_simple_hi": hi if hi is None or math.isfinite(hi) else None,  # an open end: null in JSON
+              "interval": None if lo is None else {"level": LEVEL, "method": "Fieller's interval over the groups "
+                                                   f"(t, {groups - 1} degrees of freedom)"}}
     write_json(trial_dir / GNS_FILE, record)
     return record
 
