@@ -1,6 +1,7 @@
 """Progress for long steps: bars on a terminal; in a log file (SLURM, CI) plain lines instead of hundreds of
 carriage-return updates. `--quiet` silences both."""
 
+import os
 import sys
 import time
 
@@ -19,7 +20,14 @@ def is_quiet() -> bool:
 
 
 def interactive() -> bool:
-    return sys.stderr.isatty()
+    """A terminal that can show a bar: stderr is a tty with a width (a bare pty reports 0 columns, where a bar
+    would show nothing and log lines are the progress)."""
+    if not sys.stderr.isatty():
+        return False
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (OSError, ValueError):
+        return False
 
 
 class LogLines:
