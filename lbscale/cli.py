@@ -132,7 +132,7 @@ def train(config_path, **options):
     from lbscale.train.summary import outcome_line
 
     cfg = load_config(config_path, **options)
-    check_given(cfg, {k: f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None})
+    check_given(cfg.optimizer, {k: f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None})
     code = run_trial(cfg)
     line = outcome_line(cfg.out) if detect_env().is_main and code == 0 else None
     if line:
@@ -253,7 +253,8 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
     b, lo, hi, iv = r["b_simple"], r["b_simple_lo"], r["b_simple_hi"], r["interval"]
     shown = f"{b:,.0f}" if b is not None else "undefined (|G|^2 estimate <= 0: measure more groups)"
     if iv is None:
-        spread = f"no interval from {groups} groups (--groups {MIN_GROUPS} or more)"
+        spread = (f"no interval from {groups} groups (--groups {MIN_GROUPS} or more)" if groups < MIN_GROUPS else
+                  "no interval (the groups' tr(Sigma) estimates lie below zero, or one is not a number)")
     else:
         ends = f"[{lo:,.0f}, {f'{hi:,.0f}]' if hi is not None else 'inf)'}"
         spread = (f"{ends}: {iv['level']:.0%} {iv['method']}"

@@ -355,19 +355,21 @@ def _check_optimizer_options(cfg: TrialConfig) -> None:
         if name == "betas":
             value, default = tuple(value), tuple(default)
         if value != default:
-            check_given(cfg, {name: f"--{name.replace('_', '-')}"})
+            check_given(cfg.optimizer, {name: f"--{name.replace('_', '-')}"})
 
 
-def check_given(cfg: TrialConfig, given: dict[str, str]) -> None:
+def check_given(optimizer: str, given: dict[str, str]) -> None:
     """The options the user gave (on the command line, in a sweep spec; {option: how the error names it}) that the
     chosen optimizer does not read are refused at any value, their defaults included: `--momentum 0.9` with
     `lamb` would be ignored as silently as 0.5. (A config file written by a sweep holds every option, read or
     not, so it is checked by value only.)"""
-    reads = OPTIMIZERS[cfg.optimizer].option_fields()
+    if optimizer not in OPTIMIZERS:  # an unknown one is refused as a bad choice by `validate`
+        return
+    reads = OPTIMIZERS[optimizer].option_fields()
     for name, label in given.items():
         if name in OPTION_FIELDS.values() and name not in reads:
             takes = ", ".join("--" + r.replace("_", "-") for r in reads) or "none of these options"
-            raise LbscaleError(f"{label}: {cfg.optimizer} does not read it (it reads {takes})")
+            raise LbscaleError(f"{label}: {optimizer} does not read it (it reads {takes})")
 
 
 def to_dict(cfg: TrialConfig) -> dict:

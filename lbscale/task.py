@@ -6,6 +6,7 @@ Importing this module costs no torch: the planner and the report use the metadat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from lbscale.errors import LbscaleError
@@ -54,6 +55,8 @@ class Task:
     def check_target(metric: str, target: float, option: str = "--target") -> None:
         """A target its metric can never meet, or meets from the start, decides nothing: every task metric lies
         between 0 and 1, a loss is >= 0."""
+        if not math.isfinite(target):
+            raise LbscaleError(f"{option} {target:g}: not a finite number (a target of {metric})")
         if metric.endswith(LOSS):
             if target <= 0:
                 raise LbscaleError(f"{option} {target:g}: {metric} is a loss (>= 0): a target <= 0 is never reached")

@@ -33,14 +33,15 @@ def b_simple_interval(parts, level: float = 0.9) -> tuple[float | None, float | 
     """Fieller's interval (Fieller 1954) for B_simple, the ratio of the mean tr(Sigma) and |G|^2 estimates over the
     measurement groups `parts` [(|G|^2, tr(Sigma)), ...]: the B for which mean tr - B mean |G|^2 is within the
     t-quantile (n - 1 degrees of freedom) of zero, from the groups' variances and covariance. Where the |G|^2
-    mean is not resolved from zero the set is unbounded: (0, inf). The lower end is at least 0 (a noise scale is
-    not negative). (None, None) with fewer than MIN_GROUPS groups."""
+    mean is not resolved from zero (or lies below it) the set is unbounded: (0, inf). The lower end is at least 0
+    (a noise scale is not negative). (None, None) with fewer than MIN_GROUPS groups, a group that is not a
+    number, or a set that lies below zero whole (tr(Sigma) resolved as negative: no noise scale to bound)."""
     import numpy as np
     from scipy.special import stdtrit
 
     g2, trace = np.asarray(parts, dtype=float).reshape(-1, 2).T
     n = len(g2)
-    if n < MIN_GROUPS:
+    if n < MIN_GROUPS or not (np.isfinite(g2).all() and np.isfinite(trace).all()):
         return None, None
     q = float(stdtrit(n - 1, 0.5 + level / 2)) ** 2
     cov = np.cov(g2, trace, ddof=1) / n  # of the two means
@@ -49,10 +50,11 @@ def b_simple_interval(parts, level: float = 0.9) -> tuple[float | None, float | 
     b = -2 * (gm * tm - q * cov[0, 1])
     c = tm ** 2 - q * cov[1, 1]
     disc = b * b - 4 * a * c
-    if a <= 0 or disc < 0:
+    if a <= 0 or disc < 0 or gm <= 0:
         return 0.0, math.inf
     root = math.sqrt(disc)
-    return max(0.0, (-b - root) / (2 * a)), max(0.0, (-b + root) / (2 * a))
+    lo, hi = (-b - root) / (2 * a), (-b + root) / (2 * a)
+    return (None, None) if hi <= 0 else (max(0.0, lo), hi)
 
 
 @dataclass

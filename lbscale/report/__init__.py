@@ -100,13 +100,13 @@ def parse_targets(target) -> list[float]:
 def _targets(study: Study, metric: str, target) -> list[float]:
     """The targets of the report, easiest first (a loss: highest first): --target, else the trials' own for
     `metric` where they agree. The last is the headline's."""
-    given = parse_targets(target)
+    given, option = parse_targets(target), "--target"
     if not given:
         own = study.trials.dropna(subset=["targets"]) if "targets" in study.trials else study.trials.iloc[0:0]
         own = own[own["target_metric"] == metric]["targets"].unique()
-        given = parse_targets(own[0]) if len(own) == 1 else []
+        given, option = (parse_targets(own[0]) if len(own) == 1 else []), "the trials' own target"
     for t in given:
-        Task.check_target(metric, t)
+        Task.check_target(metric, t, option)
     return given[::-1] if metric.endswith("loss") else given
 
 
@@ -125,19 +125,23 @@ def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
     if col not in t or t[col].dropna().empty:
         return "no completed trial yet"
     parts = []
-    for variant, g in t.groupby(t["variant"].fillna("-")):
+    arms = t["variant"].fillna("-")  # warm-up arms apart where the study has several, as its tables keep them
+    if study.varies("warmup"):
+        arms = arms + " warm-up " + t["warmup"].fillna("-").astype(str)
+    for variant, g in t.groupby(arms, sort=True):
         g = g.dropna(subset=[col])
         if g.empty:
             parts.append(f"{variant}: no completed trial with {metric}")
             continue
-        means, seeds = g.groupby("global_batch")[col].mean(), g.groupby("global_batch").size()
+        means, sizes = g.groupby("global_batch")[col].mean(), g.groupby("global_batch").size()
         if study.task.higher_is_better(metric):
             best_b, ok = means.idxmax(), means[means >= means.max() - tolerance]
         else:
             best_b, ok = means.idxmin(), means[means <= means.min() + tolerance]
-        n = int(seeds[best_b])
-        value = (f"{metric_label(metric).lower()} {means[best_b]:.3f} at {batch_label(best_b)} "
-                 f"({'1 seed' if n == 1 else f'mean of {n} seeds'})")
+        n, seeds = int(sizes[best_b]), int(g.loc[g["global_batch"] == best_b, "seed"].nunique())
+        basis = ("1 seed" if n == 1 else f"mean of {n} seeds" if seeds == n else
+                 f"mean of {n} trials of {seeds} seed{'s' if seeds > 1 else ''}")
+        value = f"{metric_label(metric).lower()} {means[best_b]:.3f} at {batch_label(best_b)} ({basis})"
         if len(means) == 1:
             parts.append(f"{variant}: {value}; one batch completed, none to compare it with")
         else:
@@ -331,6 +335,7 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     try:
         (tmp / "figures").mkdir()
         (tmp / "tables").mkdir()
+        (tmp / MARK).write_text("written by lbscale report: the next report into this folder replaces it\n")
         from lbscale.report.plots import LONGEST_FIRST  # imported by _build already: matplotlib is loaded
 
         # a child process draws while this one makes the tables
@@ -366,22 +371,41 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
                 f"written to {out}"
 
 
-REPORT_ENTRIES = {"figures", "tables", "report.md", "report.html"}  # what write_report writes into its folder
+MARK = ".lbscale-report"  # written into every report: the folder may be replaced by the next one
+PAGES = ("report.md", "report.html")
+KINDS = {"figures": (".png", ".pdf"), "tables": (".csv", ".tex")}  # what a report writes into its two folders
 
 
 def _check_replaceable(out: Path) -> None:
-    """A report replaces the folder `out` whole: refused unless `out` is new, empty, or holds only what a report
-    writes (an earlier report), so that --out naming the results, their parent or a folder of one's own never
-    deletes it."""
-    if not out.exists() and not out.is_symlink():
+    """A report replaces the folder `out` whole: refused unless `out` is new, empty, or a report (it holds the
+    mark lbscale writes, or, written by an lbscale before the mark, a report page and nothing but what a report
+    writes: dot-files aside), so that --out naming the results, their parent or a folder of one's own (a paper's
+    figures/) never deletes it."""
+    if out.is_symlink():
+        raise LbscaleError(f"{out}: a symbolic link; --out replaces only a report folder itself: name it")
+    if not out.exists():
         return
-    if not out.is_dir() or out.is_symlink():
+    if not out.is_dir():
         raise LbscaleError(f"{out}: not a report folder (a file); --out replaces only an earlier report: name a "
                            "new folder")
-    other = sorted(p.name for p in out.iterdir() if p.name not in REPORT_ENTRIES)
-    if other:
-        raise LbscaleError(f"{out}: not a report folder (it holds {other[0]!r}{' and more' if len(other) > 1 else ''})"
-                           "; --out replaces only an earlier report: name a new folder")
+    try:
+        entries = [p for p in out.iterdir() if not p.name.startswith(".")]
+        if (out / MARK).exists() or not entries:
+            return
+        other = [p.name for p in entries if not (p.name in PAGES and p.is_file() or _report_folder(p))]
+    except OSError as e:
+        raise LbscaleError(f"{out}: cannot be read ({e.strerror}); name another --out") from None
+    if other or not any((out / page).is_file() for page in PAGES):
+        what = f"it holds {sorted(other)[0]!r}" if other else "no report page"
+        raise LbscaleError(f"{out}: not a report folder ({what}); --out replaces only an earlier report: name a "
+                           "new folder")
+
+
+def _report_folder(p: Path) -> bool:
+    """figures/ or tables/ holding only what a report writes there."""
+    kinds = KINDS.get(p.name)
+    return bool(kinds) and p.is_dir() and not p.is_symlink() and all(
+        q.name.startswith(".") or (q.is_file() and q.suffix in kinds) for q in p.iterdir())
 
 
 def _markdown(study: Study, header: list[str], b: Built) -> str:

@@ -248,10 +248,10 @@ def recommendation(grid: pd.DataFrame, gpu_budget: int | None, deadline_hours: f
     elif deadline_hours:
         parts.append(f"nothing predicted within {deadline_hours:g} h")
     if rec["stops_paying"]:
-        k, (now, doubled) = rec["stops_paying"], rec["stops_paying_seconds"]
-        both = f"({_time(now)} on {_gpus(k)}, {_time(doubled)} on {_gpus(2 * k)})"
-        parts.append(f"more GPUs than {k} do not shorten the time to target {both}" if doubled >= now else
-                     f"past {_gpus(k)} the time to target falls < 10% per doubling {both}")
+        k, (now, later, at) = rec["stops_paying"], rec["stops_paying_seconds"]
+        both = f"({_time(now)} on {_gpus(k)}, at best {_time(later)} on more: {_gpus(at)})"
+        parts.append(f"more GPUs than {k} do not shorten the time to target {both}" if later >= now else
+                     f"past {_gpus(k)} more GPUs cut the time to target by < 10% {both}")
     measured = int(((g["step_source"] == "measured") & (g["steps_source"] == "measured")).sum())
     return (f"How many GPUs (time to target; {measured} of {len(g)} configurations within the measured batches "
             f"were run, the rest predicted): " + "; ".join(parts))

@@ -195,8 +195,9 @@ def pareto(grid: pd.DataFrame) -> pd.DataFrame:
 def recommend(grid: pd.DataFrame, gpu_budget: int | None = None, deadline_hours: float | None = None,
               gain: float = 0.1) -> dict:
     """The fastest configuration within `gpu_budget` GPUs, the cheapest (GPU-hours) whose time is within
-    `deadline_hours`, and the GPU count past which doubling the GPUs cuts the best time to target by less
-    than `gain` (10 %) or not at all, with the best times on both (`stops_paying_seconds`)."""
+    `deadline_hours`, and the smallest GPU count past which no larger count of the grid cuts the best time to
+    target by `gain` (10 %) or more, with (its time, the best time past it, at how many GPUs) in
+    `stops_paying_seconds`."""
     g = grid.dropna(subset=["seconds"])
     out = {"fastest": None, "cheapest": None, "stops_paying": None, "stops_paying_seconds": None}
     within = g[g["gpus"] <= gpu_budget] if gpu_budget else g
@@ -205,10 +206,11 @@ def recommend(grid: pd.DataFrame, gpu_budget: int | None = None, deadline_hours:
     fits = g[g["seconds"] <= deadline_hours * 3600] if deadline_hours else g
     if len(fits):
         out["cheapest"] = fits.loc[fits["gpu_hours"].idxmin()].to_dict()
-    best = best_per_gpus(g).set_index("gpus")["seconds"]
-    for k in best.index:
-        if 2 * k in best.index and best[2 * k] > (1 - gain) * best[k]:
+    best = best_per_gpus(g).set_index("gpus")["seconds"].sort_index()
+    for i, k in enumerate(best.index[:-1]):
+        later = best.iloc[i + 1:]
+        if later.min() > (1 - gain) * best[k]:  # no larger GPU count of the grid saves `gain` or more
             out["stops_paying"] = int(k)
-            out["stops_paying_seconds"] = (float(best[k]), float(best[2 * k]))
+            out["stops_paying_seconds"] = (float(best[k]), float(later.min()), int(later.idxmin()))
             break
     return out

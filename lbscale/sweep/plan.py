@@ -278,20 +278,27 @@ def _trial_plan(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, var
         options["warmup_epochs"] = str(w)
     if cell.local is not None:
         options.update(local_batch=cell.local, accum_steps=cell.accum)
+    _check_named(spec, vname, voptions, values, options.get("optimizer") or FIELDS["optimizer"].default)
     try:
         cfg = load_config(None, **options)
         resolved = resolve_plan(cfg, cell.gpus, None)
     except LbscaleError as e:
         raise LbscaleError(f"trial {trial_id}: {e}") from None
-    search = f"grid.variants.{vname}.search" if vname in spec.variant_search else "search"
-    check_given(cfg, {**{k: f"{spec.path}: trial: {k}" for k in spec.trial},  # what the spec names, at any value
-                      **{k: f"{spec.path}: grid.variants.{vname}: {k}" for k in voptions},
-                      **{k: f"{spec.path}: {search}: {k}" for k in values}})
     data_field = (f"grid.datasets.{dname}" if dname is not None
                   else f"grid.variants.{vname}.data" if "data" in voptions else "data")
     tune = spec.variant_search.get(vname, spec.search).tune if k is not None else None
     return TrialPlan(trial_id, cell.gpus, cell.nodes, cfg, resolved, vname, None if w is None else str(w), spec.name,
                      dname, k, values or None, tune, batch_field=cell.field, data_field=data_field)
+
+
+def _check_named(spec: SweepSpec, vname: str, voptions: dict, values: dict, optimizer: str) -> None:
+    """An optimizer option the spec names (common trial options, the variant's, its search's) that the variant's
+    optimizer does not read: refused at any value, naming the spec's field (`config.check_given`)."""
+    of = f" (variant {vname})" if spec.variants else ""
+    search = f"grid.variants.{vname}.search" if vname in spec.variant_search else "grid.search"
+    check_given(optimizer, {**{k: f"{spec.path}: trial: {k}{of}" for k in spec.trial},
+                            **{k: f"{spec.path}: grid.variants.{vname}: {k}" for k in voptions},
+                            **{k: f"{spec.path}: {search}: {k}{of}" for k in values}})
 
 
 def _assign_peers(plans: list[TrialPlan]) -> None:

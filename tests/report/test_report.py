@@ -149,18 +149,24 @@ def test_report_bad_input_is_one_line(tmp_path, run_cli, setup, needle):
     assert not (tmp_path / "rep").exists()
 
 
-@pytest.mark.parametrize("where", ["results", "parent", "notes"])
+@pytest.mark.parametrize("where", ["results", "parent", "notes", "paper", "link"])
 def test_report_never_replaces_a_folder_that_is_not_a_report(tmp_path, run_cli, where):
     """--out replaced whatever folder it named: the results themselves (every trial gone), their parent, a folder
-    of notes. Only an earlier report (or an empty folder) is replaced; anything else is refused before any work."""
+    of notes, a paper's figures/ folder. Only an earlier report (or an empty folder) is replaced; anything else is
+    refused before any work, a symbolic link too (it would replace the link, not the report)."""
     res = make_study(tmp_path / "sat4", seeds=1)
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "ideas.txt").write_text("important")
-    out = {"results": res, "parent": tmp_path, "notes": notes}[where]
+    paper = tmp_path / "paper"
+    (paper / "figures").mkdir(parents=True)
+    (paper / "figures" / "fig1.pdf").write_bytes(b"%PDF")
+    (tmp_path / "link").symlink_to(notes)
+    out = {"results": res, "parent": tmp_path, "notes": notes, "paper": paper, "link": tmp_path / "link"}[where]
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     rc, stdout, err = run_cli("report", res, "--out", out)
-    assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a report" in err, err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert ("not a report" in err) if where != "link" else ("symbolic link" in err), err
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing moved or written
 
 
@@ -169,8 +175,11 @@ def test_report_replaces_its_own_earlier_report(tmp_path, run_cli):
     out = tmp_path / "rep"
     assert run_cli("report", res, "--out", out)[0] == 0
     (out / "figures" / "stale.png").write_bytes(b"old")  # a figure an earlier report drew and this one does not
+    (out / ".DS_Store").write_bytes(b"")  # a file manager's
     assert run_cli("report", res, "--out", out)[0] == 0
     assert (out / "report.md").exists() and not (out / "figures" / "stale.png").exists()
+    (out / ".lbscale-report").unlink()  # a report by an lbscale before the mark: its page and layout tell
+    assert run_cli("report", res, "--out", out)[0] == 0 and (out / ".lbscale-report").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run_cli("report", res, "--out", empty)[0] == 0 and (empty / "report.md").exists()
@@ -204,6 +213,10 @@ def test_gns_interval_covers_a_known_noise_scale():
     assert lo == pytest.approx(50.0) and hi == pytest.approx(50.0)  # no spread between the groups: none in B
     assert b_simple_interval([(1.0, 50.0), (-1.5, 60.0), (0.8, 40.0), (-0.2, 70.0)], level=0.9) == (0.0, math.inf)
     assert b_simple_interval([(1.0, 50.0)] * 3, level=0.9) == (None, None)  # too few groups
+    # below zero: a |G|^2 mean resolved as negative is unbounded (it was [0, 0]); a negative tr(Sigma), a NaN: none
+    assert b_simple_interval(np.stack([rng.normal(-1, 0.1, 8), rng.normal(50, 5, 8)], 1), 0.9) == (0.0, math.inf)
+    assert b_simple_interval(np.stack([rng.normal(1, 0.1, 8), rng.normal(-50, 5, 8)], 1), 0.9) == (None, None)
+    assert b_simple_interval([(1.0, 50.0)] * 7 + [(math.nan, 50.0)], 0.9) == (None, None)
 
 
 def test_gns_command_on_a_trial_checkpoint(tiny_h5, tmp_path, run_cli):
@@ -297,7 +310,8 @@ def test_a_study_at_one_gpu_count_has_no_scaling_section_or_figures(tmp_path):
 
 @pytest.mark.parametrize("metric, target, needle", [
     ("val_top1", "1.5", "never reached"), ("val_top1", "0.9,1.2", "never reached"), ("val_top1", "0", "from the start"),
-    ("val_loss", "-0.1", "never reached"),
+    ("val_loss", "-0.1", "never reached"), ("val_loss", "inf", "not a finite number"),
+    ("val_top1", "nan", "not a finite number"),
 ])
 def test_report_refuses_a_target_the_metric_cannot_meet(tmp_path, run_cli, metric, target, needle):
     """--target 1.5 for an accuracy was accepted, and every batch 'never reached' it."""

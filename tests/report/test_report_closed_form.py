@@ -57,6 +57,21 @@ def test_verdict_of_a_lower_is_better_metric(tmp_path, run_cli):
     assert "best loss (val) 0.230 at 4K (1 seed), holds within 0.01 up to 8K" in stdout
 
 
+def test_the_verdict_keeps_warmup_arms_apart_and_calls_pooled_trials_trials(tmp_path):
+    """Three warm-up arms of one seed each were one 'mean of 3 seeds'; one seed at 1, 2 and 4 GPUs too."""
+    arms = tmp_path / "arms"
+    for w in (0, 5):
+        for b in (4096, 8192):
+            make_trial(arms, b, 4, 0, warmup=w, jitter=False)
+    line = headline(load_results([arms]), "val_top1")
+    assert line.startswith("lamb-sqrt warm-up 0: best accuracy (val) 0.970 at 4K (1 seed), holds") and \
+        "; lamb-sqrt warm-up 5: best accuracy (val) 0.970 at 4K (1 seed)" in line
+    gpus = tmp_path / "gpus"
+    for g in (1, 2, 4):
+        make_trial(gpus, 4096, g, 0, jitter=False)
+    assert "(mean of 3 trials of 1 seed)" in headline(load_results([gpus]), "val_top1")
+
+
 def test_the_verdict_of_one_completed_batch_says_so(tmp_path):
     """A sweep stopped after its first trial printed 'best accuracy (test) 0.654 at 32, holds within 0.01 up to
     32', as if batches had been compared: it now says what the number rests on."""

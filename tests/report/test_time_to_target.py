@@ -105,13 +105,16 @@ def test_pareto_front_and_the_recommendation():
 
 
 @pytest.mark.parametrize("seconds, said", [
-    ([4.7, 5.3, 5.7, 6.0], "more GPUs than 1 do not shorten the time to target (4.7 s on 1 GPU, 5.3 s on 2 GPUs)"),
-    ([8000.0, 4200.0, 2300.0, 2250.0], "past 4 GPUs the time to target falls < 10% per doubling (2,300 s on 4 "
-                                       "GPUs, 2,250 s on 8 GPUs)"),
+    ([4.7, 5.3, 5.7, 6.0], "more GPUs than 1 do not shorten the time to target (4.7 s on 1 GPU, at best 5.3 s on "
+                           "more: 2 GPUs)"),
+    ([8000.0, 4200.0, 2300.0, 2250.0], "past 4 GPUs more GPUs cut the time to target by < 10% (2,300 s on 4 GPUs, "
+                                       "at best 2,250 s on more: 8 GPUs)"),
+    ([1.4, 1.5, 1.0, 0.8], None),  # slower on 2 than on 1, faster again on 4 and 8: more GPUs do pay
 ])
 def test_the_recommendation_says_whether_more_gpus_pay(seconds, said):
     """A Fashion-MNIST study whose best time to target rose with the GPUs (4.7, 5.3, 5.7, 6.0 s) was told "past
-    1 GPU the time to target falls < 10% per doubling": the line now says which way it goes, with the two times."""
+    1 GPU the time to target falls < 10% per doubling": the line now says which way it goes, with the times; and
+    a time that rises at 2 GPUs but falls past them (all-reduce appears at 2) is no reason to stop."""
     from lbscale.report.gpus import recommendation
 
     k = [1, 2, 4, 8]
@@ -120,4 +123,7 @@ def test_the_recommendation_says_whether_more_gpus_pay(seconds, said):
                          "step_source": "model"})
     grid["gpu_hours"] = grid["gpus"] * grid["seconds"] / 3600
     line = recommendation(grid, None, None)
-    assert said in line and line.count("falls") == ("falls" in said)
+    if said is None:
+        assert "do not shorten" not in line and "< 10%" not in line, line
+    else:
+        assert said in line, line

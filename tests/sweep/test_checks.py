@@ -95,20 +95,27 @@ def test_too_few_train_samples_for_the_largest_batch(tmp_path, run_cli, tiny_h5,
     assert _nothing_written(tmp_path)
 
 
-@pytest.mark.parametrize("where", ["trial", "variant"])
+@pytest.mark.parametrize("where, value, field", [
+    ("trial", 0.9, "trial: momentum"), ("variant", 0.9, "grid.variants.adam: momentum"),
+    ("variant", 0.5, "grid.variants.adam: momentum"),  # away from the default: the same file and field
+    ("shared", 0.9, "trial: momentum (variant adam)"),
+])
 def test_a_spec_option_the_optimizer_does_not_read_is_refused_at_any_value(tmp_path, run_cli, tiny_h5,
-                                                                         no_trial_process, where):
+                                                                         no_trial_process, where, value, field):
     """momentum 0.9 (its default) beside a LAMB variant was planned without a word; LAMB never reads it."""
     spec = tmp_path / "x.yaml"
     text = SPEC.format(data=tiny_h5, batch="[32]", extra="")
     if where == "trial":
-        text = text.replace("optimizer: sgd", "optimizer: lamb, momentum: 0.9")
+        text = text.replace("optimizer: sgd", f"optimizer: lamb, momentum: {value}")
+    elif where == "variant":
+        text += f"  variants: {{adam: {{optimizer: lamb, momentum: {value}}}}}\n"
     else:
-        text += "  variants: {adam: {optimizer: lamb, momentum: 0.9}}\n"
+        text = text.replace("optimizer: sgd", f"optimizer: sgd, momentum: {value}")
+        text += "  variants: {sgd: {}, adam: {optimizer: lamb}}\n"
     spec.write_text(text)
     rc, out, err = _timed(run_cli, "sweep", spec, "--results", tmp_path / "res", "--dry-run")
     assert (rc, out) == (2, "") and len(err.strip().splitlines()) == 1, err
-    assert "momentum" in err and "lamb does not read it" in err and str(spec) in err
+    assert err.startswith(f"lbscale: error: {spec}: {field}: lamb does not read it"), err
     assert _nothing_written(tmp_path)
 
 
@@ -150,6 +157,8 @@ def test_no_function_in_the_sweep_package_is_over_60_lines():
     ("  batch: 64..25\n", "grid.batch"),
     ("  points: [{batch: 100, gpus: 3}]\n", "grid.points[0]"),
     ("  batch: [64]\n  gpus: [0]\n", "grid.gpus"),
+    ("  batch: [64]\n  local_batch: 0\n", "grid.local_batch"),  # was a ZeroDivisionError's traceback
+    ("  points: [{batch: -64, gpus: 1}]\n", "grid.points[0].batch"),  # was trial b-64-g1-...
 ])
 def test_a_grid_that_does_not_divide_names_the_spec_and_its_field(tmp_path, run_cli, tiny_h5, no_trial_process,
                                                                    grid, field):
