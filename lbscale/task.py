@@ -53,16 +53,18 @@ class Task:
 
     @staticmethod
     def check_target(metric: str, target: float, option: str = "--target") -> None:
-        """A target its metric can never meet, or meets from the start, decides nothing: every task metric lies
-        between 0 and 1, a loss is >= 0."""
+        """A target its metric can never meet, or meets whatever the model, decides nothing: every task metric lies
+        between 0 and 1, a loss is >= 0. (0 for a task metric stays allowed: met at the first evaluation, a way to
+        time the run up to it.)"""
         if not math.isfinite(target):
             raise LbscaleError(f"{option} {target:g}: not a finite number (a target of {metric})")
         if metric.endswith(LOSS):
-            if target <= 0:
-                raise LbscaleError(f"{option} {target:g}: {metric} is a loss (>= 0): a target <= 0 is never reached")
-        elif not 0 < target <= 1:
+            if target < 0:
+                raise LbscaleError(f"{option} {target:g}: {metric} is a loss (>= 0): a target below 0 is never "
+                                   "reached")
+        elif not 0 <= target <= 1:
             raise LbscaleError(f"{option} {target:g}: {metric} lies between 0 and 1: a target of {target:g} is "
-                               f"{'never reached' if target > 1 else 'met from the start'}")
+                               f"{'never reached' if target > 1 else 'met whatever the model'}")
 
     def reached(self, metric: str, value: float, target: float) -> bool:
         return bool(reaches(value, target, self.higher_is_better(metric)))

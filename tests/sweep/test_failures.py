@@ -178,11 +178,14 @@ def test_ctrl_c_during_a_sweep_names_the_trial_and_how_to_resume(tmp_path, tiny_
     import time
 
     spec = tmp_path / "x.yaml"
-    spec.write_text(f"name: c\ndata: {tiny_h5}\nmodel: test_resnet\nepochs: 50\n"
+    spec.write_text(f"name: c\ndata: {tiny_h5}\nmodel: test_resnet\nepochs: 500\n"
                     "trial: {optimizer: sgd, base_lr: 0.1, device: cpu}\ngrid: {batch: [32], gpus: [1], seeds: 2}\n")
     res = tmp_path / "res"
+    # SIGINT as a terminal leaves it: a test run in the background (CI) inherits it ignored, and Python then
+    # never turns it into KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, "-m", "lbscale.cli", "sweep", str(spec), "--results", str(res)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while not list(res.glob("*/metrics.jsonl")) and time.time() < deadline and proc.poll() is None:
