@@ -17,10 +17,13 @@ def parse_size(text) -> int:
     """512 -> 512, '8k' / '8K' -> 8192 (k = 1024); a size is >= 1."""
     if isinstance(text, bool):
         raise LbscaleError(f"malformed batch size {text!r}")
-    m = None if isinstance(text, int) else SIZE.match(str(text))
-    if not isinstance(text, int) and not m:
-        raise LbscaleError(f"malformed batch size {text!r} (e.g. 512, 8000, 8k)")
-    size = text if isinstance(text, int) else int(m.group(1)) * (K if m.group(2) else 1)
+    if isinstance(text, int):
+        size = text
+    else:
+        m = SIZE.match(str(text))
+        if not m:
+            raise LbscaleError(f"malformed batch size {text!r} (e.g. 512, 8000, 8k)")
+        size = int(m.group(1)) * (K if m.group(2) else 1)
     if size < 1:
         raise LbscaleError(f"batch size {text!r}: must be >= 1")
     return size

@@ -29,7 +29,7 @@ def estimate(g2_small: float, g2_big: float, b_small: float, b_big: float) -> tu
 MIN_GROUPS = 4  # fewer groups leave too few degrees of freedom for an interval
 
 
-def b_simple_interval(parts, level: float = 0.9) -> tuple[float | None, float | None]:
+def b_simple_interval(parts, level: float = LEVEL) -> tuple[float | None, float | None]:
     """Fieller's interval (Fieller 1954) for B_simple, the ratio of the mean tr(Sigma) and |G|^2 estimates over the
     measurement groups `parts` [(|G|^2, tr(Sigma)), ...]: the B for which mean tr - B mean |G|^2 is within the
     t-quantile (n - 1 degrees of freedom) of zero, from the groups' variances and covariance. Where the |G|^2
@@ -67,12 +67,14 @@ class NoiseScale:
     b_small: float = 0.0
     b_big: float = 0.0
 
-    def add(self, g2_small: float, g2_big: float, b_small: float, b_big: float) -> None:
+    def add(self, g2_small: float, g2_big: float, b_small: float, b_big: float) -> tuple[float, float]:
+        """Add one measurement; returns its (|G|^2, tr(Sigma)) estimates."""
         g2, trace = estimate(g2_small, g2_big, b_small, b_big)
         self.g2_sum += g2
         self.trace_sum += trace
         self.count += 1
         self.b_small, self.b_big = b_small, b_big
+        return g2, trace
 
     @property
     def b_simple(self) -> float | None:
@@ -126,9 +128,9 @@ def measure(model, batches, loss_fn, k: int, groups: int, progress=None, parts: 
             small_sq += float(flat @ flat)
             total = flat if total is None else total + flat
         mean = total / k
-        out.add(small_sq / k, float(mean @ mean), size, size * k)
+        pair = out.add(small_sq / k, float(mean @ mean), size, size * k)
         if parts is not None:
-            parts.append(estimate(small_sq / k, float(mean @ mean), size, size * k))
+            parts.append(pair)
         if progress is not None:
             progress.update(1)
     return out

@@ -133,12 +133,13 @@ def headline(study: Study, metric: str, tolerance: float = 0.01) -> str:
         if g.empty:
             parts.append(f"{variant}: no completed trial with {metric}")
             continue
-        means, sizes = g.groupby("global_batch")[col].mean(), g.groupby("global_batch").size()
+        per = g.groupby("global_batch").agg(mean=(col, "mean"), n=(col, "size"), seeds=("seed", "nunique"))
+        means = per["mean"]
         if study.task.higher_is_better(metric):
             best_b, ok = means.idxmax(), means[means >= means.max() - tolerance]
         else:
             best_b, ok = means.idxmin(), means[means <= means.min() + tolerance]
-        n, seeds = int(sizes[best_b]), int(g.loc[g["global_batch"] == best_b, "seed"].nunique())
+        n, seeds = int(per.at[best_b, "n"]), int(per.at[best_b, "seeds"])
         basis = ("1 seed" if n == 1 else f"mean of {n} seeds" if seeds == n else
                  f"mean of {n} trials of {seeds} seed{'s' if seeds > 1 else ''}")
         value = f"{metric_label(metric).lower()} {means[best_b]:.3f} at {batch_label(best_b)} ({basis})"

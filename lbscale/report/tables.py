@@ -404,8 +404,8 @@ def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
         fit = critical_batch(s["global_batch"], s["steps"]) if "steps" in s else Fit("none", reason="no --target")
         s_min = fit.extra.get("s_min")
         gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
-        cell = b_noise_cell(fit.kind, fit.value, fit.lo, fit.hi, fit.reason)
-        cell = cell if fit.kind != "none" else f"no fit ({fit.reason})"
+        cell = (f"no fit ({fit.reason})" if fit.kind == "none" else
+                b_noise_cell(fit.kind, fit.value, fit.lo, fit.hi, fit.reason))
         disp.append({"Variant": variant, f"B_noise [{LEVEL:.0%}]": cell,
                      "S_min [steps]": number(s_min), "Points": len(s),
                      "Predicted B_simple (GNS)": number(float(gns.median())) if len(gns) else "-"})
