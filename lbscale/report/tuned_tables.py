@@ -8,12 +8,11 @@ import math
 
 import pandas as pd
 
+from lbscale.report.fits import LEVEL  # the intervals' level, the bootstrap's too, as tables and verdict name it
 from lbscale.report.load import HP, Study
 from lbscale.report.numbers import bounded, number, whole
 from lbscale.report.tables import Table, b_noise_cell, batch_label, metric_label
 from lbscale.report.tuned import gns_at_target, hp_columns
-
-LEVEL = 0.9  # the bootstrap intervals' level, as the tables and the verdict name it
 
 
 def step_metric(study: Study, metric: str) -> str:
