@@ -194,21 +194,21 @@ def _scaling(study: Study, model, compare=None, reached=None, o: ReportOptions |
 
 
 def tuned_critical_batch(path) -> pd.DataFrame:
-    """A tuned study's critical-batch fit per variant, as its report's verdict has it (variant, b_noise,
-    b_noise_lo, b_noise_hi, b_noise_kind, target): for a branch study's figure. One line where it is not one."""
+    """A tuned study's critical batch per variant, as its report's verdict has it (variant, b_crit, b_crit_lo,
+    b_crit_hi, b_crit_kind, target): for a branch study's figure. One line where it is not one."""
     from lbscale.report import tuned, tuned_tables
 
     study = load_results([path])
     if not study.tuned:
-        raise LbscaleError(f"{path}: not a tuned study (no search per batch): no B_noise to draw")
+        raise LbscaleError(f"{path}: not a tuned study (no search per batch): no B_crit to draw")
     m = tuned_tables.step_metric(study, _metric(study, "auto"))
     targets = _targets(study, m, None)
     if not targets:
-        raise LbscaleError(f"{path}: its trials have no target: no B_noise")
+        raise LbscaleError(f"{path}: its trials have no target: no B_crit")
     maximize = study.task.higher_is_better(m)
     outcomes = tuned.trial_outcomes(study.trials, study.steps, m, targets[-1], maximize)
     fits = tuned.fits_of(outcomes, targets[-1], maximize, level=tuned_tables.LEVEL)
-    return fits[["variant", "b_noise", "b_noise_lo", "b_noise_hi", "b_noise_kind"]].assign(target=targets[-1])
+    return fits[["variant", "b_crit", "b_crit_lo", "b_crit_hi", "b_crit_kind"]].assign(target=targets[-1])
 
 
 def _build(study: Study, o: ReportOptions, model=None) -> Built:
@@ -273,7 +273,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     best = tuned.best_trials(study.trials, study.steps, m, target, maximize)
     fits = tuned.fits_of(outcomes, target, maximize, level=tuned_tables.LEVEL)
     optima = tuned.optima_of(outcomes, target, maximize)
-    by_target = {}  # the easier targets: B_noise per target (McCandlish et al.: it grows as the target tightens)
+    by_target = {}  # the easier targets: B_crit per target (McCandlish et al.: it grows as the target tightens)
     for t in targets[:-1]:
         easier = tuned.trial_outcomes(study.trials, study.steps, m, t, maximize)
         by_target[t] = (tuned.fits_of(easier, t, maximize, level=tuned_tables.LEVEL), tuned.optima_of(easier, t,

@@ -46,3 +46,28 @@ def bounded(value, lo, hi, fmt) -> str:
     left = f"[{fmt(lo)}" if _finite(lo) and lo != 0 else ("(0" if lo == 0 else "(-inf")
     right = f"{fmt(hi)}]" if _finite(hi) else "inf)"
     return f"{fmt(value)} {left}, {right}"
+
+
+def estimate_cell(value, lo, hi, kind, fmt) -> str:
+    """A quantity with its interval as the data support it, for a table cell: '410 [260, 900]' (both ends
+    finite), '> 256' (bounded from below only), '< 64' (from above only), 'not resolved' (neither)."""
+    if kind == "interval" and _finite(value):
+        return f"{fmt(value)} [{fmt(lo)}, {fmt(hi)}]"
+    if kind == "lower":
+        return f"> {fmt(lo)}"
+    if kind == "upper":
+        return f"< {fmt(hi)}"
+    return "not resolved"
+
+
+def estimate_text(name: str, value, lo, hi, kind, fmt, level: float) -> str:
+    """The same in words: 'B_crit ~ 410 [260, 900]', 'B_crit > 256 (90% lower bound)', 'B_crit < 64 (90% upper
+    bound)', 'B_crit not resolved by this study'."""
+    pct = f"{100 * level:.0f}%"
+    if kind == "interval" and _finite(value):
+        return f"{name} ~ {fmt(value)} [{fmt(lo)}, {fmt(hi)}]"
+    if kind == "lower":
+        return f"{name} > {fmt(lo)} ({pct} lower bound)"
+    if kind == "upper":
+        return f"{name} < {fmt(hi)} ({pct} upper bound)"
+    return f"{name} not resolved by this study"

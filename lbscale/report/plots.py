@@ -11,10 +11,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lbscale.report.load import Study  # noqa: E402
-from lbscale.report.numbers import tick  # noqa: E402
-from lbscale.report.scaling import fit_critical_batch, scaling_series, speedup_efficiency  # noqa: E402
+from lbscale.report.numbers import estimate_cell, estimate_text, tick, whole  # noqa: E402
+from lbscale.report.scaling import scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
-from lbscale.report.tables import batch_label, metric_label  # noqa: E402
+from lbscale.report.tables import arm_model, batch_label, metric_label  # noqa: E402
 from lbscale.report.tuned import whole_split  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
 
@@ -190,18 +190,20 @@ def _perfect_scaling(ax, batches: np.ndarray, steps: np.ndarray, color, variant)
 
 
 def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd.DataFrame | None = None):
-    """Steps to target vs global batch (log-log), the perfect-scaling line and the fitted S_min (1 + B_noise/B)."""
+    """Steps to target vs global batch (log-log), the perfect-scaling line and the model's S_min (1 + B_crit / B)
+    where B_crit has a two-sided interval."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     reached = steps.dropna(subset=["steps"])
     for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
         per = g.groupby("global_batch")["steps"].mean()
         line = ax.plot(per.index, per.values, "o", label=variant)[0]
         _perfect_scaling(ax, per.index.to_numpy(float), per.to_numpy(float), line.get_color(), variant)
-        fit = fit_critical_batch(g["global_batch"], g["steps"])
-        if fit:
+        model = arm_model(steps[steps["variant"].fillna("-") == variant])
+        crit = model.estimates["b_crit"] if model is not None else None
+        if crit is not None and crit.kind == "interval":
             xs = np.geomspace(per.index.min(), per.index.max(), 50)
-            ax.plot(xs, fit.steps(xs), "-", color=line.get_color(),
-                    label=f"{variant}: fit, B_noise = {fit.b_noise:,.0f}")
+            ax.plot(xs, model.steps(xs), "-", color=line.get_color(),
+                    label=f"{variant}: model, B_crit = {estimate_cell(crit.value, crit.lo, crit.hi, crit.kind, whole)}")
     if compare is not None and "epochs_to_target" in compare:
         c = compare.dropna(subset=["epochs_to_target"])
         if "train_samples" in c:
@@ -418,14 +420,6 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
 
 # --- a tuned study (a hyperparameter search per batch): from `tuned.best_trials` and `tuned.tuned_fits` ----------
 
-def _interval(lo, hi, fmt="{:.0f}") -> str:
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
-        return ""
-    left = "(0" if lo == 0 else "(-inf" if np.isinf(lo) else f"[{fmt.format(lo)}"
-    right = "inf)" if np.isinf(hi) else f"{fmt.format(hi)}]"
-    return f" {left}, {right}"
-
-
 def _by_variant(frame: pd.DataFrame):
     return frame.groupby(frame["variant"].fillna("-"), sort=True) if len(frame) else []
 
@@ -439,7 +433,7 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
                     easier: dict | None = None):
     """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
     caret at its last evaluation where it did not: censored, it would have needed more), each batch's optimum,
-    a batch no trial of which reached it marked at its budget; the fitted S_min (1 + B_noise / B) with B_noise's
+    a batch no trial of which reached it marked at its budget; the model's S_min (1 + B_crit / B) with B_crit's
     interval shaded, or the bound the data allow (in the title); perfect scaling from the smallest reached batch.
     `easier`: {target: optima} of easier targets, each batch's optimum drawn as a lighter curve per target."""
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
@@ -463,15 +457,18 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         ax.plot(b, s, "o-", color=color, ms=7, label=f"{variant}: optimum of each batch")
         _perfect_scaling(ax, b, s, color, variant)
         f = _fit_of(fits, variant)
-        if f is not None and f.get("b_noise_kind") == "fit" and len(b):
+        if f is not None and pd.notna(f.get("b_crit")) and pd.notna(f.get("s_min")) and len(b):
             xs = np.geomspace(b.min(), b.max(), 50)
-            ax.plot(xs, f["s_min"] * (1 + f["b_noise"] / xs), "-", color=color, alpha=0.6,
-                    label=f"{variant}: fit, B_noise = {f['b_noise']:.0f}{_interval(f['b_noise_lo'], f['b_noise_hi'])}")
-            ax.axvline(f["b_noise"], color=color, ls="--", lw=1)
-            ax.axvspan(max(f["b_noise_lo"], b.min() / 1.25), min(f["b_noise_hi"], b.max() * 1.25), color=color,
-                       alpha=0.12)
-        elif f is not None and f.get("b_noise_kind") in ("lower", "upper"):
-            bounds.append(f"{variant}: {f['b_noise_reason'].split(':')[0]}")
+            name = estimate_cell(f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["b_crit_kind"], whole)
+            ax.plot(xs, f["s_min"] * (1 + f["b_crit"] / xs), "-", color=color, alpha=0.6,
+                    label=f"{variant}: model, B_crit {name if f['b_crit_kind'] != 'interval' else '= ' + name}")
+            if f["b_crit_kind"] == "interval":
+                ax.axvline(f["b_crit"], color=color, ls="--", lw=1)
+                ax.axvspan(max(f["b_crit_lo"], b.min() / 1.25), min(f["b_crit_hi"], b.max() * 1.25), color=color,
+                           alpha=0.12)
+            else:
+                bounds.append(f"{variant}: " + estimate_text("B_crit", f["b_crit"], f["b_crit_lo"], f["b_crit_hi"],
+                                                             f["b_crit_kind"], whole, 0.9))
     if len(outcomes):
         _batch_axis(ax, outcomes["global_batch"])
     if not len(optima) or not optima["reached"].any():
@@ -489,8 +486,8 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
 def optimal_lr(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, lr: str = "peak_lr"):
     """The LR of every trial per batch (log-log; filled where it reached the target, hollow where not), the
     searched range as a band, each batch's optimum LR* (ringed where it sits on the edge of the search), the
-    fitted c B^alpha with alpha's interval (and the saturating eps_max / (1 + B_lr / B) where it fits better),
-    and the linear (slope 1) and square-root (slope 0.5) rules through the optima's geometric centre."""
+    model's c B^alpha with alpha's interval, and the linear (slope 1) and square-root (slope 0.5) rules through the
+    optima's geometric centre."""
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
     for variant, o in _by_variant(outcomes[outcomes[lr] > 0] if len(outcomes) else outcomes):
         hit = o["reached"].astype(bool)
@@ -508,13 +505,11 @@ def optimal_lr(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame,
         ax.plot(edge["global_batch"], edge["lr_star"], "o", ms=13, mfc="none", mec="red",
                 label="edge of the search" if len(edge) else None)
         f = _fit_of(fits, variant)
-        if f is not None and f.get("alpha_kind") == "fit" and len(got):
+        if f is not None and f.get("alpha_kind") == "interval" and pd.notna(f.get("c")) and len(got):
             xs = np.geomspace(got["global_batch"].min(), got["global_batch"].max(), 50)
             ax.plot(xs, f["c"] * xs ** f["alpha"], "-", color=color,
-                    label=f"{variant}: alpha = {f['alpha']:.2f}{_interval(f['alpha_lo'], f['alpha_hi'], '{:.2f}')}")
-            if f.get("lr_model") == "saturating" and pd.notna(f.get("eps_max")):
-                ax.plot(xs, f["eps_max"] / (1 + f["b_lr"] / xs), "--", color=color,
-                        label=f"{variant}: saturating, B_lr = {f['b_lr']:.0f}")
+                    label=f"{variant}: model, alpha = "
+                          f"{estimate_cell(f['alpha'], f['alpha_lo'], f['alpha_hi'], 'interval', '{:.2f}'.format)}")
     got = optima[optima["reached"]] if len(optima) else optima
     if len(got):
         b0 = float(np.exp(np.log(got["global_batch"].to_numpy(float)).mean()))

@@ -1,13 +1,8 @@
-"""Pure scaling math: speedup and efficiency, steps to a target, and the critical batch.
-
-The critical batch follows McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training"): the steps
-to reach a target fall with the batch as S(B) = S_min (1 + B_noise / B); B_noise is where doubling the batch
-stops halving the steps. Their gradient noise scale B_simple = tr(Sigma) / |G|^2 predicts it from gradients.
-"""
+"""Pure scaling math: the series of GPU counts a study ran, speedup and efficiency. The critical batch has its
+own home: `report.steps_model`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,34 +35,3 @@ def speedup_efficiency(gpus, epoch_seconds) -> tuple[np.ndarray, np.ndarray]:
     i0 = int(np.argmin(k))
     speedup = t[i0] / t
     return speedup, speedup / (k / k[i0])
-
-
-def positive_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
-    """The (x, y) pairs where both are finite and positive, as float arrays (the fits work in logs or 1/x)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    return x[ok], y[ok]
-
-
-@dataclass(frozen=True)
-class CriticalBatchFit:
-    s_min: float  # steps needed with an infinite batch
-    b_noise: float  # the critical batch
-    points: int
-
-    def steps(self, batch):
-        return self.s_min * (1 + self.b_noise / np.asarray(batch, dtype=float))
-
-
-def fit_critical_batch(batches, steps) -> CriticalBatchFit | None:
-    """S = S_min (1 + B_noise / B) fitted in relative error (least squares of log S; `fits.critical_batch`).
-
-    None where the data cannot support the fit: fewer than three distinct batches (no residual left), or a
-    B_noise outside the measured batches (`fits.critical_batch` says which bound and why). Several values of
-    one batch (seeds) are fitted as they are."""
-    from lbscale.report.fits import critical_batch
-
-    fit = critical_batch(batches, steps)
-    if not fit.ok:
-        return None
-    return CriticalBatchFit(float(fit.extra["s_min"]), float(fit.value), int(fit.dof + 2))

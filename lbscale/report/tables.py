@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lbscale.report.fits import LEVEL, MIN_BATCHES, Fit, critical_batch
 from lbscale.report.load import Study
-from lbscale.report.numbers import bounded, number, whole
+from lbscale.report.numbers import estimate_cell, number, whole
 from lbscale.results import FINISHED
 from lbscale.report.scaling import scaling_series, speedup_efficiency
-from lbscale.report.tuned import steps_to_result
+from lbscale.report.steps_model import LEVEL
+from lbscale.report.steps_model import fit as fit_steps
+from lbscale.report.tuned import observations, resolve_hint, steps_to_result
 from lbscale.task import Task
 
 LABELS = {"top1": "Accuracy", "top5": "Top-5 accuracy", "f1_micro": "F1", "f1_macro": "F1 macro",
@@ -333,7 +334,7 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
 def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
     """Steps / epochs / seconds to `target` per finished trial, from its evaluations (step evaluations where the
     trial made them, else its epoch records: an analysis choice made after the runs); trials that never reached
-    it have None."""
+    it have None; step_before (the evaluation before the crossing) and last_step (its last evaluation)."""
     t = study.trials[study.trials["state"].isin(FINISHED)]
     keys = ["results", "trial"]
     out = t[keys + GROUP + ["seed"]].copy()
@@ -342,7 +343,8 @@ def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.Dat
         return out.assign(steps=None, epochs=None, seconds=None)
     first = steps_to_result(ev, metric, target, task.higher_is_better(metric), keys)
     first = first.rename(columns={"step": "steps", "epoch": "epochs", "elapsed_seconds": "seconds"})
-    return out.merge(first, on=keys, how="left")
+    last = ev.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
+    return out.merge(first, on=keys, how="left").merge(last, on=keys, how="left")
 
 
 def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table:
@@ -385,41 +387,56 @@ def scaling_table(study: Study) -> Table:
                  pd.DataFrame(disp), pd.DataFrame(tidy), notes)
 
 
-def b_noise_cell(kind: str | None, value, lo, hi, reason: str | None) -> str:
-    """B_noise in a table cell as `fits.critical_batch` gives it (kind, value, interval, reason): the value with its
-    interval, the bound alone ('< 32', '> 2,048'), or 'no fit'."""
-    if kind == "fit":
-        return bounded(value, lo, hi, whole)
-    if kind in ("lower", "upper"):
-        return reason.split(":")[0].removeprefix("B_noise ")
-    return "no fit"
-
-
 def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
-    """The critical batch per variant (from steps to target) as the data support it (`fits.critical_batch`: a value
-    with its interval, a bound past the measured batches, or no fit and why), beside the gradient noise scale."""
+    """The critical batch per variant from every trial's steps to target (`steps_model.fit` without the LR bowl:
+    a rule-based study ran one LR per batch), as the data support it (a value with its interval, a bound, or not
+    resolved and what would resolve it), beside the gradient noise scale."""
     disp, tidy = [], []
     for variant, g in study.trials.groupby(study.trials["variant"].fillna("-"), sort=True):
-        s = steps[steps["variant"].fillna("-") == variant].dropna(subset=["steps"]) if len(steps) else steps
-        fit = critical_batch(s["global_batch"], s["steps"]) if "steps" in s else Fit("none", reason="no --target")
-        s_min = fit.extra.get("s_min")
+        s = steps[steps["variant"].fillna("-") == variant] if len(steps) and "steps" in steps else pd.DataFrame()
+        model = arm_model(s) if len(s) else None
+        e = model.estimates if model is not None else {}
+        crit, s_min = e.get("b_crit"), e.get("s_min")
+        reached = int(s["steps"].notna().sum()) if len(s) else 0
+        why = ("no --target" if not len(steps) or "steps" not in steps else
+               f"{len(model.batches) if model else len(set(s.dropna(subset=['steps'])['global_batch']))} reached "
+               "batches; the model needs 2" if model is None else "")
+        kind = crit.kind if crit else "none"
+        hint = (resolve_hint(kind, list(model.batches), "", 0) if model is not None and kind != "interval"
+                else "")
+        cell = (estimate_cell(crit.value, crit.lo, crit.hi, kind, whole) if crit else "no fit")
+        cell += f" ({why or hint})" if (why or hint) else ""
         gns = g["gns_b_simple"].dropna() if "gns_b_simple" in g else pd.Series(dtype=float)
-        cell = (f"no fit ({fit.reason})" if fit.kind == "none" else
-                b_noise_cell(fit.kind, fit.value, fit.lo, fit.hi, fit.reason))
-        disp.append({"Variant": variant, f"B_noise [{LEVEL:.0%}]": cell,
-                     "S_min [steps]": number(s_min), "Points": len(s),
+        disp.append({"Variant": variant, f"B_crit [{LEVEL:.0%}]": cell,
+                     f"S_min [steps, {LEVEL:.0%}]": estimate_cell(s_min.value, s_min.lo, s_min.hi, s_min.kind, whole)
+                     if s_min else "-", "Trials (reached)": f"{len(s)} ({reached})",
                      "Predicted B_simple (GNS)": number(float(gns.median())) if len(gns) else "-"})
-        tidy.append({"variant": variant, "b_noise_kind": fit.kind, "b_noise": fit.value, "b_noise_lo": fit.lo,
-                     "b_noise_hi": fit.hi, "b_noise_reason": fit.reason or None, "s_min": s_min, "points": len(s),
-                     "gns_b_simple": float(gns.median()) if len(gns) else None})
-    return Table("critical-batch", "Critical batch: fitted S = S_min (1 + B_noise / B) and the gradient noise scale",
-                 pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["B_noise: least-squares fit of log steps to target vs global batch (McCandlish et al. 2018), each "
-                  f"trial that reached the target a point; [lo, hi]: the fit's {LEVEL:.0%} t-interval (its residual "
-                  "degrees of freedom), an end past the measured batches open ('(0' or 'inf)'); outside the measured "
-                  "batches only a bound ('< 32': the steps no longer halve from the smallest batch on; '> 2,048': "
-                  f"still in perfect scaling at the largest); under {MIN_BATCHES} reached batches no fit",
-                  "B_simple: tr(Sigma) / |G|^2 measured from gradients (median over trials)"])
+        tidy.append({"variant": variant, "b_crit_kind": kind, "b_crit": crit.value if crit else None,
+                     "b_crit_lo": crit.lo if crit else None, "b_crit_hi": crit.hi if crit else None,
+                     "b_crit_reason": why or hint or None, "s_min": s_min.value if s_min else None,
+                     "s_min_lo": s_min.lo if s_min else None, "s_min_hi": s_min.hi if s_min else None,
+                     "trials": len(s), "reached": reached, "gns_b_simple": float(gns.median()) if len(gns) else None})
+    return Table("critical-batch", "Critical batch: S = S_min (1 + B_crit / B) over every trial, and the gradient "
+                 "noise scale", pd.DataFrame(disp), pd.DataFrame(tidy),
+                 ["B_crit: McCandlish et al. 2018's critical batch, S = S_min (1 + B_crit / B), fitted to every "
+                  "trial's steps to target by maximum likelihood (a crossing between two evaluations interval-"
+                  "censored, a trial that did not reach the target right-censored; log-normal noise whose sigma may "
+                  "change with the batch; docs/scaling-model.md). The LR was not tuned: one LR per batch by the "
+                  "study's rule, so B_crit holds for that rule",
+                  f"[lo, hi]: {LEVEL:.0%} profile-likelihood interval; '> x' where only the lower end is bounded "
+                  "(still close to perfect scaling at the largest batch), '< x' only the upper, 'not resolved' "
+                  "neither, each with what would resolve it; nothing is clipped to the measured batches",
+                  "B_simple: tr(Sigma) / |G|^2 measured from gradients (median over trials), McCandlish et al.'s "
+                  "predictor of B_crit (up to a factor)"])
+
+
+def arm_model(steps: pd.DataFrame):
+    """The steps model (`steps_model.fit`, no LR bowl) of one arm's per-trial `target_steps`; None where fewer
+    than two batches reached the target."""
+    frame = pd.DataFrame({"global_batch": steps["global_batch"], "reached": steps["steps"].notna(),
+                          "steps_to_target": steps["steps"], "steps_before": steps.get("step_before"),
+                          "last_step": steps.get("last_step")})
+    return fit_steps(observations(frame, None), LEVEL, quantities=("b_crit", "s_min"))
 
 
 def trials_table(study: Study) -> Table:

@@ -3,31 +3,28 @@
 In the shape of google-research batch_science's measurement_utils: the objective column, its direction
 (`maximize`) and the grouping are arguments, never guessed. `steps` is `Study.steps` (one row per evaluation,
 step and epoch records), `trials` is `Study.trials`. Per (variant, batch) the best trial is the one that reaches
-the target in the fewest steps (Shallue et al. 2019, "Measuring the Effects of Data Parallelism"); from the best
-trials follow the optimal LR's exponent, LR* ~ B^alpha, and the critical batch of S(B) = S_min (1 + B_noise / B).
+the target in the fewest steps (Shallue et al. 2019, "Measuring the Effects of Data Parallelism"). The critical
+batch B_crit of S(B) = S_min (1 + B_crit / B) and the optimal LR's exponent, LR* ~ B^alpha, come from one model over
+every trial of a variant (`report.steps_model`), censored trials included, not from a curve through the optima.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
 
 import math
 
 import numpy as np
 import pandas as pd
 
-from lbscale.report.fits import Fit, lr_model, lr_power_law, regimes
-from lbscale.report.fits import critical_batch as critical_batch_fit
+from lbscale.report import steps_model
+from lbscale.report.fits import lr_power_law
 from lbscale.report.load import HP
-from lbscale.report.optimum import (critical_batches, line_slopes, optimum, percentile_interval, point_index,
-                                    resample_weights)
-from lbscale.report.scaling import fit_critical_batch, positive_pairs
+from lbscale.report.optimum import optimum, point_index
+from lbscale.report.steps_model import LEVEL, Estimate, Observations
 from lbscale.task import reaches
 
 TRIAL = ("results", "trial")
 GROUP = ("variant", "global_batch")
-REACHED = ["steps_to_target", "epochs_to_target", "seconds_to_target"]
+REACHED = ["steps_to_target", "epochs_to_target", "seconds_to_target", "steps_before"]
 TRIAL_COLUMNS = ["gpus", "warmup", "seed", "state", "peak_lr", "base_lr", "momentum", "point"]
 
 
@@ -47,14 +44,19 @@ def whole_split(df: pd.DataFrame) -> pd.DataFrame:
 def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool,
                     group_by=TRIAL) -> pd.DataFrame:
     """Per group, the first evaluation (by step) whose `col` reaches `threshold` (>= when maximize, else <=):
-    group_by + step, epoch, elapsed_seconds. Groups that never reach it are absent. An evaluation of a subset of
+    group_by + step, epoch, elapsed_seconds, and step_before (the whole-split evaluation before it: the crossing
+    lies between the two). Groups that never reach it are absent. An evaluation of a subset of
     the split (`subset`: its images) never reaches it: the trial evaluates the whole split where a subset meets
     the target, and that evaluation counts (as for the trial's own steps to target)."""
     keys = list(group_by)
-    d = whole_split(df.dropna(subset=[col]))
-    d = d[reaches(d[col], threshold, maximize)]
+    evaluated = whole_split(df.dropna(subset=[col]))
+    d = evaluated[reaches(evaluated[col], threshold, maximize)]
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
-    return _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
+    hit = _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
+    # the evaluation before the crossing: the steps to target lie in (step_before, step] (NaN: none before it)
+    ev = evaluated[keys + ["step"]].merge(hit[keys + ["step"]].rename(columns={"step": "_hit"}), on=keys)
+    before = ev[ev["step"] < ev["_hit"]].groupby(keys, sort=False)["step"].max().rename("step_before")
+    return hit.merge(before.reset_index(), on=keys, how="left")
 
 
 def best_measurement(df: pd.DataFrame, col: str, maximize: bool, group_by) -> pd.DataFrame:
@@ -107,8 +109,8 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
         out = out.assign(**{c: np.nan for c in REACHED})
     else:
         hit = steps_to_result(steps, metric, target, maximize, keys)
-        out = out.merge(hit.rename(columns=dict(zip(["step", "epoch", "elapsed_seconds"], REACHED))), on=keys,
-                        how="left")
+        names = dict(zip(["step", "epoch", "elapsed_seconds", "step_before"], REACHED))
+        out = out.merge(hit.rename(columns=names), on=keys, how="left")
     out["reached"] = out["steps_to_target"].notna()
     cols = [c for c in dict.fromkeys([*group_by, *GROUP, *TRIAL_COLUMNS, *hp_columns(trials)]) if c in trials]
     return trials[keys + cols].merge(out, on=keys, how="inner")
@@ -138,67 +140,6 @@ def best_trials(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: 
     return best[cols + rest]
 
 
-@dataclass(frozen=True)
-class LrFit:
-    alpha: float  # LR* ~ B^alpha: 1 the linear rule, 0.5 the square-root rule
-    c: float
-    points: int
-
-    def lr(self, batch):
-        return self.c * np.asarray(batch, dtype=float) ** self.alpha
-
-
-def fit_lr_exponent(batches, lrs) -> LrFit | None:
-    """Least squares of log LR* = log c + alpha log B; None with fewer than two distinct batches (no limits: the
-    report's fits are `fits.lr_power_law`'s, which need three and give an interval)."""
-    b, lr = positive_pairs(batches, lrs)
-    if len(np.unique(b)) < 2:
-        return None
-    alpha, log_c = np.polyfit(np.log(b), np.log(lr), 1)
-    return LrFit(float(alpha), float(np.exp(log_c)), int(len(b)))
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float | None  # from the best trials of all the data
-    lo: float | None  # the bootstrap's percentile interval; -inf / inf where failed resamples leave it open
-    hi: float | None
-    resamples: int  # every resample, failed ones included (they count as unbounded)
-    failed: int = 0  # resamples whose statistic does not exist (a fit that fails)
-
-
-def bootstrap(outcomes: pd.DataFrame, statistic: Callable[[pd.DataFrame], float | None], maximize: bool,
-              group_by=GROUP, n: int = 1000, seed: int = 0, level: float = 0.9) -> Estimate:
-    """Resample with replacement the trials inside each group (seeds and search points alike), take each
-    group's best trial of the resample, and apply `statistic` (best trials -> number or None); the percentile
-    interval at `level`, a resample whose statistic fails counting as unbounded (`optimum.percentile_interval`).
-    Seeded: the same call gives the same interval."""
-    keys = list(group_by)
-    ranked = _ranked(outcomes, maximize).reset_index(drop=True)
-    value = statistic(_first_per_group(ranked, keys)) if len(ranked) else None
-    rng = np.random.default_rng(seed)
-    # the best of a resample is its drawn trial of the lowest rank: one draw of n x m ranks per group
-    groups = [g.index.to_numpy() for _, g in ranked.groupby(keys, sort=True, dropna=False)]
-    picks = np.stack([g[rng.integers(0, len(g), size=(n, len(g))).min(axis=1)] for g in groups], axis=1) \
-        if groups else np.empty((n, 0), dtype=int)
-    values = np.array([np.nan if v is None else float(v) for v in (statistic(ranked.iloc[row]) for row in picks)])
-    lo, hi, failed = percentile_interval(values, level)
-    return Estimate(value, lo, hi, len(values), failed)
-
-
-def lr_exponent(best: pd.DataFrame, lr: str = "peak_lr") -> float | None:
-    """alpha of the best trials' LR vs their batch (a statistic for `bootstrap`)."""
-    fit = fit_lr_exponent(best["global_batch"], best[lr]) if lr in best else None
-    return fit.alpha if fit else None
-
-
-def critical_batch(best: pd.DataFrame) -> float | None:
-    """B_noise of the best trials' steps to target vs their batch, those that reached it (for `bootstrap`)."""
-    hit = best[best["reached"].astype(bool)]
-    fit = fit_critical_batch(hit["global_batch"], hit["steps_to_target"])
-    return fit.b_noise if fit else None
-
-
 def _objective(o: pd.DataFrame, target: float | None, maximize: bool) -> np.ndarray:
     """What a batch's search minimises per trial: log steps to the target (NaN where not reached); without a
     target the best value (negated where higher is better), NaN for a trial pruned before its first whole-split
@@ -219,111 +160,135 @@ def batch_searches(o: pd.DataFrame, lr: str, target: float | None, maximize: boo
         points = g["point"].to_numpy() if "point" in g and g["point"].notna().all() else None
         x, index = point_index(g[lr].astype(float).to_numpy(), points)
         out.append({"batch": float(b), "x": x, "index": index, "y": _objective(g, target, maximize),
-                    "trials": g["trial"].to_numpy(), "seeds": int(np.bincount(index).max())})
+                    "trials": g["trial"].to_numpy(), "seeds": int(np.bincount(index).max()),
+                    "counts": np.bincount(index, minlength=len(x))})
     return out
 
 
-def batch_optima(o: pd.DataFrame, lr: str, target: float | None, maximize: bool, resamples: int = 0,
-                 seed: int = 0) -> tuple[pd.DataFrame, dict]:
-    """Per batch of one variant's outcomes: the optimum of its search (`optimum.optimum`): LR*, S* (steps at it,
-    where a target is given), the best point's LR and trial, whether the parabola placed it, whether the best
-    point is on the edge of the search (low / high), the searched LR range; and, with `resamples`, the bootstrap's
-    (R, batches) arrays of log LR* and log S* (the seeds inside each point resampled)."""
-    searches = batch_searches(o, lr, target, maximize)
-    rng = np.random.default_rng(seed)
-    rows, boot_lr, boot_steps = [], [], []
-    for s in searches:
+def batch_optima(o: pd.DataFrame, lr: str, target: float | None, maximize: bool) -> pd.DataFrame:
+    """Per batch of one variant's outcomes: the optimum of its search (`optimum.optimum`): LR*, S* (the seed mean
+    of log steps at it, where a target is given), the best point's LR and trial, the best single trial's steps,
+    whether the parabola placed it, whether the best point is on the edge of the search (low / high), the
+    searched LR range, the seeds at the best point and at the others."""
+    rows = []
+    for s in batch_searches(o, lr, target, maximize):
         full = optimum(s["x"], s["index"], s["y"], np.ones((1, len(s["index"]))))
         best = int(full["best"][0])
         reached = best >= 0
+        single = np.nanmin(s["y"]) if target is not None and np.isfinite(s["y"]).any() else np.nan
+        others = np.delete(s["counts"], best) if reached else s["counts"]
         rows.append({"global_batch": s["batch"], "reached": reached, "lr_star": float(np.exp(full["log_lr"][0])),
                      "steps_star": float(np.exp(full["log_steps"][0])) if target is not None else np.nan,
+                     "steps_single": float(np.exp(single)) if np.isfinite(single) else np.nan,
                      "best_lr": float(np.exp(s["x"][best])) if reached else np.nan,
                      "trial": s["trials"][s["index"] == best][0] if reached else None,
                      "refined": bool(full["refined"][0]),
                      "edge": (("low" if best == 0 else "high" if best == len(s["x"]) - 1 else None)
                               if reached and len(s["x"]) > 1 else None),
                      "lr_lo": float(np.exp(s["x"][0])), "lr_hi": float(np.exp(s["x"][-1])),
-                     "points": len(s["x"]), "seeds": s["seeds"]})
-        if resamples:
-            r = optimum(s["x"], s["index"], s["y"], resample_weights(s["index"], resamples, rng))
-            boot_lr.append(r["log_lr"])
-            boot_steps.append(r["log_steps"])
-    boot = {"log_lr": np.stack(boot_lr, axis=1), "log_steps": np.stack(boot_steps, axis=1)} if boot_lr else None
-    return pd.DataFrame(rows), boot
+                     "points": len(s["x"]), "seeds": s["seeds"],
+                     "seeds_best": int(s["counts"][best]) if reached else 0,
+                     "seeds_others": int(others.max()) if len(others) else 0})
+    return pd.DataFrame(rows)
 
 
-def _union(fit: Fit, lo: float, hi: float, span: tuple[float, float] | None = None) -> tuple[float, float]:
-    """The interval of a fit joined with the bootstrap's [lo, hi]; with `span` (a positive quantity measured over
-    batches span[0]..span[1]) an end past the span is open (0 or inf)."""
-    lo, hi = min(fit.lo, lo), max(fit.hi, hi)
-    if span is not None:
-        lo = lo if lo >= span[0] else 0.0
-        hi = hi if hi <= span[1] else math.inf
-    return lo, hi
+def observations(o: pd.DataFrame, lr: str | None) -> Observations:
+    """One arm's trials as the steps model reads them: a trial that reached the target lies between the
+    evaluation before the crossing and the crossing (interval-censored), one that did not needed more steps than
+    its last evaluation (right-censored); `lr` None: no LR (the model without the bowl)."""
+    reached = o["reached"].astype(bool).to_numpy()
+    hit = pd.to_numeric(o["steps_to_target"], errors="coerce").to_numpy(float)
+    before = pd.to_numeric(o.get("steps_before", pd.Series(np.nan, index=o.index)), errors="coerce").to_numpy(float)
+    last = pd.to_numeric(o.get("last_step", pd.Series(np.nan, index=o.index)), errors="coerce").to_numpy(float)
+    low = np.where(reached, np.nan_to_num(before, nan=0.0), np.nan_to_num(last, nan=0.0))
+    high = np.where(reached, hit, np.inf)
+    return Observations.of(o["global_batch"].to_numpy(float), None if lr is None else o[lr].to_numpy(float), low,
+                           high)
 
 
-def _fit_row(prefix: str, fit: Fit, boot: np.ndarray | None, level: float, span=None) -> dict:
-    """Columns `prefix`, _lo, _hi, _kind, _reason, _dof, _resamples, _failed of one fit with its bootstrap."""
-    row = {prefix: fit.value, f"{prefix}_lo": fit.lo, f"{prefix}_hi": fit.hi, f"{prefix}_kind": fit.kind,
-           f"{prefix}_reason": fit.reason, f"{prefix}_dof": fit.dof, f"{prefix}_resamples": 0, f"{prefix}_failed": 0}
-    if boot is not None:
-        lo, hi, failed = percentile_interval(boot, level)
-        row.update({f"{prefix}_resamples": len(boot), f"{prefix}_failed": failed})
-        if fit.ok:
-            row[f"{prefix}_lo"], row[f"{prefix}_hi"] = _union(fit, lo, hi, span)
-    return row
+def _estimate_columns(prefix: str, e: Estimate | None, reason: str) -> dict:
+    if e is None:
+        return {prefix: None, f"{prefix}_lo": None, f"{prefix}_hi": None, f"{prefix}_kind": "none",
+                f"{prefix}_reason": reason}
+    return {prefix: e.value, f"{prefix}_lo": e.lo, f"{prefix}_hi": e.hi, f"{prefix}_kind": e.kind,
+            f"{prefix}_reason": e.reason}
 
 
-def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, n: int, seed: int, level: float) -> dict:
-    """One variant's fits: LR* ~ c B^alpha and the saturating LR model over the batches whose search found an
-    optimum (those that reached the target), S(B) = S_min (1 + B_noise / B) over the same, each with its limits
-    and its interval (the t-interval on the fit's residuals joined with the bootstrap over the seeds inside each
-    point); the regimes; the edges and unreached batches named."""
-    optima, boot = batch_optima(o, "peak_lr", target, maximize, n, seed)
+def resolve_hint(kind: str, batches: list[float], edges: str, seeds_best: int, dof: int | None = None) -> str:
+    """What would resolve B_crit where the study left a side open: batches past it, seeds, a wider LR range,
+    more trials where few are left over the model's parameters."""
+    lo, hi = f"{min(batches):,.0f}", f"{max(batches):,.0f}"
+    more = []
+    if kind in ("lower", "none"):
+        more.append(f"batches above {hi}, where the steps stop falling in proportion")
+    if kind in ("upper", "none"):
+        more.append(f"batches below {lo}, where they still fall in proportion")
+    if dof is not None and dof < 5:
+        more.append(f"more trials that reach the target ({dof} left over the model's parameters)")
+    if kind == "none":
+        more.append("more seeds at each batch's best LR" + (f" (now {seeds_best})" if seeds_best else ""))
+        if edges:
+            more.append(f"a wider LR range at {edges.replace(',', ', ')}")
+    return "what would resolve it: " + "; ".join(more)
+
+
+def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, level: float) -> dict:
+    """One variant's fits: with a target, the steps model over every trial (`steps_model.fit`: B_crit, alpha,
+    S_min, E_min with their profile-likelihood intervals, censored trials included); without one, alpha of the
+    batches' best LRs (least squares, its t-interval). The batches' optima, edges and unreached batches named."""
+    optima = batch_optima(o, "peak_lr", target, maximize)
     hit = optima[optima["reached"]] if len(optima) else optima
-    b = hit["global_batch"].to_numpy(float)
-    batches = optima["global_batch"].to_numpy(float)
     row = {"batches": len(optima), "reached": len(hit),
            "unreached": ",".join(f"{v:.0f}" for v in optima.loc[~optima["reached"], "global_batch"])
            if len(optima) else "",
            "edges": ",".join(f"{r.global_batch:.0f} ({r.edge})" for r in hit.itertuples()
-                             if isinstance(r.edge, str))}
-    alpha = lr_power_law(b, hit["lr_star"]) if len(hit) else lr_power_law([], [])
-    row.update(_fit_row("alpha", alpha, line_slopes(np.log(np.broadcast_to(batches, boot["log_lr"].shape)),
-                                                    boot["log_lr"]) if boot else None, level))
-    row["c"] = alpha.extra.get("c")
-    model = lr_model(b, hit["lr_star"]) if len(hit) else {"better": None, "saturating": Fit("none"), "slopes": []}
-    sat = model["saturating"]
-    row.update({"lr_model": model["better"], "b_lr": sat.value, "b_lr_lo": sat.lo, "b_lr_hi": sat.hi,
-                "b_lr_kind": sat.kind, "eps_max": sat.extra.get("eps_max"),
-                "slopes": ",".join(f"{v:.2f}" for v in model["slopes"])})
-    if target is not None:
-        crit = critical_batch_fit(b, hit["steps_star"]) if len(hit) else critical_batch_fit([], [])
-        span = (float(b.min()), float(b.max())) if len(b) else None
-        row.update(_fit_row("b_noise", crit, critical_batches(batches, np.exp(boot["log_steps"])) if boot else None,
-                            level, span))
-        row["s_min"] = crit.extra.get("s_min")
-        reg = regimes(Fit("fit", row["b_noise"], row["b_noise_lo"], row["b_noise_hi"]) if crit.ok else crit)
-        for name, value in reg.items():
-            row.update(dict(zip([name, f"{name}_lo", f"{name}_hi"], value or (None, None, None))))
-    return {"row": row, "optima": optima}
+                             if isinstance(r.edge, str)),
+           "trials": len(o), "seeds_best": int(hit["seeds_best"].max()) if len(hit) else 0,
+           "seeds_others": int(hit["seeds_others"].max()) if len(hit) else 0}
+    if target is None:
+        alpha = lr_power_law(hit["global_batch"], hit["lr_star"]) if len(hit) else lr_power_law([], [])
+        row.update({"alpha": alpha.value, "alpha_lo": alpha.lo, "alpha_hi": alpha.hi,
+                    "alpha_kind": "interval" if alpha.ok else "none", "alpha_reason": alpha.reason,
+                    "lr_tuned": True})
+        return {"row": row, "optima": optima, "model": None}
+    obs = observations(o, "peak_lr")
+    model = steps_model.fit(obs, level)
+    row["censored"] = int((~obs.reached).sum())
+    if model is None:
+        why = f"{len(hit)} batch{'' if len(hit) == 1 else 'es'} reached the target; the model needs 2"
+        for q in ("b_crit", "alpha", "s_min", "e_min"):
+            row.update(_estimate_columns(q, None, why))
+        row["lr_tuned"] = bool(optima["points"].max() > 1) if len(optima) else False
+        return {"row": row, "optima": optima, "model": None}
+    row["lr_tuned"] = model.bowl
+    for q in ("b_crit", "alpha", "s_min", "e_min"):
+        row.update(_estimate_columns(q, model.estimates.get(q), "one LR per batch: the LR was not tuned"
+                                     if q == "alpha" else ""))
+    if row["b_crit_kind"] != "interval":
+        hint = resolve_hint(row["b_crit_kind"], list(model.batches), row["edges"], row["seeds_best"],
+                            model.n - model.p)
+        row["b_crit_reason"] = "; ".join(x for x in (row["b_crit_reason"], hint) if x)
+    row.update({"dof": model.n - model.p, "n_fit": model.n, "params": model.p,
+                "sigma_lo": float(model.sigma(min(model.batches))), "sigma_hi": float(model.sigma(max(model.batches))),
+                "bowl_k": math.exp(model.params["log_k"]) if model.bowl else None,
+                "c": math.exp(model.params["lr0"] - model.params["alpha"] * model.x0) if model.bowl else None,
+                "lr_model": "power" if model.bowl and len(model.batches) >= 6 else None})
+    return {"row": row, "optima": optima, "model": model}
 
 
-FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "alpha", "alpha_lo", "alpha_hi", "alpha_kind",
-               "alpha_reason", "alpha_dof", "alpha_resamples", "alpha_failed", "c", "lr_model", "b_lr", "b_lr_lo",
-               "b_lr_hi", "b_lr_kind", "eps_max", "slopes", "b_noise", "b_noise_lo", "b_noise_hi", "b_noise_kind",
-               "b_noise_reason", "b_noise_dof", "b_noise_resamples", "b_noise_failed", "s_min", "perfect_end",
-               "perfect_end_lo", "perfect_end_hi", "diminishing_end", "diminishing_end_lo", "diminishing_end_hi",
-               "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
+FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored", "seeds_best", "seeds_others",
+               "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_model", "b_crit",
+               "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi",
+               "s_min_kind", "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "dof", "n_fit", "params", "sigma_lo",
+               "sigma_hi", "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
 
 
 def tuned_fits(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None, maximize: bool,
-               by: str = "variant", n: int = 1000, seed: int = 0, level: float = 0.9) -> pd.DataFrame:
-    """Per `by` (variant): `variant_fits` (alpha, the LR model, B_noise, S_min, the regimes, each with its limits
+               by: str = "variant", level: float = LEVEL) -> pd.DataFrame:
+    """Per `by` (variant): `variant_fits` (B_crit, alpha, S_min, E_min of the steps model, each with its limits
     and interval), and with momentum searched, alpha of the effective LR lr / (1 - momentum) (Shallue et al.)
     beside the raw LR's. Columns: by + FIT_COLUMNS."""
-    return fits_of(trial_outcomes(trials, steps, metric, target, maximize), target, maximize, by, n, seed, level)
+    return fits_of(trial_outcomes(trials, steps, metric, target, maximize), target, maximize, by, level)
 
 
 def _by(outcomes: pd.DataFrame, by: str):
@@ -331,29 +296,32 @@ def _by(outcomes: pd.DataFrame, by: str):
     return o.groupby(by, sort=True, dropna=False)
 
 
-def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant", n: int = 1000,
-            seed: int = 0, level: float = 0.9) -> pd.DataFrame:
-    """`tuned_fits` of `trial_outcomes` already taken."""
+def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant",
+            level: float = LEVEL, models: dict | None = None) -> pd.DataFrame:
+    """`tuned_fits` of `trial_outcomes` already taken; `models` (a dict) collects each arm's `ModelFit`."""
     rows = []
     for name, o in _by(outcomes, by):
-        row = {by: name, **variant_fits(o, target, maximize, n, seed, level)["row"]}
+        fitted = variant_fits(o, target, maximize, level)
+        if models is not None:
+            models[name] = fitted["model"]
+        row = {by: name, **fitted["row"]}
         momentum = pd.to_numeric(o["momentum"], errors="coerce") if "momentum" in o else None
-        if momentum is not None and momentum.nunique() > 1 and (momentum < 1).all():
+        if target is not None and momentum is not None and momentum.nunique() > 1 and (momentum < 1).all():
             eff = o.assign(effective_lr=o["peak_lr"].astype(float) / (1 - momentum))
-            optima, _ = batch_optima(eff, "effective_lr", target, maximize)
-            hit = optima[optima["reached"]]
-            fit = lr_power_law(hit["global_batch"], hit["lr_star"])
-            row.update({"alpha_effective": fit.value, "alpha_effective_lo": fit.lo, "alpha_effective_hi": fit.hi})
+            model = steps_model.fit(observations(eff, "effective_lr"), level, quantities=("alpha",))
+            e = model.estimates.get("alpha") if model is not None else None
+            if e is not None:
+                row.update({"alpha_effective": e.value, "alpha_effective_lo": e.lo, "alpha_effective_hi": e.hi})
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=[by, *FIT_COLUMNS])
 
 
 def optima_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant") -> pd.DataFrame:
     """Per (variant, batch) the optimum of its search (`batch_optima`): for the tables and figures."""
-    frames = [batch_optima(o, "peak_lr", target, maximize)[0].assign(**{by: name}) for name, o in _by(outcomes, by)]
+    frames = [batch_optima(o, "peak_lr", target, maximize).assign(**{by: name}) for name, o in _by(outcomes, by)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["global_batch", "reached", "lr_star", "steps_star", "best_lr", "trial", "refined", "edge", "lr_lo",
-                 "lr_hi", "points", "seeds", by])
+        columns=["global_batch", "reached", "lr_star", "steps_star", "steps_single", "best_lr", "trial", "refined",
+                 "edge", "lr_lo", "lr_hi", "points", "seeds", "seeds_best", "seeds_others", by])
 
 
 def budget_view(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, maximize: bool, budgets,

@@ -8,10 +8,10 @@ import math
 
 import pandas as pd
 
-from lbscale.report.fits import LEVEL  # the intervals' level, the bootstrap's too, as tables and verdict name it
 from lbscale.report.load import HP, Study
-from lbscale.report.numbers import bounded, number, whole
-from lbscale.report.tables import Table, b_noise_cell, batch_label, metric_label
+from lbscale.report.numbers import bounded, estimate_cell, estimate_text, number, whole
+from lbscale.report.steps_model import LEVEL  # the intervals' level, as tables and verdict name it
+from lbscale.report.tables import Table, batch_label, metric_label
 from lbscale.report.tuned import gns_at_target, hp_columns
 
 
@@ -97,51 +97,57 @@ def _two(v) -> str:
 
 
 def _cell(f) -> str:
-    """B_noise in a table cell: the value with its interval, the bound alone, or 'no fit'."""
-    return b_noise_cell(f.get("b_noise_kind"), f["b_noise"], f["b_noise_lo"], f["b_noise_hi"], f["b_noise_reason"])
+    """B_crit in a table cell: the value with its interval, a bound, or 'not resolved'."""
+    return estimate_cell(f.get("b_crit"), f.get("b_crit_lo"), f.get("b_crit_hi"), f.get("b_crit_kind"), whole)
 
 
 def critical_text(f) -> str:
-    """The critical batch as the data support it: a value with its interval, a bound, or no fit and why."""
-    kind = f.get("b_noise_kind")
-    if kind == "fit":
-        return f"critical batch B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], whole)}"
-    if kind in ("lower", "upper"):
-        return f["b_noise_reason"]
-    return f"no critical-batch fit ({f.get('b_noise_reason') or 'no target'})"
+    """The critical batch as the data support it: a value with its interval, a bound with what would close the
+    open side, or 'not resolved' and what would resolve it."""
+    text = "critical batch " + estimate_text("B_crit", f.get("b_crit"), f.get("b_crit_lo"), f.get("b_crit_hi"),
+                                             f.get("b_crit_kind"), whole, LEVEL)
+    reason = f.get("b_crit_reason")
+    return f"{text} ({reason})" if isinstance(reason, str) and reason else text
 
 
 def regimes_text(f) -> str:
-    """Shallue et al.'s regimes from B_noise (fits.regimes), each with its interval; empty without a fit."""
-    if f.get("b_noise_kind") != "fit":
+    """What a doubling of the batch buys, from B_crit and its interval: >= 45% fewer steps below B_crit / 9,
+    under 10% above 4 B_crit (1 - S(2B) / S(B) = B_crit / (2 (B + B_crit))); S_min and E_min = S_min B_crit (the
+    fewest steps, the fewest samples). Empty without a two-sided interval."""
+    if f.get("b_crit_kind") != "interval":
         return ""
-    return (f"perfect scaling up to ~{bounded(f['perfect_end'], f['perfect_end_lo'], f['perfect_end_hi'], whole)}, "
-            f"diminishing returns up to ~"
-            f"{bounded(f['diminishing_end'], f['diminishing_end_lo'], f['diminishing_end_hi'], whole)} "
-            "(doubling the batch saves under 10% of the steps past it)")
+    b, lo, hi = f["b_crit"], f["b_crit_lo"], f["b_crit_hi"]
+    text = (f"a doubling of the batch saves >= 45% of the steps below ~{whole(b / 9)} [{whole(lo / 9)}, "
+            f"{whole(hi / 9)}], under 10% above ~{whole(4 * b)} [{whole(4 * lo)}, {whole(4 * hi)}]")
+    for name, q, unit in (("S_min", "s_min", "steps"), ("E_min", "e_min", "samples")):
+        if f.get(f"{q}_kind") in ("interval", "lower", "upper"):
+            text += "; " + estimate_text(name, f[q], f[f"{q}_lo"], f[f"{q}_hi"], f[f"{q}_kind"], whole, LEVEL) \
+                + f" {unit}"
+    return text
 
 
 def _rule(lo, hi) -> str:
-    names = [name for name, a in (("the linear rule", 1.0), ("the square-root rule", 0.5)) if lo <= a <= hi]
+    names = [name for name, a in (("the linear rule", 1.0), ("the square-root rule", 0.5)) if lo < a < hi]
     if len(names) == 2:
         return "; it cannot tell the linear from the square-root rule"
     return f"; consistent with {names[0]}" if names else "; neither the linear nor the square-root rule"
 
 
 def lr_text(f) -> str:
-    """LR* as the data support it: the power law with its interval, or the saturating form where it fits better
-    ("LR grows linearly up to ~200, flat past it"), the local slopes, and the effective LR's exponent."""
-    if f.get("alpha_kind") != "fit":
-        return f"LR*: no fit ({f.get('alpha_reason')})"
-    alpha = bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
-    text = f"LR* ~ B^alpha with alpha = {alpha}{_rule(f['alpha_lo'], f['alpha_hi'])}"
-    if f.get("lr_model") == "saturating" and f.get("b_lr_kind") == "fit":
-        text = (f"LR grows linearly up to ~{bounded(f['b_lr'], f['b_lr_lo'], f['b_lr_hi'], whole)}, flat past it "
-                f"(LR* = eps_max / (1 + B_lr / B) fits better than a power law: lower AIC; as a power law {text})")
-    elif f.get("lr_model") == "either":
-        text += " (a saturating form eps_max / (1 + B_lr / B) fits as well)"
-    if f.get("slopes"):
-        text += f"; local slopes {f['slopes'].replace(',', ', ')}"
+    """LR* as the data support it: alpha, the slope of log LR* over log B across the measured batches, with its
+    interval and the rule it is consistent with; where the study ran one LR per batch, that the LR was not tuned."""
+    if f.get("lr_tuned") is False:
+        return ("LR not tuned (one LR per batch): B_crit holds for this LR rule; a search per batch finds the "
+                "optimum (Shallue et al. 2019)")
+    if f.get("alpha_kind") not in ("interval", "lower", "upper"):
+        reason = f.get("alpha_reason")
+        return f"LR*: alpha not resolved{f' ({reason})' if isinstance(reason, str) and reason else ''}"
+    alpha = estimate_cell(f["alpha"], f["alpha_lo"], f["alpha_hi"], f["alpha_kind"], _two)
+    text = (f"LR* ~ B^alpha over the measured batches with alpha = {alpha}"
+            f"{_rule(f['alpha_lo'], f['alpha_hi'])}")
+    reached = int(f.get("reached") or 0)
+    text += ("; power law and saturating form not distinguishable here (a test needs 6 reached batches or more"
+             f", {reached} here)" if reached < 6 else "; the saturating form eps_max / (1 + B_lr / B) not tested")
     if pd.notna(f.get("alpha_effective")):
         text += (f"; of the effective LR lr / (1 - momentum): alpha = "
                  f"{bounded(f['alpha_effective'], f['alpha_effective_lo'], f['alpha_effective_hi'], _two)}")
@@ -149,66 +155,73 @@ def lr_text(f) -> str:
 
 
 def rests_on(f, metric: str, target: float | None, search: dict) -> str:
-    """What a variant's numbers rest on: reached batches of batches, search points and seeds per batch, edges,
-    and what the intervals are."""
-    seeds = search.get("seeds", 1)
+    """What a variant's numbers rest on: reached batches of batches, trials, search points, the seeds at each
+    batch's best point and at the others, censored trials, edges, and what the intervals are."""
     # with several seeds a point reaches where every seed of it did: a batch whose best trial reached the target
     # (the best-trial table's "yes") but whose confirmation seed did not is unreached here
-    rule = "; a batch counts as reached where every seed of one of its points reached the target" if seeds > 1 else ""
+    several = search.get("seeds", 1) > 1 or (f.get("seeds_best") or 0) > 1
+    rule = "; a batch counts as reached where every seed of one of its points reached the target" if several else ""
     reach = (f"{f['reached']} of {f['batches']} batches reached {metric} {target:g}"
              + (f" (not reached: {f['unreached'].replace(',', ', ')}{rule})" if f.get("unreached") else "")
              if target is not None else f"{f['batches']} batches, best {metric} within the budget")
-    grid = f"{search.get('points', '?')} search points x {seeds} seed{'s' if seeds != 1 else ''} per batch"
+    seeds = f"seeds: {_count(f.get('seeds_best'))} at each batch's best point, {_count(f.get('seeds_others'))} " \
+            "at the others (at most)"
+    grid = f"{int(f.get('trials') or 0)} trials, {search.get('points', '?')} search points per batch; {seeds}"
+    censored = (f"; {int(f['censored'])} did not reach the target (censored: more steps than they ran)"
+                if pd.notna(f.get("censored")) and f.get("censored") else "")
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")
-    dof = [f"{k} {int(f[f'{p}_dof'])} dof" for k, p in (("alpha", "alpha"), ("B_noise", "b_noise"))
-           if f.get(f"{p}_kind") == "fit"]
-    boot = int(f.get("alpha_resamples") or 0)
-    failed = [f"{int(f[f'{p}_failed'])} {k}" for k, p in (("alpha", "alpha"), ("B_noise", "b_noise"))
-              if pd.notna(f.get(f"{p}_failed"))]
-    intervals = (f"{100 * LEVEL:.0f}% intervals: t on each fit's residuals ({', '.join(dof)}) joined with {boot:,} "
-                 f"resamples of the seeds inside each point (failed, counted as unbounded: {', '.join(failed)})"
-                 if dof else "no interval without a fit")
-    return f"rests on {reach}; {grid}{edge}; {intervals}"
+    if target is None:
+        intervals = f"{100 * LEVEL:.0f}% t-interval of alpha over the batches' best LRs"
+    elif pd.notna(f.get("n_fit")):
+        intervals = (f"one model over every trial, {100 * LEVEL:.0f}% profile-likelihood intervals "
+                     f"({int(f['n_fit'])} trials reached the target, {int(f['params'])} parameters)")
+    else:
+        intervals = "no model fit"
+    return f"rests on {reach}; {grid}{censored}{edge}; {intervals}"
+
+
+def _count(v) -> str:
+    return "-" if v is None or pd.isna(v) else f"{int(v)}"
 
 
 def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.Series | None = None) -> Table:
-    """Per variant: the critical batch, the regimes and the optimal LR, each as the data support it, with what
-    the numbers rest on."""
+    """Per variant: the critical batch, S_min, E_min and the optimal LR's exponent, each as the data support it,
+    with what the numbers rest on."""
     pct = f"{100 * LEVEL:.0f}%"
     disp, tidy = [], []
     for _, f in fits.iterrows():
         g = study.trials[study.trials["variant"].fillna("-") == (f["variant"] if pd.notna(f["variant"]) else "-")]
         at = gns[gns.index.isin(g["trial"])] if gns is not None else pd.Series(dtype=float)
+        cell = {q: estimate_cell(f.get(q), f.get(f"{q}_lo"), f.get(f"{q}_hi"), f.get(f"{q}_kind"), whole)
+                if target is not None else "-" for q in ("b_crit", "s_min", "e_min")}
         disp.append({"Variant": f["variant"], **({"Target": f"{f['target']:g}"} if "target" in f else {}),
-                     "Batches reached": f"{f['reached']} of {f['batches']}"
-                     if target is not None else "-",
-                     f"B_noise [{pct}]": _cell(f) if target is not None else "-",
-                     "S_min [steps]": whole(f["s_min"]) if pd.notna(f.get("s_min")) else "-",
-                     f"alpha [{pct}]": bounded(f["alpha"], f["alpha_lo"], f["alpha_hi"], _two)
-                     if f["alpha_kind"] == "fit" else f"no fit ({f['alpha_reason']})",
-                     "LR model": {"saturating": "saturating", "power": "power law",
-                                  "either": "either"}.get(f["lr_model"], "-"),
+                     "Batches reached": f"{f['reached']} of {f['batches']}" if target is not None else "-",
+                     f"B_crit [{pct}]": cell["b_crit"], f"S_min [steps, {pct}]": cell["s_min"],
+                     f"E_min [samples, {pct}]": cell["e_min"],
+                     f"alpha [{pct}]": estimate_cell(f["alpha"], f["alpha_lo"], f["alpha_hi"], f["alpha_kind"], _two)
+                     if f.get("lr_tuned") is not False else "LR not tuned",
                      "Edges": f["edges"] or "-",
+                     "Noise sigma (smallest, largest batch)": f"{f['sigma_lo']:.2f}, {f['sigma_hi']:.2f}"
+                     if pd.notna(f.get("sigma_lo")) else "-",
                      "B_simple at target (GNS)": number(float(at.median())) if len(at) else "-"})
         tidy.append({**f.to_dict(), "gns_b_simple": float(at.median()) if len(at) else None})
-    return Table("tuned-fits", "Critical batch and optimal LR of each batch's search (tuned)",
+    return Table("tuned-fits", "Critical batch and optimal LR: one model over every trial (tuned)",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["B_noise: S = S_min (1 + B_noise / B) fitted to the steps to target at each batch's optimum "
-                  "(McCandlish et al. 2018), over the batches that reached the target; a value past the measured "
-                  "batches is a bound (> the largest: still in perfect scaling), fewer than 3 batches no fit",
+                 ["Model: log S = log S_min + log(1 + B_crit / B) + log(1 + k d^2) + e, d = ln(lr / lr*(B)), "
+                  "lr*(B) = c B^alpha, e normal with log sigma linear in log B; fitted to every trial by maximum "
+                  "likelihood: a crossing between two evaluations is interval-censored, a trial that did not reach "
+                  "the target right-censored (docs/scaling-model.md)",
+                  "B_crit: McCandlish et al. 2018's critical batch, S = S_min (1 + B_crit / B): a doubling saves >= "
+                  "45% of the steps below B_crit / 9 and under 10% above 4 B_crit; E_min = S_min B_crit: the fewest "
+                  "training samples (the small-batch limit)",
+                  f"[{pct}]: profile-likelihood intervals (deviance threshold n log(1 + t^2 / (n - p))); '> x' "
+                  "where only the lower end is bounded, '< x' only the upper, 'not resolved' neither: nothing is "
+                  "clipped to the measured batches",
+                  "alpha: the slope of log lr* over log B across the measured batches",
                   "B_simple at target: the median over the batches' best trials of the noise scale where each "
-                  "reached the target (--gns-every; McCandlish et al.'s predictor of B_noise)",
-                  "alpha: log LR* = log c + alpha log B over the same batches; LR model: the power law against "
-                  "eps_max / (1 + B_lr / B), the lower AIC on the log residuals ('either' within 2)",
-                  "A batch's optimum: its best search point, placed between grid points by the parabola through it "
-                  "and its two neighbours where both reached the target; Edges: a best point at the lowest or "
-                  "highest LR searched",
-                  f"[{pct}]: the t-interval on the fit's residuals (the scatter of the batches' optima about the "
-                  "fit: seed noise and the search grid) joined with a percentile bootstrap over the seeds inside "
-                  "each search point (resampled with replacement: the seed noise a confirmation stage measured; a "
-                  "point with one seed keeps it); a failed resample counts as unbounded; an end past the measured "
-                  "batches is open"])
+                  "reached the target (--gns-every; McCandlish et al.'s predictor of B_crit, up to a factor)",
+                  "Edges: a best point at the lowest or highest LR searched"])
 
 
 def budget_table(view: pd.DataFrame, metric: str) -> Table:
@@ -246,26 +259,25 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
 
 
 def headline(fits: pd.DataFrame, target: float | None) -> str:
-    """The report command's outcome: per variant B_noise (or its bound) and alpha, each with its interval."""
+    """The report command's outcome: per variant B_crit (or its bound, or not resolved) and alpha."""
     parts = []
     for _, f in fits.iterrows():
         crit = ("no target" if target is None else
-                f"B_noise ~ {bounded(f['b_noise'], f['b_noise_lo'], f['b_noise_hi'], whole)}"
-                if f["b_noise_kind"] == "fit" else f["b_noise_reason"].split(":")[0]
-                if f["b_noise_kind"] in ("lower", "upper") else "no B_noise fit")
-        lr = (f"alpha = {bounded(f['alpha'], f['alpha_lo'], f['alpha_hi'], _two)}" if f["alpha_kind"] == "fit"
-              else "no alpha fit")
+                estimate_text("B_crit", f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["b_crit_kind"], whole, LEVEL))
+        lr = ("LR not tuned" if f.get("lr_tuned") is False else
+              f"alpha = {estimate_cell(f['alpha'], f['alpha_lo'], f['alpha_hi'], f['alpha_kind'], _two)}"
+              if f["alpha_kind"] in ("interval", "lower", "upper") else "alpha not resolved")
         parts.append(f"{f['variant']}: {crit}, {lr} ({f['reached']} of {f['batches']} batches reached)")
     return "; ".join(parts)
 
 
 def per_target_line(fits: dict, metric: str) -> str:
-    """B_noise at each target, easiest first: McCandlish et al. find the critical batch grows as the target
+    """B_crit at each target, easiest first: McCandlish et al. find the critical batch grows as the target
     tightens."""
     parts = []
     for t, f in fits.items():
         for _, r in f.iterrows():
-            value = critical_text(r).removeprefix("critical batch B_noise ~ ")
+            value = estimate_cell(r["b_crit"], r["b_crit_lo"], r["b_crit_hi"], r["b_crit_kind"], whole)
             variant = "" if len(f) == 1 else f" ({r['variant']})"
             parts.append(f"{metric} {t:g}{variant}: {value}")
-    return "B_noise by target (it grows as the target tightens, McCandlish et al. 2018): " + "; ".join(parts)
+    return "B_crit by target (it grows as the target tightens, McCandlish et al. 2018): " + "; ".join(parts)

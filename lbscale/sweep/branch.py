@@ -206,15 +206,20 @@ def draw(df: pd.DataFrame, parent: Path, path: Path, tuned: pd.DataFrame | None 
     if gns:
         ax.plot([r["samples_seen"] for r in gns], [r["gns_b_simple"] for r in gns], color="C1", lw=1,
                 label="gradient noise scale B_simple (parent)")
+    from lbscale.report.numbers import estimate_cell, whole
+
     tried = sorted(df["batch"].unique())
     for i, row in enumerate((tuned if tuned is not None else pd.DataFrame()).itertuples()):
-        if row.b_noise_kind == "fit" and math.isfinite(row.b_noise):
-            lo = row.b_noise_lo if row.b_noise_lo > 0 else tried[0] / 1.5
-            hi = row.b_noise_hi if math.isfinite(row.b_noise_hi) else tried[-1] * 1.5
+        if row.b_crit_kind in ("interval", "lower", "upper"):  # the band: its interval, an open end to the axis
+            lo = row.b_crit_lo if row.b_crit_lo > 0 else tried[0] / 1.5
+            hi = row.b_crit_hi if math.isfinite(row.b_crit_hi) else tried[-1] * 1.5
             ax.axhspan(lo, hi, color=f"C{i + 2}", alpha=0.15, lw=0)
-            ax.axhline(row.b_noise, color=f"C{i + 2}", ls="--", lw=1,
-                       label=f"tuned sweep's B_noise, {row.variant} ({row.b_noise:,.0f}; band: its interval, "
-                             f"target {row.target:g})")
+            if row.b_crit_kind == "interval":
+                ax.axhline(row.b_crit, color=f"C{i + 2}", ls="--", lw=1)
+            cell = estimate_cell(row.b_crit, row.b_crit_lo, row.b_crit_hi, row.b_crit_kind, whole)
+            ax.plot([], [], color=f"C{i + 2}", lw=6, alpha=0.3,
+                    label=f"tuned sweep's B_crit, {row.variant}: {cell} (band: its 90% interval, "
+                          f"target {row.target:g})")
     ax.set_yscale("log", base=2)
     ax.set_ylim(tried[0] / 1.5, tried[-1] * 1.5)
     ax.set_yticks(tried, [f"{b:,}" for b in tried])

@@ -4,6 +4,7 @@
 The model (tests/report/make_tuned.py's closed form, with seed noise): a trial of batch B and LR lr needs
 S(B) (1 + k |log2(lr / lr*(B))|) e^(sigma z) steps to the target, S(B) = S_min (1 + B_noise / B), lr*(B) = c B^alpha,
 z standard normal per trial; a trial that would need more than `budget` steps stops there without reaching it.
+A trial is evaluated at steps growing by 10% (so its crossing is known within 10%).
 The search is the demo's: 6 Halton points log-uniform in 0.005 .. 0.5, the same at every batch; a confirmation
 stage reruns the `top` best points of every batch with `seeds` more seeds."""
 
@@ -12,6 +13,17 @@ import pandas as pd
 from scipy.stats import qmc
 
 BATCHES = (32, 64, 128, 256, 512)
+
+
+def _evaluations(limit: float) -> np.ndarray:
+    steps, s = [], 1.0
+    while s <= limit:
+        steps.append(s)
+        s = max(s + 1, float(np.ceil(s * 1.1)))
+    return np.array(steps)
+
+
+EVALS = _evaluations(1e6)
 
 
 def demo_grid(points: int = 6, lo: float = 0.005, hi: float = 0.5, seed: int = 0) -> np.ndarray:
@@ -40,9 +52,13 @@ def study(rng: np.random.Generator, alpha: float = 0.5, b_noise: float = 128.0, 
         name = f"b{b}-p{point}-s{seed}"
         trials.append({"results": "r", "trial": name, "variant": variant, "global_batch": b, "seed": seed,
                        "state": "completed", "peak_lr": lr, "base_lr": lr, "point": point})
-        last = min(need, budget)
-        for step in sorted({round(last / 2), round(last)}):  # a target met exactly at the needed step
-            value = target * min(1.0, step / need) if step < round(need) or need > budget else target
+        # evaluations at steps growing by 10% (1, 2, ..., then x1.1): the one before the crossing and the
+        # crossing (or the last within the budget) are what the analysis reads; the half-way one is a curve point
+        at = EVALS[EVALS <= budget]
+        i = int(np.searchsorted(at, need))
+        kept = [at[i - 1]] if i >= len(at) else [at[max(i - 1, 0)], at[i]]
+        for step in sorted({float(at[max(i // 2, 0)]), *map(float, kept)}):
+            value = target if step >= need else target * step / need
             steps.append({"results": "r", "trial": name, "variant": variant, "global_batch": b, "step": step,
                           "epoch": step / 100, "elapsed_seconds": step * 0.01, "val_top1": value, "kind": "step"})
         return need

@@ -9,7 +9,7 @@ import torch
 
 from lbscale.analysis.gns import NoiseScale, estimate, measure
 from lbscale.report import load_results
-from lbscale.report.scaling import fit_critical_batch, speedup_efficiency
+from lbscale.report.scaling import speedup_efficiency
 from lbscale.report.tables import target_steps
 from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
 from tests.fixtures.make_results import make_study, make_trial
@@ -19,15 +19,6 @@ from tests.report.pictures import assert_drawn
 def test_batch_labels_as_the_papers_write_them():
     assert [batch_label(b) for b in (512, 8192, 16384, 32768, 65536, 7680, 30000)] == \
         ["512", "8K", "16K", "32K", "65K", "7680", "30000"]  # nK only for 1024 multiples: 30K would be 30720
-
-
-def test_fit_recovers_a_known_critical_batch():
-    rng = np.random.default_rng(0)
-    b = np.array([256, 512, 1024, 2048, 4096, 8192, 16384, 32768], dtype=float)
-    s = 1000 * (1 + 4096 / b) * (1 + rng.normal(0, 0.02, len(b)))
-    fit = fit_critical_batch(b, s)
-    assert fit.b_noise == pytest.approx(4096, rel=0.1) and fit.s_min == pytest.approx(1000, rel=0.05)
-    assert fit_critical_batch([512, 512], [10, 11]) is None  # one batch only: nothing to fit
 
 
 def test_speedup_efficiency_and_steps_to_target(tmp_path):

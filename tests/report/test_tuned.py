@@ -11,10 +11,8 @@ import pandas as pd
 import pytest
 
 from lbscale.report import ReportOptions, load_results, plots, write_report
-from lbscale.report.scaling import fit_critical_batch
-from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, budget_view,
-                                  fit_lr_exponent, fits_of, lr_exponent, optima_of, steps_to_result, trial_outcomes,
-                                  tuned_fits)
+from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, budget_view, fits_of,
+                                  optima_of, steps_to_result, trial_outcomes, tuned_fits)
 from tests.fixtures.make_results import make_study
 from tests.report.pictures import assert_drawn
 from tests.report.make_tuned import critical_steps, make_tuned_study, tuned_frames
@@ -54,7 +52,8 @@ def test_steps_to_result_is_the_first_evaluation_at_the_threshold_both_direction
     down = steps_to_result(steps, "val_loss", 0.2 + 1e-12, maximize=False).set_index("trial")
     assert down["step"].to_dict() == {"a": 30, "b": 20, "c": 20, "d": 20, "e": 20}
     by_batch = steps_to_result(steps, "val_top1", 0.92, maximize=True, group_by=["global_batch"])
-    assert by_batch.to_dict("records") == [{"global_batch": 256, "step": 30, "epoch": 1.5, "elapsed_seconds": 3.5}]
+    assert by_batch.to_dict("records") == [{"global_batch": 256, "step": 30, "epoch": 1.5, "elapsed_seconds": 3.5,
+                                            "step_before": 20}]  # the evaluation before the crossing: 20
 
 
 def test_best_measurement_and_the_epoch_budget_by_hand():
@@ -89,15 +88,7 @@ def test_best_trial_per_batch_fewest_steps_then_the_best_value_else_the_best_met
 
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0])
-def test_fit_lr_exponent_recovers_an_exact_power_law(alpha):
-    batches = [64, 128, 256, 1000, 4096, 32768]
-    fit = fit_lr_exponent(batches, [0.02 * b ** alpha for b in batches])
-    assert fit.alpha == pytest.approx(alpha, abs=1e-6) and fit.c == pytest.approx(0.02, rel=1e-6) and fit.points == 6
-    assert fit_lr_exponent([512, 512], [0.1, 0.2]) is None  # one batch: nothing to fit
-
-
-@pytest.mark.parametrize("alpha", [0.5, 1.0])
-def test_best_trials_and_the_bootstrap_recover_the_lr_exponent(alpha):
+def test_best_trials_and_the_model_recover_the_lr_exponent(alpha):
     # per batch seven LRs half an octave apart around lr* = 0.02 B^alpha, the grid shifted by up to 0.2 octave;
     # the LR closest to lr* reaches the target first
     batches = [2 ** k for k in range(6, 14)]
@@ -108,13 +99,11 @@ def test_best_trials_and_the_bootstrap_recover_the_lr_exponent(alpha):
     closest = trials.assign(d=abs(np.log2(trials["peak_lr"] / trials["global_batch"].map(law))))
     closest = closest.sort_values("d").drop_duplicates("global_batch").set_index("global_batch")
     assert best["trial"].to_dict() == closest["trial"].to_dict()
-    assert lr_exponent(best.reset_index()) == pytest.approx(alpha, abs=0.05)
     fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
     assert fit["alpha"] == pytest.approx(alpha, abs=0.05) and fit["c"] > 0
     assert fit["alpha_lo"] <= alpha <= fit["alpha_hi"] and fit["alpha_lo"] < fit["alpha"] < fit["alpha_hi"]
-    assert fit["alpha_resamples"] == 1000
     again = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
-    assert (again["alpha_lo"], again["alpha_hi"]) == (fit["alpha_lo"], fit["alpha_hi"])  # seeded: the same interval
+    assert (again["alpha_lo"], again["alpha_hi"]) == (fit["alpha_lo"], fit["alpha_hi"])  # the same interval
 
 
 def test_the_critical_batch_of_the_best_trials():
@@ -124,10 +113,11 @@ def test_the_critical_batch_of_the_best_trials():
     best = best_trials(trials, steps, "val_top1", 0.9, True).set_index("global_batch")
     np.testing.assert_allclose(best["steps_to_target"], np.round(critical_steps(batches)))
     fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
-    assert fit["b_noise"] == pytest.approx(256, rel=0.01) and fit["s_min"] == pytest.approx(1000, rel=0.01)
-    assert fit["b_noise_lo"] <= 256 <= fit["b_noise_hi"] and fit["b_noise_resamples"] == 1000
-    direct = fit_critical_batch(batches, critical_steps(batches))  # the same model without rounding
-    assert direct.b_noise == pytest.approx(256, rel=1e-9)
+    # every trial is known between its evaluations at 0.75 and 1.0 of its needed steps (interval-censored); the
+    # noise-free truth sits on the brackets' upper ends, so S_min is estimated within the bracket's width
+    assert fit["b_crit"] == pytest.approx(256, rel=0.1) and fit["s_min"] == pytest.approx(1000, rel=0.2)
+    assert fit["b_crit_kind"] == "interval" and fit["b_crit_lo"] < 256 < fit["b_crit_hi"]
+    assert fit["censored"] == 0 and fit["s_min_kind"] == "interval"
 
 
 def test_budget_view_by_hand():
@@ -191,8 +181,9 @@ def test_tuned_report_opens_with_the_verdict_and_counts_pruned_trials(tmp_path):
     md = (out / "report.md").read_text()
     first = _sections(md)[1]
     assert first.startswith("Verdict\n\n- sgd-none: ") and "|" not in first  # the first section: before any table
-    assert "alpha = 0.50 [" in first and "critical batch B_noise ~ 256 [" in first
-    assert "- sgd-none: rests on 4 of 4 batches reached val_top1 0.9; 3 search points x 1 seed per batch" in first
+    assert "alpha = 0.50 [" in first and "- sgd-none: critical batch B_crit " in first
+    assert "- sgd-none: rests on 4 of 4 batches reached val_top1 0.9; 12 trials, 3 search points per batch" in first
+    assert "4 did not reach the target (censored: more steps than they ran)" in first  # 2 pruned, 2 out of budget
     assert first.index("![steps-to-result](figures/steps-to-result.png)") < first.index("13 trials")
     assert "13 trials: 10 completed, 1 pending, 2 pruned" in first
     assert _sections(md)[2].startswith("Best trial per batch (tuned)")
@@ -233,7 +224,7 @@ def test_figures_plot_every_trial_each_optimum_and_the_reference_slopes():
     trials, steps = tuned_frames(batches, [-1, 0, 1], 0.5)
     outcomes = trial_outcomes(trials, steps, "val_top1", 0.9, True)
     optima = optima_of(outcomes, 0.9, True)
-    fits = tuned_fits(trials, steps, "val_top1", 0.9, True, n=50)
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True)
     lines = {ln.get_label(): ln for ln in plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
              .axes[0].get_lines()}
     best = lines["sgd: optimum of each batch"]
@@ -248,7 +239,8 @@ def test_figures_plot_every_trial_each_optimum_and_the_reference_slopes():
         assert np.log(y[-1] / y[0]) / np.log(x[-1] / x[0]) == pytest.approx(slope)
         # through the geometric centre of the optima: at B = 512 (geometric mean), lr* = 0.02 * 512^0.5
         assert np.interp(np.log(512), np.log(x), np.log(y)) == pytest.approx(np.log(0.02 * 512 ** 0.5))
-    np.testing.assert_allclose(fitted.get_ydata(), 0.02 * np.asarray(fitted.get_xdata()) ** 0.5, rtol=1e-6)
+    # the model's quadratic bowl against the fixture's V-shaped one: lr* within a percent
+    np.testing.assert_allclose(fitted.get_ydata(), 0.02 * np.asarray(fitted.get_xdata()) ** 0.5, rtol=1e-2)
     np.testing.assert_allclose(lines["sgd: optimum LR*"].get_ydata(), [0.02 * b ** 0.5 for b in batches])
 
 
@@ -258,7 +250,7 @@ def test_the_steps_figure_draws_perfect_scaling_only_from_two_reached_batches():
     trials, steps = tuned_frames([64, 256], [-1, 0, 1], 0.5)
     outcomes = trial_outcomes(trials, steps, "val_top1", 0.9, True)
     optima = optima_of(outcomes, 0.9, True)
-    fits = tuned_fits(trials, steps, "val_top1", 0.9, True, n=20)
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True)
     labels = [ln.get_label() for ln in plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
               .axes[0].get_lines()]
     assert "sgd: perfect scaling" in labels
@@ -273,7 +265,7 @@ def test_the_steps_figure_marks_trials_that_stopped_before_the_target(tmp_path):
     study = load_results([res])
     outcomes = trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True)
     optima = optima_of(outcomes, 0.9, True)
-    fits = fits_of(outcomes, 0.9, True, n=50)
+    fits = fits_of(outcomes, 0.9, True)
     lines = {ln.get_label(): ln for ln in plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
              .axes[0].get_lines()}
     censored = lines["sgd-none: stopped before it (censored)"]
@@ -302,14 +294,14 @@ def test_a_search_that_is_an_axis_is_reported_by_rule_one_curve_per_point(tmp_pa
     assert load_results([tmp_path / "tuned"]).tuned  # grid.json without "tune": a tuning, as sweeps write it
 
 
-def test_several_targets_give_b_noise_per_target(tmp_path):
+def test_several_targets_give_b_crit_per_target(tmp_path):
     res = make_tuned_study(tmp_path / "tuned")  # val_top1 = 0.9 t / S: 0.45 is met at half the steps
     out, line = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "csv"), target="0.45,0.9"))
     first = _sections((out / "report.md").read_text())[1]
-    assert "B_noise by target (it grows as the target tightens, McCandlish et al. 2018): val_top1 0.45: " in first
-    assert "; val_top1 0.9: 256 [" in first
+    assert "B_crit by target (it grows as the target tightens, McCandlish et al. 2018): val_top1 0.45: " in first
+    assert "; val_top1 0.9: " in first
     fits = pd.read_csv(out / "tables" / "tuned-fits.csv").set_index("target")
-    assert sorted(fits.index) == [0.45, 0.9] and fits.loc[0.9, "b_noise"] == pytest.approx(256, rel=0.01)
+    assert sorted(fits.index) == [0.45, 0.9] and fits.loc[0.9, "b_crit"] == pytest.approx(256, rel=0.15)
     # at 0.45 each batch's optimum needs half the steps, rounded up to the evaluations every 125 steps
     study = load_results([res])
     easy = optima_of(trial_outcomes(study.trials, study.steps, "val_top1", 0.45, True), 0.45, True)

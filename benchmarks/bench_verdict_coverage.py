@@ -1,0 +1,203 @@
+"""The verdict's calibration: synthetic tuned studies drawn from a known truth in the regimes real studies have,
+each fitted by the report's model (`report.steps_model.fit`), scored strictly:
+- an interval covers where lo < truth < hi; a lower bound "> L" where truth > L; an upper bound where truth < U;
+  a tie is a miss; "not resolved" (both ends open) covers, and is counted apart;
+- a false bound: a one-sided bound whose half-line excludes the truth.
+Beside it, in the control regime, the old fit's t-interval (least squares of log S through the per-batch best
+points, t on its residuals) for the width comparison: the median hi / lo of both.
+
+The simulator is its own code (nothing of lbscale's fit): a trial of batch B and LR lr needs
+S_min (1 + B_crit / B) * bowl(ln(lr / lr*(B))) * exp(sigma(B) z) steps, lr*(B) = c B^alpha, z ~ N(0, 1) per trial; it
+is evaluated at steps growing by 10% (1, 2, ..., then x1.1), so a crossing is known between two evaluations; a
+trial that needs more than its budget stops there unreached; where `diverge` is set, an LR above diverge x lr*
+diverges at step 5. The LR search is 6 points a factor `grid` apart around a guess of lr* that is off by up to half
+a grid step (one draw per study); each batch's best point is rerun with one more seed (a confirmation stage).
+
+`python benchmarks/run.py verdict_coverage` (1,000 studies per regime: a standard error of ~1 point at 90%);
+LBSCALE_COVERAGE_STUDIES=N for fewer.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Regime:
+    name: str
+    batches: tuple = (32, 64, 128, 256, 512)
+    b_crit: float = 128.0
+    sigma: tuple = (0.10, 0.0)  # sigma at the smallest batch, and its exponent in B
+    grid: float = 1.5  # the LR points' ratio
+    points: int = 6
+    diverge: float | None = None  # LRs above diverge x lr* never reach the target
+    bowl: str = "quadratic"  # 1 + 0.5 ln^2(lr / lr*), or 'v': 1 + 0.5 |log2(lr / lr*)|
+    alpha: float = 0.5
+    s_min: float = 200.0
+    budget: float = 20.0  # x the perfect-scaling steps at the batch (S_min B_crit / B + S_min)
+
+
+REGIMES = [
+    Regime("control: 5 batches 32-512, B_crit 128, sigma 0.10, 6 LR points"),
+    Regime("sigma ~ sqrt(B), 0.05 to 0.20, B_crit 128", sigma=(0.05, 0.5)),
+    Regime("sigma ~ sqrt(B), 0.05 to 0.20, B_crit 400", sigma=(0.05, 0.5), b_crit=400.0),
+    Regime("sigma ~ B^0.75, 0.05 to 0.40, B_crit 128", sigma=(0.05, 0.75)),
+    Regime("4 batches 64-512, B_crit 384", batches=(64, 128, 256, 512), b_crit=384.0),
+    Regime("4 batches 64-512, B_crit 256", batches=(64, 128, 256, 512), b_crit=256.0),
+    Regime("factor-2 LR grid, divergence above 2 lr*", grid=2.0, diverge=2.0),
+    Regime("4 batches + sigma ~ sqrt(B) + factor-2 grid, B_crit 384", batches=(64, 128, 256, 512), b_crit=384.0,
+           sigma=(0.05, 0.5), grid=2.0, diverge=2.0),
+    Regime("V-shaped bowl 1 + 0.5 |log2 d|, B_crit 128", bowl="v"),
+]
+
+
+def _evaluations(limit: float) -> np.ndarray:
+    steps, s = [], 1.0
+    while s <= limit * 1.2 + 2:
+        steps.append(s)
+        s = max(s + 1, math.ceil(s * 1.1))
+    return np.array(steps)
+
+
+EVALS = _evaluations(1e6)
+
+
+def simulate(rng: np.random.Generator, r: Regime):
+    """One study: arrays (batch, lr, low, high) of its trials (low < steps <= high; high inf: unreached at low)."""
+    b = np.array(r.batches, dtype=float)
+    c = 0.1 / b[0] ** r.alpha
+    guess = 2.0 ** rng.uniform(-0.5, 0.5)  # the study's misjudgement of lr*, in grid steps
+    rows = []
+
+    def run(batch, lr):
+        star = c * batch ** r.alpha
+        d = math.log(lr / star)
+        bowl = 1 + 0.5 * d * d if r.bowl == "quadratic" else 1 + 0.5 * abs(d / math.log(2))
+        sigma = r.sigma[0] * (batch / b[0]) ** r.sigma[1]
+        need = r.s_min * (1 + r.b_crit / batch) * bowl * math.exp(sigma * rng.standard_normal())
+        budget = r.budget * r.s_min * (1 + r.b_crit / batch)
+        if r.diverge is not None and lr > r.diverge * star:
+            return (batch, lr, 5.0, math.inf)
+        if need > budget:
+            last = EVALS[np.searchsorted(EVALS, budget, side="right") - 1]
+            return (batch, lr, float(last), math.inf)
+        i = int(np.searchsorted(EVALS, need, side="left"))  # the first evaluation at or past the need
+        return (batch, lr, float(EVALS[i - 1]) if i else 0.0, float(EVALS[i]))
+
+    for batch in b:
+        centre = c * batch ** r.alpha * r.grid ** math.log(guess, 2)
+        lrs = centre * r.grid ** (np.arange(r.points) - (r.points - 1) / 2)
+        first = [run(batch, lr) for lr in lrs]
+        rows += first
+        best = min(range(len(first)), key=lambda j: first[j][3])
+        if math.isfinite(first[best][3]):
+            rows.append(run(batch, lrs[best]))
+    a = np.array(rows)
+    return a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+
+
+def old_t_interval(batch, low, high, level=0.9):
+    """The fit the report had: log S = log S_min + log(1 + B_noise / B) by least squares through each batch's
+    fewest steps (the best point), its t-interval on the residuals, ends past the batches open; (kind, lo, hi)."""
+    from scipy.optimize import least_squares
+    from scipy.special import stdtrit
+
+    ok = np.isfinite(high)
+    bs = np.unique(batch[ok])
+    if len(bs) < 3:
+        return "none", 0.0, math.inf
+    s = np.array([high[ok & (batch == x)].min() for x in bs])
+    design = np.stack([np.ones_like(bs), 1.0 / bs], axis=1) / s[:, None]
+    (a, cc), *_ = np.linalg.lstsq(design, np.ones_like(s), rcond=None)
+    if cc <= 0 or (a > 0 and cc / a < bs[0]):
+        return "upper", 0.0, bs[0]
+    if a <= 0 or cc / a > bs[-1]:
+        return "lower", bs[-1], math.inf
+    res = least_squares(lambda p: p[0] + np.log1p(np.exp(p[1]) / bs) - np.log(s), [math.log(a), math.log(cc / a)])
+    dof = len(bs) - 2
+    cov = float(res.fun @ res.fun) / dof * np.linalg.pinv(res.jac.T @ res.jac)
+    q = float(stdtrit(dof, 0.95 if level == 0.9 else 0.5 + level / 2))
+    se = math.sqrt(max(cov[1, 1], 0.0))
+    lo, hi = math.exp(res.x[1] - q * se), math.exp(res.x[1] + q * se)
+    return "interval", lo if lo >= bs[0] else 0.0, hi if hi <= bs[-1] else math.inf
+
+
+def covers(kind: str, lo: float, hi: float, truth: float) -> bool:
+    """Strict scoring: the truth inside the open interval (a tie is a miss)."""
+    return lo < truth < hi
+
+
+def false_bound(kind: str, lo: float, hi: float, truth: float) -> bool:
+    return kind in ("lower", "upper") and not lo < truth < hi
+
+
+def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False) -> dict:
+    from lbscale.report.steps_model import Observations, fit
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(studies):
+        batch, lr, low, high = simulate(rng, r)
+        f = fit(Observations.of(batch, lr, low, high), quantities=("b_crit", "alpha"))
+        row = {}
+        for q, truth in (("b_crit", r.b_crit), ("alpha", r.alpha)):
+            e = f.estimates.get(q) if f is not None else None
+            kind, lo, hi = (e.kind, e.lo, e.hi) if e is not None and e.lo is not None else ("none", -math.inf,
+                                                                                             math.inf)
+            row[q] = (kind, lo, hi, covers(kind, lo, hi, truth), false_bound(kind, lo, hi, truth))
+        if old:
+            k, lo, hi = old_t_interval(batch, low, high)
+            row["old"] = (k, lo, hi, covers(k, lo, hi, r.b_crit), false_bound(k, lo, hi, r.b_crit))
+        rows.append(row)
+    return summarise(rows)
+
+
+def _ratio(rows, q):
+    ratios = [hi / lo if lo > 0 else math.inf for kind, lo, hi, *_ in (row[q] for row in rows)]
+    return float(np.median(ratios))
+
+
+def summarise(rows) -> dict:
+    out = {"studies": len(rows)}
+    for q in ("b_crit", "alpha", "old"):
+        if q not in rows[0]:
+            continue
+        out[f"{q}_covered"] = float(np.mean([row[q][3] for row in rows]))
+        out[f"{q}_false_bounds"] = float(np.mean([row[q][4] for row in rows]))
+        out[f"{q}_unresolved"] = float(np.mean([row[q][0] == "none" for row in rows]))
+        out[f"{q}_bounds"] = float(np.mean([row[q][0] in ("lower", "upper") for row in rows]))
+        if q != "alpha":
+            out[f"{q}_ratio"] = _ratio(rows, q)
+        else:
+            out["alpha_width"] = float(np.median([row[q][2] - row[q][1] for row in rows]))
+    return out
+
+
+def main():
+    studies = int(os.environ.get("LBSCALE_COVERAGE_STUDIES", "1000"))
+    print(f"verdict coverage: {studies} studies per regime, nominal 90%, strict scoring (a tie is a miss)")
+    print("| regime | B_crit covered | bounds / unresolved | false bounds | median hi/lo | alpha covered | "
+          "alpha width | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(REGIMES):
+        t0 = time.perf_counter()
+        s = run_regime(r, studies, seed=i, old=i == 0)
+        print(f"| {r.name} | {100 * s['b_crit_covered']:.1f}% | {100 * s['b_crit_bounds']:.1f}% / "
+              f"{100 * s['b_crit_unresolved']:.1f}% | {100 * s['b_crit_false_bounds']:.1f}% | "
+              f"{s['b_crit_ratio']:.2f} | {100 * s['alpha_covered']:.1f}% | {s['alpha_width']:.2f} | "
+              f"{time.perf_counter() - t0:.0f} |", flush=True)
+        if "old_covered" in s:
+            print(f"| (the old t-interval, same studies) | {100 * s['old_covered']:.1f}% | "
+                  f"{100 * s['old_bounds']:.1f}% / {100 * s['old_unresolved']:.1f}% | "
+                  f"{100 * s['old_false_bounds']:.1f}% | {s['old_ratio']:.2f} | | | |", flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    main()

@@ -1,0 +1,460 @@
+"""One model over every trial of an arm (a variant x warm-up): the steps to a target as a function of the batch,
+the learning rate and the seed, fitted by maximum likelihood with censored trials, and profile-likelihood
+intervals for the critical batch B_crit, the LR exponent alpha, S_min and E_min = S_min B_crit.
+
+    log S(B, lr) = log S_min + log(1 + B_crit / B) + g(log lr - log lr*(B)) + e,     e ~ N(0, sigma(B)^2)
+    log lr*(B)   = l0 + alpha (log B - x0)                                           (a power law)
+    g(d)         = log(1 + k d^2)                                                    (the LR bowl, k > 0)
+    log sigma(B) = v0 + v1 (log B - x0)                                              (noise that grows with B)
+
+S(B) = S_min (1 + B_crit / B) is McCandlish et al. 2018's eq. 2.11 ("An Empirical Model of Large-Batch Training");
+the bowl multiplies the steps by 1 + k d^2 at an LR d (natural log) off the optimum, the shape Shallue et al. 2019
+measure about each batch's best LR. x0 is the geometric centre of the batches (it decorrelates l0 and alpha). A
+study with one LR per batch (a rule-based grid) has no bowl: the LR was not tuned, and the model says so.
+
+A trial enters as what it measured: a crossing of the target between two evaluations is interval-censored
+(the steps lie in (previous evaluation, the evaluation that met it]); a trial that stopped without reaching the
+target (pruned, out of budget, diverged) is right-censored at its last evaluation (it needed more steps). Pure
+numpy / scipy: arrays in, `ModelFit` out. docs/scaling-model.md has the equations and the assumptions.
+
+Intervals: the profile likelihood of each quantity, its deviance compared with n log(1 + t^2 / (n - p)) (the
+exact small-sample threshold of a Gaussian linear model with n observations and p parameters: chi^2 of the
+maximum-likelihood variance would be too narrow at 20-40 trials) at the two-sided `level`. An end whose deviance
+never reaches the threshold within a factor ~1,000 past the measured batches is open; nothing is clipped to the
+measured span. Coverage by simulation: benchmarks/bench_verdict_coverage.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+LEVEL = 0.9  # the intervals' level, as the tables and the verdict name it
+REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
+ALPHA_REACH = 4.0  # alpha's profile is searched within +- 4 of its estimate
+NAMES = ("log_s_min", "log_b_crit", "lr0", "alpha", "log_k", "v0", "v1")
+
+
+@dataclass(frozen=True)
+class Observations:
+    """One arm's trials: batch, LR (None: one LR per batch, no bowl), and what each trial measured of its steps
+    to the target: `low` < steps <= `high` (low 0: no evaluation before the one that met it; high inf: not
+    reached, at least `low` steps; low == high: an exact crossing)."""
+
+    batch: np.ndarray
+    lr: np.ndarray | None
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def of(cls, batch, lr, low, high) -> "Observations":
+        b = np.asarray(batch, dtype=float)
+        lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+        keep = np.isfinite(b) & (b > 0) & ((hi > 0) | (lo > 0)) & ~(np.isinf(hi) & ~(lo > 0))
+        rates = None if lr is None else np.asarray(lr, dtype=float)
+        if rates is not None:
+            keep &= np.isfinite(rates) & (rates > 0)
+        return cls(b[keep], None if rates is None else rates[keep], np.maximum(lo[keep], 0.0), hi[keep])
+
+    @property
+    def reached(self) -> np.ndarray:
+        return np.isfinite(self.high)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A quantity with its profile-likelihood interval. kind: 'interval' (both ends finite), 'lower' (the data
+    bound it from below only: lo finite, hi open), 'upper' (from above only), 'none' (not resolved, or no fit:
+    `reason`)."""
+
+    name: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    kind: str
+    reason: str = ""
+
+
+@dataclass
+class ModelFit:
+    """The fitted model: parameters (`NAMES`, fewer without the bowl or the noise slope), the estimates with
+    their intervals, what the fit rests on."""
+
+    params: dict
+    estimates: dict
+    n: int  # observations that reached the target (exact or interval-censored)
+    censored: int  # trials that did not reach it (right-censored)
+    p: int  # free parameters
+    bowl: bool
+    batches: tuple  # the distinct batches that reached the target
+    all_batches: tuple
+    threshold: float
+    nll: float
+    x0: float
+    extra: dict = field(default_factory=dict)
+
+    def steps(self, batch) -> np.ndarray:
+        """S(B) at the optimal LR: S_min (1 + B_crit / B)."""
+        b = np.asarray(batch, dtype=float)
+        return math.exp(self.params["log_s_min"]) * (1 + math.exp(self.params["log_b_crit"]) / b)
+
+    def lr_star(self, batch) -> np.ndarray | None:
+        if not self.bowl:
+            return None
+        b = np.asarray(batch, dtype=float)
+        return np.exp(self.params["lr0"] + self.params["alpha"] * (np.log(b) - self.x0))
+
+    def sigma(self, batch) -> np.ndarray:
+        b = np.asarray(batch, dtype=float)
+        return np.exp(self.params["v0"] + self.params.get("v1", 0.0) * (np.log(b) - self.x0))
+
+
+# --- the likelihood ------------------------------------------------------------------------------------------
+
+
+def _norm_logpdf(z):
+    return -0.5 * z * z - 0.5 * math.log(2 * math.pi)
+
+
+def _log_diff_ndtr(za, zb):
+    """log(Phi(zb) - Phi(za)) for za < zb, stable in both tails (flipped where za > 0)."""
+    from scipy.special import log_ndtr
+
+    flip = za > 0
+    lo, hi = np.where(flip, -zb, za), np.where(flip, -za, zb)
+    lhi, llo = log_ndtr(hi), log_ndtr(lo)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return lhi + np.log1p(-np.exp(np.minimum(llo - lhi, 0.0)) + 0.0)
+
+
+class _Problem:
+    """The negative log-likelihood of one arm's observations and its gradient, in the full parameter vector."""
+
+    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False):
+        self.bowl, self.slope, self.levels = bowl, slope, levels
+        self.log_b = np.log(obs.batch)
+        # levels: each batch its own free level of log S in place of the curve (the lack-of-fit reference)
+        self.batches, self.index = np.unique(self.log_b, return_inverse=True)
+        self.x0 = float(np.mean(np.unique(self.log_b)))
+        self.x = self.log_b - self.x0
+        self.log_lr = np.log(obs.lr) if bowl else np.zeros_like(self.x)
+        low = np.where(obs.low > 0, np.log(np.maximum(obs.low, 1e-300)), -np.inf)
+        high = np.where(np.isfinite(obs.high), np.log(np.where(np.isfinite(obs.high), obs.high, 1.0)), np.inf)
+        self.exact = np.isfinite(high) & (high - low < 1e-9)
+        self.right = ~np.isfinite(high)
+        self.interval = ~self.exact & ~self.right
+        self.y = np.where(self.exact, high, 0.0)
+        self.a, self.b = low, high
+        # which entries of the full vector are free
+        self.free = np.array([not levels, not levels, bowl, bowl, bowl, True, slope]
+                             + [levels] * (len(self.batches) if levels else 0))
+
+    def nll(self, theta: np.ndarray, grad: bool = True):
+        from scipy.special import log_ndtr
+
+        ls, lb, l0, alpha, lk, v0, v1 = theta[:7]
+        u = lb - self.log_b
+        mu = theta[7:][self.index] if self.levels else ls + np.logaddexp(0.0, u)
+        if self.bowl:
+            k = math.exp(lk)
+            d = self.log_lr - l0 - alpha * self.x
+            kd2 = k * d * d
+            mu = mu + np.log1p(kd2)
+        log_s = v0 + v1 * self.x
+        s = np.exp(log_s)
+        out = 0.0
+        gm = np.zeros_like(mu)  # d nll / d mu
+        gs = np.zeros_like(mu)  # d nll / d log s
+        e = self.exact
+        if e.any():
+            z = (self.y[e] - mu[e]) / s[e]
+            out += float(np.sum(log_s[e] + 0.5 * z * z))
+            gm[e], gs[e] = -z / s[e], 1.0 - z * z
+        r = self.right
+        if r.any():
+            w = (self.a[r] - mu[r]) / s[r]  # P(steps > low) = Phi(-w)
+            lp = log_ndtr(-w)
+            out -= float(np.sum(lp))
+            h = np.exp(_norm_logpdf(w) - lp)  # inverse Mills ratio
+            gm[r], gs[r] = -h / s[r], -h * w
+        i = self.interval
+        if i.any():
+            za, zb = (self.a[i] - mu[i]) / s[i], (self.b[i] - mu[i]) / s[i]
+            lp = _log_diff_ndtr(za, zb)
+            # an interval too narrow for the difference of two CDFs: its density times its width
+            fa = np.where(np.isfinite(za), za, zb - 1.0)
+            narrow = _norm_logpdf(0.5 * (fa + zb)) + np.log(zb - fa)
+            lp = np.where(np.isfinite(lp) & (lp > narrow - 20), lp, narrow)
+            out -= float(np.sum(lp))
+            pa = np.where(np.isfinite(za), np.exp(np.minimum(_norm_logpdf(fa) - lp, 300.0)), 0.0)
+            pb = np.exp(np.minimum(_norm_logpdf(zb) - lp, 300.0))
+            gm[i] = (pb - pa) / s[i]
+            gs[i] = pb * zb - pa * fa
+        if not grad:
+            return out
+        g = np.zeros(len(theta))
+        if self.levels:
+            g[7:] = np.bincount(self.index, weights=gm, minlength=len(self.batches))
+        else:
+            g[0] = gm.sum()
+            g[1] = float(gm @ (1.0 / (1.0 + np.exp(-u))))
+        if self.bowl:
+            dg = 2 * k * d / (1 + kd2)
+            g[2] = -float(gm @ dg)
+            g[3] = -float(gm @ (dg * self.x))
+            g[4] = float(gm @ (kd2 / (1 + kd2)))
+        g[5] = gs.sum()
+        g[6] = float(gs @ self.x)
+        return out, g
+
+
+# --- fitting ---------------------------------------------------------------------------------------------------
+
+
+class _Fitter:
+    """Minimises the likelihood with some parameters held fixed (a profile), warm-started from the last solution."""
+
+    def __init__(self, problem: _Problem, span: tuple[float, float]):
+        self.problem = problem
+        lo, hi = span
+        self.bounds = [(None, None), (lo - REACH - 2, hi + REACH + 2), (None, None), (-6.0, 6.0), (-9.0, 6.0),
+                       (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] + [(-5.0, 40.0)] * (len(problem.free) - 7)
+
+    def minimise(self, start: np.ndarray, fixed: dict[int, float] | None = None,
+                 linear: tuple[np.ndarray, float] | None = None) -> tuple[float, np.ndarray]:
+        """min nll over the free parameters not in `fixed` ({index: value}); `linear` (w, c): the constraint
+        w . theta = c, solved for its last non-zero entry (E_min's log S_min + log B_crit)."""
+        from scipy.optimize import minimize
+
+        free = self.problem.free.copy()
+        fixed = fixed or {}
+        for j in fixed:
+            free[j] = False
+        solved = None
+        if linear is not None:
+            w, c = linear
+            solved = int(np.flatnonzero(w)[-1])
+            free[solved] = False
+        idx = np.flatnonzero(free)
+        theta = start.copy()
+        for j, v in fixed.items():
+            theta[j] = v
+
+        def full(v):
+            t = theta.copy()
+            t[idx] = v
+            if solved is not None:
+                t[solved] = (c - (w @ t - w[solved] * t[solved])) / w[solved]
+            return t
+
+        def f(v):
+            t = full(v)
+            val, g = self.problem.nll(t)
+            if solved is not None:  # the solved entry moves with the others: chain rule
+                g = g - g[solved] * w / w[solved]
+            return val, g[idx]
+
+        if not len(idx):
+            return self.problem.nll(full(np.array([])), grad=False), full(np.array([]))
+        bounds = [self.bounds[j] for j in idx]
+        x = np.clip(theta[idx], [b[0] if b[0] is not None else -np.inf for b in bounds],
+                    [b[1] if b[1] is not None else np.inf for b in bounds])
+        r = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
+                     options={"maxiter": 400, "ftol": 1e-12, "gtol": 1e-7})
+        return float(r.fun), full(r.x)
+
+
+def _start(obs: Observations, problem: _Problem, bowl: bool) -> list[np.ndarray]:
+    """Starting points: per batch the fewest steps any trial reached the target in (and its LR), lr* from those
+    LRs, and a few B_crit values across the batches (S_min by the mean there)."""
+    theta = np.zeros(7)
+    reached = obs.reached
+    batches = np.unique(obs.batch[reached])
+    best_steps, best_lr = [], []
+    for b in batches:
+        m = reached & (obs.batch == b)
+        steps = np.where(obs.low[m] > 0, np.sqrt(np.maximum(obs.low[m], 1e-9) * obs.high[m]), obs.high[m] * 0.7)
+        j = int(np.argmin(steps))
+        best_steps.append(steps[j])
+        best_lr.append(obs.lr[m][j] if bowl else 1.0)
+    lb, ls_ = np.log(batches), np.log(best_steps)
+    if bowl:
+        if len(batches) >= 2:
+            slope, icpt = np.polyfit(lb - problem.x0, np.log(best_lr), 1)
+        else:
+            slope, icpt = 0.5, float(np.log(best_lr[0]))
+        theta[2], theta[3], theta[4] = icpt, float(np.clip(slope, -2, 2)), math.log(0.5)
+    theta[5] = math.log(0.2)
+    starts = []
+    for lbc in np.linspace(lb.min() - 2, lb.max() + 2, 5):
+        t = theta.copy()
+        t[1] = lbc
+        t[0] = float(np.mean(ls_ - np.logaddexp(0.0, lbc - lb)))
+        starts.append(t)
+    return starts
+
+
+def threshold(n: int, p: int, level: float) -> float | None:
+    """The deviance a profile must rise by for an end of a `level` interval: n log(1 + t^2 / (n - p)), t the
+    two-sided t quantile with n - p degrees of freedom (the exact interval of a Gaussian linear model, expressed
+    as a likelihood ratio); None without a residual degree of freedom."""
+    dof = n - p
+    if dof < 1:
+        return None
+    t = t_quantile(dof, level)
+    return n * math.log1p(t * t / dof)
+
+
+def _profile_end(fitter: _Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, j: int, direction: int,
+                 scale: float, limit: float, transform=None) -> tuple[float, bool]:
+    """The end of the profile interval of parameter j (or of a linear combination, `transform` = w) on one side:
+    (the value, False) where the deviance reaches `thr`, (limit, True) where it does not before `limit`."""
+    from scipy.optimize import brentq
+
+    hat = float(theta_hat[j]) if transform is None else float(transform @ theta_hat)
+    warm = {"theta": theta_hat}
+
+    def deviance(v):
+        if transform is None:
+            val, t = fitter.minimise(warm["theta"], {j: v})
+        else:
+            val, t = fitter.minimise(warm["theta"], linear=(transform, v))
+        warm["theta"] = t
+        return 2 * (val - nll_hat) - thr
+
+    step, inside = scale, hat
+    while True:
+        v = hat + direction * step
+        if direction * (v - limit) >= 0:
+            v = limit
+        dv = deviance(v)
+        if dv >= 0:
+            break
+        if v == limit:
+            return limit, True
+        inside, step = v, step * 2.0
+    lo, hi = sorted((inside, v))
+    warm["theta"] = theta_hat
+    try:
+        return float(brentq(deviance, lo, hi, xtol=0.005, rtol=1e-6, maxiter=40)), False
+    except ValueError:  # the deviance crossed between the two (a rough profile): the outer point is the end
+        return v, False
+
+
+def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", "s_min", "e_min"),
+        noise_slope: bool | None = None) -> ModelFit | None:
+    """The model's maximum-likelihood fit to one arm with profile intervals of `quantities`; None where fewer
+    than two batches reached the target (nothing to fit a curve through). The bowl is fitted where the arm
+    searched more than one LR at a batch that reached the target; the noise slope v1 where three batches or more
+    each have two observations that reached it (else one sigma for all)."""
+    reached = obs.reached
+    batches = np.unique(obs.batch[reached])
+    if len(batches) < 2:
+        return None
+    bowl = obs.lr is not None and any(len(np.unique(obs.lr[reached & (obs.batch == b)])) > 1 for b in batches)
+    if obs.lr is not None and not bowl:
+        obs = Observations(obs.batch, None, obs.low, obs.high)
+    if noise_slope is None:
+        noise_slope = sum(int((reached & (obs.batch == b)).sum() >= 2) for b in batches) >= 3
+    problem = _Problem(obs, bowl, noise_slope)
+    span = (float(np.log(batches.min())), float(np.log(batches.max())))
+    fitter = _Fitter(problem, span)
+    best = None
+    for s in _start(obs, problem, bowl):
+        val, t = fitter.minimise(s)
+        if best is None or val < best[0]:
+            best = (val, t)
+    nll_hat, theta = best
+    n, p = int(reached.sum()), int(problem.free.sum())
+    thr = threshold(n, p, level)
+    lack = lack_of_fit(obs, problem, theta, nll_hat, bowl, noise_slope, span)
+    curve_thr = thr
+    if thr is not None and lack["rejected"]:  # the curve misses the batches by more than the noise allows
+        curve_thr = max(thr, lack["phi"] * t_quantile(lack["dof"], level) ** 2)
+    params = {name: float(v) for name, v, f in zip(NAMES, theta, problem.free) if f}
+    result = ModelFit(params, {}, n, int((~reached).sum()), p, bowl, tuple(float(b) for b in batches),
+                      tuple(float(b) for b in np.unique(obs.batch)), thr or math.nan, nll_hat, problem.x0,
+                      extra={"lack_of_fit": lack, "curve_threshold": curve_thr})
+    for q in quantities:
+        if q == "alpha" and not bowl:
+            continue
+        result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else curve_thr, span, n, p)
+    return result
+
+
+def t_quantile(dof: int, level: float) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof, 0.5 + level / 2))
+
+
+def lack_of_fit(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: float, bowl: bool,
+                slope: bool, span) -> dict:
+    """The curve S_min (1 + B_crit / B) against a free level of log S at each batch (the rest of the model
+    alike): the deviance between them on batches - 2 degrees of freedom, rejected at 10% by chi^2, where the
+    free levels leave at least 3 degrees of freedom for the noise within the batches (replicates). Where it is
+    rejected the batches scatter about the curve more than the trials within them allow (a shared deviation per
+    batch, or a curve of another shape), and the curve's intervals take the scatter's scale phi = deviance / dof
+    with a t quantile on those degrees of freedom (quasi-likelihood)."""
+    from scipy.special import chdtrc
+
+    dof = len(problem.batches[np.isin(problem.batches, np.log(np.unique(obs.batch[obs.reached])))]) - 2
+    free = _Problem(obs, bowl, slope, levels=True)
+    pure = int(obs.reached.sum()) - int(free.free.sum())  # what is left for the noise within the batches
+    if dof < 1 or pure < 3:  # no replicates to judge the scatter by: the curve's own residuals are the noise
+        return {"dof": max(dof, 0), "deviance": math.nan, "p": math.nan, "phi": 1.0, "rejected": False}
+    start = np.concatenate([theta, theta[0] + np.logaddexp(0.0, theta[1] - free.batches)])
+    val, _ = _Fitter(free, span).minimise(start)
+    deviance = max(2 * (nll_hat - val), 0.0)
+    pval = float(chdtrc(dof, deviance))
+    return {"dof": dof, "deviance": deviance, "p": pval, "phi": max(1.0, deviance / dof), "rejected": pval < 0.1}
+
+
+def _estimate(q: str, fitter: _Fitter, theta: np.ndarray, nll_hat: float, thr: float | None,
+              span: tuple[float, float], n: int, p: int) -> Estimate:
+    w = None
+    if q == "b_crit":
+        j, scale, limits, exp = 1, 0.3, (span[0] - REACH, span[1] + REACH), True
+    elif q == "s_min":
+        j, scale, limits, exp = 0, 0.2, (theta[0] - 2 * REACH, theta[0] + 2 * REACH), True
+    elif q == "e_min":
+        j, w = 0, np.array([1.0, 1.0, 0, 0, 0, 0, 0])
+        hat = theta[0] + theta[1]
+        scale, limits, exp = 0.2, (hat - 2 * REACH, hat + 2 * REACH), True
+    else:  # alpha
+        j, scale, limits, exp = 3, 0.1, (theta[3] - ALPHA_REACH, theta[3] + ALPHA_REACH), False
+    hat = float(theta[j]) if w is None else float(w @ theta)
+    value = math.exp(hat) if exp else hat
+    if thr is None:
+        return Estimate(q, value, None, None, "none", f"{n} trials reached the target for {p} parameters: no "
+                                                         "residual degree of freedom")
+    ends = []
+    for direction, limit in ((-1, limits[0]), (1, limits[1])):
+        v, open_ = _profile_end(fitter, theta, nll_hat, thr, j, direction, scale, limit, w)
+        ends.append(None if open_ else v)
+    lo, hi = ends
+    f = math.exp if exp else float
+    lo_v = (0.0 if exp else -math.inf) if lo is None else f(lo)
+    hi_v = math.inf if hi is None else f(hi)
+    kind = ("interval" if lo is not None and hi is not None else "lower" if lo is not None
+            else "upper" if hi is not None else "none")
+    return Estimate(q, value, lo_v, hi_v, kind)
+
+
+# --- what the numbers mean -------------------------------------------------------------------------------------
+
+
+def doubling_saving(batch, b_crit) -> np.ndarray:
+    """The share of the steps a doubling of the batch saves at B: 1 - S(2B) / S(B) = B_crit / (2 (B + B_crit))."""
+    b = np.asarray(batch, dtype=float)
+    return b_crit / (2 * (b + b_crit))
+
+
+def steps_for_samples(samples, s_min: float, e_min: float) -> np.ndarray:
+    """The steps S that a run of E training samples needs on the curve (S / S_min - 1)(E / E_min - 1) = 1
+    (McCandlish et al. 2018, eq. 2.12); inf at E <= E_min."""
+    e = np.asarray(samples, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(e > e_min, s_min * (1 + 1 / (e / e_min - 1)), np.inf)

@@ -1,0 +1,138 @@
+"""The steps model (`report.steps_model`): one model over every trial, censored trials included, and its
+profile-likelihood intervals. Against values computed another way: data drawn from a known truth (noise-free and
+noisy), the closed forms of what a doubling saves and of the steps-samples trade-off, the t quantile, the cases it
+must refuse (one batch, a flat curve, perfect scaling all the way), and coverage over studies drawn by the
+benchmark's own simulator (benchmarks/bench_verdict_coverage.py, no code of the fit), scored strictly."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from benchmarks.bench_verdict_coverage import REGIMES, run_regime
+from lbscale.report.steps_model import Observations, doubling_saving, fit, steps_for_samples, threshold
+
+BATCHES = np.array([32, 64, 128, 256, 512.0])
+
+
+def exact(batches, factors, b_crit=128.0, s_min=200.0, alpha=0.5, k=0.5):
+    """A noise-free search: per batch LRs lr*(B) e^f for f in `factors`, each needing exactly
+    S(B) (1 + k f^2) steps (the model's own bowl)."""
+    b, lr, steps = [], [], []
+    for x in batches:
+        for f in factors:
+            b.append(x)
+            lr.append(0.01 * x ** alpha * math.exp(f))
+            steps.append(s_min * (1 + b_crit / x) * (1 + k * f * f))
+    steps = np.array(steps)
+    return Observations.of(b, lr, steps, steps)
+
+
+def test_noise_free_trials_give_back_the_truth():
+    model = fit(exact(BATCHES, [-1.0, -0.4, 0.0, 0.5, 1.2]))
+    assert model.bowl and model.params["alpha"] == pytest.approx(0.5, abs=1e-3)
+    assert model.estimates["b_crit"].value == pytest.approx(128, rel=1e-3)
+    assert model.estimates["s_min"].value == pytest.approx(200, rel=1e-3)
+    assert model.estimates["e_min"].value == pytest.approx(200 * 128, rel=1e-3)
+    assert math.exp(model.params["log_k"]) == pytest.approx(0.5, rel=1e-2)
+    np.testing.assert_allclose(model.steps(BATCHES), 200 * (1 + 128 / BATCHES), rtol=1e-3)
+
+
+def test_the_deviance_threshold_is_the_t_interval_in_likelihood_form():
+    # n log(1 + t^2 / (n - p)) with t the 95% quantile of t(n - p): the likelihood ratio whose interval is the
+    # exact t-interval of a Gaussian linear model
+    for n, p in ((30, 7), (12, 4), (5, 4)):
+        t = stats.t.ppf(0.95, n - p)
+        assert threshold(n, p, 0.9) == pytest.approx(n * math.log(1 + t * t / (n - p)))
+    assert threshold(4, 4, 0.9) is None  # no residual degree of freedom: no interval
+    # and it tends to chi^2(1)'s 90% quantile with many observations
+    assert threshold(100000, 7, 0.9) == pytest.approx(stats.chi2.ppf(0.9, 1), rel=1e-3)
+
+
+def test_the_profile_interval_of_s_min_is_the_t_interval_where_the_model_is_linear():
+    # steps flat in the batch (B_crit far below the batches) and one LR per batch: log S = log S_min + e, a mean
+    # of log steps; its profile interval with the threshold above is the t-interval of that mean
+    rng = np.random.default_rng(5)
+    batches = np.repeat([32.0, 64, 128, 256], 3)
+    steps = 100 * np.exp(0.1 * rng.standard_normal(len(batches)))
+    model = fit(Observations.of(batches, None, steps, steps), noise_slope=False)
+    e = model.estimates["s_min"]
+    assert not model.bowl and model.estimates["b_crit"].kind == "upper"
+    y = np.log(steps)
+    # B_crit's own share (log(1 + B_crit / B) > 0) shifts S_min down; a free mean is its upper bound
+    half = stats.t.ppf(0.95, len(y) - 1) * y.std(ddof=1) / math.sqrt(len(y))
+    assert e.hi == pytest.approx(math.exp(y.mean() + half), rel=0.03)
+
+
+def test_what_a_doubling_saves_and_the_steps_samples_trade_off_by_hand():
+    # 1 - S(2B) / S(B) = B_crit / (2 (B + B_crit)): 45% at B_crit / 9, 10% at 4 B_crit, 25% at B_crit
+    assert doubling_saving(128 / 9, 128) == pytest.approx(0.45)
+    assert doubling_saving(4 * 128, 128) == pytest.approx(0.10)
+    assert doubling_saving(128, 128) == pytest.approx(0.25)
+    s = lambda b: 200 * (1 + 128 / b)  # noqa: E731
+    for b in (16, 128, 1024):
+        assert 1 - s(2 * b) / s(b) == pytest.approx(doubling_saving(b, 128))
+        # a run at batch B trains on E = B S(B) samples: (S / S_min - 1)(E / E_min - 1) = 1
+        assert steps_for_samples(b * s(b), 200, 200 * 128) == pytest.approx(s(b))
+    assert steps_for_samples(200 * 128, 200, 200 * 128) == math.inf
+
+
+def test_one_batch_is_no_fit_and_a_flat_curve_and_perfect_scaling_are_bounds():
+    assert fit(exact([128.0], [-1, 0, 1])) is None
+    rng = np.random.default_rng(1)
+    b = np.repeat(BATCHES, 2)
+    flat = 300 * np.exp(0.05 * rng.standard_normal(len(b)))  # no batch gains: past B_crit everywhere
+    e = fit(Observations.of(b, None, flat, flat)).estimates["b_crit"]
+    assert e.kind == "upper" and 0 < e.hi < 64 and e.lo == 0
+    halves = 64000 / b * np.exp(0.05 * rng.standard_normal(len(b)))  # halving all the way: perfect scaling
+    e = fit(Observations.of(b, None, halves, halves)).estimates["b_crit"]
+    assert e.kind == "lower" and e.hi == math.inf and e.lo > 512  # bounded from below past the largest batch
+
+
+def test_trials_that_missed_the_target_count_as_censored():
+    # batch 512's trials stopped at 110 steps without reaching the target (they need 125): dropped, the curve
+    # would rest on 32..256 alone; censored, the model must put S(512) above 110
+    truth = 100 * (1 + 128 / BATCHES)
+    b = np.repeat(BATCHES, 3)
+    need = np.repeat(truth, 3) * np.tile([0.97, 1.0, 1.03], 5)
+    low, high = need.copy(), need.copy()
+    low[b == 512], high[b == 512] = 110.0, np.inf
+    model = fit(Observations.of(b, None, low, high))
+    assert model.censored == 3 and float(model.steps(512)) > 110
+    assert model.estimates["b_crit"].lo < 128 < model.estimates["b_crit"].hi
+
+
+def test_a_crossing_between_two_evaluations_is_interval_censored():
+    # every trial evaluated only at half its needed steps and at them: (S / 2, S]; the truth still inside
+    b = np.repeat(BATCHES, 3)
+    need = np.repeat(100 * (1 + 128 / BATCHES), 3) * np.tile([0.95, 1.0, 1.05], 5)
+    model = fit(Observations.of(b, None, need / 2, need))
+    e = model.estimates["b_crit"]
+    assert e.kind in ("interval", "lower", "upper", "none") and e.lo < 128 < e.hi
+    tight = fit(Observations.of(b, None, need, need)).estimates["b_crit"]
+    assert (e.hi / max(e.lo, 1e-9)) > (tight.hi / tight.lo)  # less known, a wider interval
+
+
+def test_the_issues_defect_1_case_is_never_still_in_perfect_scaling():
+    # three LR points per batch at 64..512 (truth B_crit 384), the best taking 735, 400, 250, 158 steps, its
+    # neighbours 1.3x and 1.25x as many; one seed: 256 -> 512 saves 37%, not 50%
+    batches, lr, steps = [], [], []
+    for x, best in zip((64, 128, 256, 512), (735, 400, 250, 158)):
+        star = 0.01 * x ** 0.5
+        for f, m in ((0.5, 1.3), (1.0, 1.0), (2.0, 1.25)):
+            batches.append(x)
+            lr.append(star * f)
+            steps.append(best * m)
+    steps = np.array(steps)
+    e = fit(Observations.of(batches, lr, steps, steps)).estimates["b_crit"]
+    assert e.kind == "none" or e.lo < 384 < e.hi, e
+
+
+@pytest.mark.parametrize("regime", [7, 8], ids=["4 batches, growing sigma, factor-2 grid", "V-shaped bowl"])
+def test_the_90_percent_intervals_cover_in_hard_regimes(regime):
+    # 150 studies (a standard error of ~2.5 points at 90%): >= 84% strictly scored, no more than 6% false
+    # bounds; the whole table (1,000 studies per regime) is `make bench`'s
+    s = run_regime(REGIMES[regime], 150, seed=100 + regime)
+    assert s["b_crit_covered"] >= 0.84 and s["alpha_covered"] >= 0.84, s
+    assert s["b_crit_false_bounds"] <= 0.06, s
