@@ -234,7 +234,7 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
             ts.append(arms)
     reached = None
     if steps is not None:
-        reached = (gpus.reached_per_batch(steps), gpus.study_steps(steps))
+        reached = (gpus.reached_per_batch(steps), gpus.study_steps(steps), None)
     scaling, scaling_figs, prediction, advice = _scaling(study, model, compare, reached, o)
     ts += scaling
     if steps is not None or study.trials["gns_b_simple"].notna().any():
@@ -271,7 +271,8 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     maximize = study.task.higher_is_better(m)
     outcomes = tuned.trial_outcomes(study.trials, study.steps, m, target, maximize)
     best = tuned.best_trials(study.trials, study.steps, m, target, maximize)
-    fits = tuned.fits_of(outcomes, target, maximize, level=tuned_tables.LEVEL)
+    models: dict = {}
+    fits = tuned.fits_of(outcomes, target, maximize, level=tuned_tables.LEVEL, models=models)
     optima = tuned.optima_of(outcomes, target, maximize)
     by_target = {}  # the easier targets: B_crit per target (McCandlish et al.: it grows as the target tightens)
     for t in targets[:-1]:
@@ -281,7 +282,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max())}
                 for v, g in optima.groupby(optima["variant"].fillna("-"))} if len(optima) else {}
     view = tuned.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
-    reached = (optima, gpus.per_trial_of(outcomes)) if target is not None else None
+    reached = (optima, gpus.per_trial_of(outcomes), models) if target is not None else None
     scaling, scaling_figs, prediction, advice = _scaling(study, model, None, reached, o)
     winners = study.trials[study.trials["trial"].isin(best["trial"])]  # search points are not seeds
     every = pd.concat([f.assign(target=t) for t, (f, _) in {**by_target, target: (fits, optima)}.items()],

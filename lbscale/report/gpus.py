@@ -1,7 +1,7 @@
 """How many GPUs to ask for, in the report (`lbscale report --allreduce FIT`): the time-to-target section that
 opens the scaling section. Joins `time_to_target`'s pure functions to a study: which steps-to-target figures it
-rests on (per variant: the batches that reached the target, their critical-batch fit where it is bounded; or one
-run's noise scale, McCandlish et al.'s approximation), the grid of (global batch, GPU count), the table, the
+rests on (per variant: the steps model over its trials, `steps_model.steps_at`; or one run's noise scale, McCandlish
+et al.'s approximation), the grid of (global batch, GPU count), the table, the
 figure and the recommendation line. docs/scaling-model.md has the equations and what they assume."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pandas as pd
 
 import numpy as np
 
-from lbscale.report.fits import critical_batch
-from lbscale.report.numbers import number
-from lbscale.report.tables import Table, batch_label
-from lbscale.report.time_to_target import (best_per_gpus, measured_steps, one_run_steps, pareto, recommend,
-                                           step_model, steps_to_target, time_grid)
+from lbscale.report.numbers import estimate_cell, number, whole
+from lbscale.report.steps_model import LEVEL, steps_at
+from lbscale.report.tables import Table, arm_model, batch_label
+from lbscale.report.time_to_target import (best_per_gpus, interpolated_steps, measured_steps, one_run_steps, pareto,
+                                           recommend, step_model, time_grid)
 
 EXTRA_DOUBLINGS = 2  # with a bounded fit, batches predicted past the largest measured one (marked extrapolated)
 ONE_RUN_DOUBLINGS = 4  # the one-run approximation: the run's batch halved and doubled this many times
@@ -42,17 +42,25 @@ def arm(frame: pd.DataFrame) -> pd.Series:
     return variant + ", warm-up " + frame["warmup"].fillna("-").astype(str)
 
 
-def reached_per_batch(per_trial: pd.DataFrame) -> pd.DataFrame:
+def reached_per_batch(per_trial: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     """Rule-based trials (variant, warmup, global_batch, steps: NaN where not reached) as one figure per (arm,
-    batch): steps_star the mean over its trials where every one reached the target, else the batch is
-    unreached."""
+    batch): steps_star the geometric mean over its trials where every one reached the target (else the batch is
+    unreached), with the seeds' spread as steps_lo / steps_hi (the t-interval of the mean log steps at `level`;
+    open with one seed)."""
+    from scipy.special import stdtrit
+
     rows = []
     for (variant, b), g in per_trial.groupby([arm(per_trial), "global_batch"], sort=True):
         s = pd.to_numeric(g["steps"], errors="coerce")
         reached = bool(len(s)) and bool(s.notna().all())
+        y = np.log(s.to_numpy(float)) if reached else np.array([])
+        half = (float(stdtrit(len(y) - 1, 0.5 + level / 2)) * y.std(ddof=1) / math.sqrt(len(y))
+                if len(y) >= 2 else math.inf)
         rows.append({"variant": variant, "global_batch": float(b), "reached": reached,
-                     "steps_star": float(s.mean()) if reached else math.nan})
-    return pd.DataFrame(rows, columns=["variant", "global_batch", "reached", "steps_star"])
+                     "steps_star": float(np.exp(y.mean())) if reached else math.nan,
+                     "steps_lo": float(np.exp(y.mean() - half)) if reached else math.nan,
+                     "steps_hi": float(np.exp(y.mean() + half)) if reached else math.nan})
+    return pd.DataFrame(rows, columns=["variant", "global_batch", "reached", "steps_star", "steps_lo", "steps_hi"])
 
 
 def grid_batches(reached, extend: int = 0, below: float = math.inf) -> list[float]:
@@ -68,27 +76,35 @@ def grid_batches(reached, extend: int = 0, below: float = math.inf) -> list[floa
     return sorted(out)
 
 
-def study_bases(optima: pd.DataFrame) -> list[Basis]:
-    """Per arm (variant, and warm-up where it varies), steps to target from its reached batches (`optima`:
-    variant, global_batch, reached, steps_star): the critical-batch fit where it is bounded (then also two
-    doublings past the largest reached batch, marked extrapolated, but never up to a larger batch that was run
-    and missed the target), else interpolation between the reached batches. At a reached batch the steps are
-    its measured ones (the fit's value between them)."""
+def study_bases(optima: pd.DataFrame, per_trial: pd.DataFrame | None = None, models: dict | None = None) \
+        -> list[Basis]:
+    """Per arm (variant, and warm-up where it varies), steps to target from the steps model over its trials
+    (`models` by arm, else fitted here without the LR bowl from `per_trial`: a rule-based study), with its
+    interval at every batch; two doublings past the largest reached batch only where B_crit has a two-sided
+    interval (marked extrapolated), never up to a larger batch that was run and missed the target. Without a model
+    (fewer than two reached batches), the measured optima with their seeds' spread."""
     out = []
     for variant, g in optima.groupby(arm(optima), sort=True):
         hit = g[g["reached"].astype(bool)].dropna(subset=["steps_star"])
-        fit = critical_batch(hit["global_batch"], hit["steps_star"])
+        model = (models or {}).get(variant)
+        if model is None and models is None and per_trial is not None and len(per_trial) and "steps" in per_trial:
+            model = arm_model(per_trial[arm(per_trial) == variant])
+        bounded = model is not None and model.estimates["b_crit"].kind == "interval"
         top = hit["global_batch"].max() if len(hit) else math.inf
         missed = g.loc[~g["reached"].astype(bool) & (g["global_batch"] > top), "global_batch"]
-        batches = grid_batches(hit["global_batch"], EXTRA_DOUBLINGS if fit.ok else 0,
+        batches = grid_batches(hit["global_batch"], EXTRA_DOUBLINGS if bounded else 0,
                                float(missed.min()) if len(missed) else math.inf)
-        steps = steps_to_target(fit, hit[["global_batch", "steps_star"]], batches)
-        own = steps["global_batch"].map(hit.groupby("global_batch")["steps_star"].mean())
-        at = own.notna()
-        steps.loc[at, ["steps", "steps_lo", "steps_hi"]] = np.repeat(own[at].to_numpy()[:, None], 3, axis=1)
-        steps.loc[at, "steps_source"] = "measured"
-        how = (f"critical-batch fit B_noise {number(fit.value)} over {len(hit)} reached batches" if fit.ok else
-               f"interpolated between {len(hit)} reached batches ({fit.reason or fit.kind})")
+        if model is not None and batches:
+            steps = steps_at(model, batches)
+            outside = (steps["global_batch"] < min(model.batches)) | (steps["global_batch"] > max(model.batches))
+            steps["steps_source"] = np.where(outside, "model, extrapolated", "model")
+            crit = model.estimates["b_crit"]
+            how = (f"the steps model over every trial ({model.n} reached the target; B_crit "
+                   f"{estimate_cell(crit.value, crit.lo, crit.hi, crit.kind, whole)}), its {LEVEL:.0%} interval at "
+                   "each batch")
+        else:
+            steps = interpolated_steps(hit, batches)
+            how = f"between the measured optima of {len(hit)} reached batch{'' if len(hit) == 1 else 'es'}"
         out.append(Basis(variant, "study", steps, how))
     return out
 
@@ -237,7 +253,7 @@ def recommendation(grid: pd.DataFrame, gpu_budget: int | None, deadline_hours: f
         parts.append(f"fastest{f' within {gpu_budget} GPUs' if gpu_budget else ''}: batch "
                      f"{batch_label(f['global_batch'])} on {_gpus(f['gpus'])}{_of(f, several)}, "
                      f"{_time(f['seconds'])}{_interval(f['seconds_lo'], f['seconds_hi'])}, "
-                     f"{number(f['gpu_hours'])} GPU-hours")
+                     f"{number(f['gpu_hours'])} GPU-hours" + _tie(g, f, gpu_budget, several))
     elif gpu_budget:
         parts.append(f"nothing predicted within {gpu_budget} GPUs")
     if rec["cheapest"]:
@@ -252,9 +268,24 @@ def recommendation(grid: pd.DataFrame, gpu_budget: int | None, deadline_hours: f
         both = f"({_time(now)} on {_gpus(k)}, at best {_time(later)} on more: {_gpus(at)})"
         parts.append(f"more GPUs than {k} do not shorten the time to target {both}" if later >= now else
                      f"past {_gpus(k)} more GPUs cut the time to target by < 10% {both}")
-    measured = int(((g["step_source"] == "measured") & (g["steps_source"] == "measured")).sum())
+    measured = int((g["step_source"] == "measured").sum())
     return (f"How many GPUs (time to target; {measured} of {len(g)} configurations within the measured batches "
-            f"were run, the rest predicted): " + "; ".join(parts))
+            f"were run, their step time measured; the steps from the model, the rest predicted): " + "; ".join(parts))
+
+
+def _tie(g: pd.DataFrame, best: dict, gpu_budget: int | None, several: bool) -> str:
+    """' (a tie within the intervals with ...)' where the next fastest configuration's interval overlaps the
+    fastest's: the ranking of the two is not resolved."""
+    within = g[g["gpus"] <= gpu_budget] if gpu_budget else g
+    other = within[(within["global_batch"] != best["global_batch"]) | (within["gpus"] != best["gpus"])
+                   | (within["variant"] != best["variant"])]
+    if not len(other):
+        return ""
+    r = other.loc[other["seconds"].idxmin()]
+    if not (r["seconds_lo"] <= best["seconds_hi"] and best["seconds_lo"] <= r["seconds_hi"]):
+        return ""
+    return (f" (a tie within the {LEVEL:.0%} intervals with batch {batch_label(r['global_batch'])} on "
+            f"{_gpus(r['gpus'])}{_of(r, several)}, {_time(r['seconds'])}{_interval(r['seconds_lo'], r['seconds_hi'])})")
 
 
 def _of(row: dict, several: bool) -> str:
@@ -286,17 +317,20 @@ def published_rows(compare: pd.DataFrame | None, grid: pd.DataFrame) -> Table | 
                   "data pipeline; predicted: this study's steps to its target and this machine's step time."])
 
 
-def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, scaling_model, gpu_budget=None, deadline=None,
-            largest_default: int = 1024, compare: pd.DataFrame | None = None) -> tuple[list, dict, str | None]:
+def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict | None, scaling_model,
+            gpu_budget=None, deadline=None, largest_default: int = 1024,
+            compare: pd.DataFrame | None = None) -> tuple[list, dict, str | None]:
     """The time-to-target tables, figure and recommendation line of a study given the all-reduce fit; nothing
-    where no steps to target can be predicted."""
+    where no steps to target can be predicted. `models`: the steps model per arm (a tuned study's), None to fit
+    them here from `per_trial` (a rule-based one)."""
     from lbscale.report import plots
 
     measured = measured_steps(study.epochs, study.trials)
     if not len(measured):
         return [], {}, None
     model = step_model(measured, scaling_model.doc)
-    bases = [b for b in study_bases(optima) if b.steps["steps"].notna().any()] if len(optima) else []
+    bases = [b for b in study_bases(optima, per_trial, models) if b.steps["steps"].notna().any()] \
+        if len(optima) else []
     bases += one_run_bases(per_trial, study.steps)
     gpus = gpu_counts(measured, scaling_model.gpus, largest_default)
     grid = grids(bases, model, measured, gpus)
@@ -314,7 +348,8 @@ def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, scaling_model,
 
 def study_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """Rule-based `tables.target_steps` (per trial) as `section`'s per-trial frame."""
-    return steps.reindex(columns=["results", "trial", "variant", "warmup", "global_batch", "steps"])
+    return steps.reindex(columns=["results", "trial", "variant", "warmup", "global_batch", "steps", "step_before",
+                                  "last_step"])
 
 
 def per_trial_of(outcomes: pd.DataFrame) -> pd.DataFrame:

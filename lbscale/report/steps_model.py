@@ -15,7 +15,8 @@ study with one LR per batch (a rule-based grid) has no bowl: the LR was not tune
 A trial enters as what it measured: a crossing of the target between two evaluations is interval-censored
 (the steps lie in (previous evaluation, the evaluation that met it]); a trial that stopped without reaching the
 target (pruned, out of budget, diverged) is right-censored at its last evaluation (it needed more steps). Pure
-numpy / scipy: arrays in, `ModelFit` out. docs/scaling-model.md has the equations and the assumptions.
+functions: arrays in, `ModelFit` out (`steps_at`: a DataFrame). docs/scaling-model.md has the equations and the
+assumptions.
 
 Intervals: the profile likelihood of each quantity, its deviance compared with n log(1 + t^2 / (n - p)) (the
 exact small-sample threshold of a Gaussian linear model with n observations and p parameters: chi^2 of the
@@ -30,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 LEVEL = 0.9  # the intervals' level, as the tables and the verdict name it
 REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
@@ -223,20 +225,18 @@ class _Fitter:
                        (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] + [(-5.0, 40.0)] * (len(problem.free) - 7)
 
     def minimise(self, start: np.ndarray, fixed: dict[int, float] | None = None,
-                 linear: tuple[np.ndarray, float] | None = None) -> tuple[float, np.ndarray]:
-        """min nll over the free parameters not in `fixed` ({index: value}); `linear` (w, c): the constraint
-        w . theta = c, solved for its last non-zero entry (E_min's log S_min + log B_crit)."""
+                 solve: tuple[int, object] | None = None) -> tuple[float, np.ndarray]:
+        """min nll over the free parameters not in `fixed` ({index: value}); `solve` (j, fn): parameter j follows
+        the others, fn(theta) -> (its value, its gradient over theta) (a constraint on a combination: E_min's
+        log S_min + log B_crit, or log S(B) at a batch)."""
         from scipy.optimize import minimize
 
         free = self.problem.free.copy()
         fixed = fixed or {}
         for j in fixed:
             free[j] = False
-        solved = None
-        if linear is not None:
-            w, c = linear
-            solved = int(np.flatnonzero(w)[-1])
-            free[solved] = False
+        if solve is not None:
+            free[solve[0]] = False
         idx = np.flatnonzero(free)
         theta = start.copy()
         for j, v in fixed.items():
@@ -245,15 +245,15 @@ class _Fitter:
         def full(v):
             t = theta.copy()
             t[idx] = v
-            if solved is not None:
-                t[solved] = (c - (w @ t - w[solved] * t[solved])) / w[solved]
+            if solve is not None:
+                t[solve[0]] = solve[1](t)[0]
             return t
 
         def f(v):
             t = full(v)
             val, g = self.problem.nll(t)
-            if solved is not None:  # the solved entry moves with the others: chain rule
-                g = g - g[solved] * w / w[solved]
+            if solve is not None:  # the solved entry moves with the others: chain rule
+                g = g + g[solve[0]] * solve[1](t)[1]
             return val, g[idx]
 
         if not len(idx):
@@ -264,6 +264,20 @@ class _Fitter:
         r = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
                      options={"maxiter": 400, "ftol": 1e-12, "gtol": 1e-7})
         return float(r.fun), full(r.x)
+
+
+def _log_s_min_for(value: float, log_batch: float | None):
+    """log S_min as the rest of the vector fixes it where log S_min + log B_crit = value (log_batch None: E_min)
+    or log S(B) = log S_min + log(1 + B_crit / B) = value at B = exp(log_batch)."""
+    def fn(t):
+        g = np.zeros_like(t)
+        if log_batch is None:
+            g[1] = -1.0
+            return value - t[1], g
+        u = t[1] - log_batch
+        g[1] = -1.0 / (1.0 + math.exp(-u))
+        return value - float(np.logaddexp(0.0, u)), g
+    return fn
 
 
 def _start(obs: Observations, problem: _Problem, bowl: bool) -> list[np.ndarray]:
@@ -307,20 +321,17 @@ def threshold(n: int, p: int, level: float) -> float | None:
     return n * math.log1p(t * t / dof)
 
 
-def _profile_end(fitter: _Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, j: int, direction: int,
-                 scale: float, limit: float, transform=None) -> tuple[float, bool]:
-    """The end of the profile interval of parameter j (or of a linear combination, `transform` = w) on one side:
-    (the value, False) where the deviance reaches `thr`, (limit, True) where it does not before `limit`."""
+def _profile_end(fitter: _Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, hat: float, constrain,
+                 direction: int, scale: float, limit: float) -> tuple[float, bool]:
+    """The end of a quantity's profile interval on one side: (the value, False) where the deviance reaches `thr`,
+    (limit, True) where it does not before `limit`. `constrain(v)`: minimise's keywords that hold the quantity
+    at v; `hat` its estimate."""
     from scipy.optimize import brentq
 
-    hat = float(theta_hat[j]) if transform is None else float(transform @ theta_hat)
     warm = {"theta": theta_hat}
 
     def deviance(v):
-        if transform is None:
-            val, t = fitter.minimise(warm["theta"], {j: v})
-        else:
-            val, t = fitter.minimise(warm["theta"], linear=(transform, v))
+        val, t = fitter.minimise(warm["theta"], **constrain(v))
         warm["theta"] = t
         return 2 * (val - nll_hat) - thr
 
@@ -341,6 +352,16 @@ def _profile_end(fitter: _Fitter, theta_hat: np.ndarray, nll_hat: float, thr: fl
         return float(brentq(deviance, lo, hi, xtol=0.005, rtol=1e-6, maxiter=40)), False
     except ValueError:  # the deviance crossed between the two (a rough profile): the outer point is the end
         return v, False
+
+
+def _profile(fitter: _Fitter, theta: np.ndarray, nll_hat: float, thr: float, hat: float, constrain, scale: float,
+             limits: tuple[float, float]) -> tuple[float | None, float | None]:
+    """Both ends of a profile interval (None where open)."""
+    ends = []
+    for direction, limit in ((-1, limits[0]), (1, limits[1])):
+        v, open_ = _profile_end(fitter, theta, nll_hat, thr, hat, constrain, direction, scale, limit)
+        ends.append(None if open_ else v)
+    return ends[0], ends[1]
 
 
 def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", "s_min", "e_min"),
@@ -376,12 +397,26 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
     params = {name: float(v) for name, v, f in zip(NAMES, theta, problem.free) if f}
     result = ModelFit(params, {}, n, int((~reached).sum()), p, bowl, tuple(float(b) for b in batches),
                       tuple(float(b) for b in np.unique(obs.batch)), thr or math.nan, nll_hat, problem.x0,
-                      extra={"lack_of_fit": lack, "curve_threshold": curve_thr})
+                      extra={"lack_of_fit": lack, "curve_threshold": curve_thr, "fitter": fitter, "theta": theta})
     for q in quantities:
         if q == "alpha" and not bowl:
             continue
         result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else curve_thr, span, n, p)
+    _open_with_b_crit(result.estimates)
     return result
+
+
+def _open_with_b_crit(estimates: dict) -> None:
+    """S_min -> 0 as B_crit -> inf (perfect scaling: only S_min B_crit is measured) and E_min -> 0 as B_crit -> 0
+    (no gain from the batch: only S_min is): where B_crit's interval is open on that side, so is theirs (the search
+    for their ends stops at B_crit's own search limit, which would give a finite end)."""
+    crit = estimates.get("b_crit")
+    for q, side in (("s_min", "hi"), ("e_min", "lo")):
+        e = estimates.get(q)
+        if crit is None or e is None or e.kind == "none":
+            continue
+        if (side == "hi" and crit.kind in ("lower", "none")) or (side == "lo" and crit.kind in ("upper", "none")):
+            estimates[q] = Estimate(q, e.value, 0.0, e.hi, "upper" if math.isfinite(e.hi) else "none", e.reason)
 
 
 def t_quantile(dof: int, level: float) -> float:
@@ -414,33 +449,51 @@ def lack_of_fit(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat
 
 def _estimate(q: str, fitter: _Fitter, theta: np.ndarray, nll_hat: float, thr: float | None,
               span: tuple[float, float], n: int, p: int) -> Estimate:
-    w = None
-    if q == "b_crit":
-        j, scale, limits, exp = 1, 0.3, (span[0] - REACH, span[1] + REACH), True
-    elif q == "s_min":
-        j, scale, limits, exp = 0, 0.2, (theta[0] - 2 * REACH, theta[0] + 2 * REACH), True
-    elif q == "e_min":
-        j, w = 0, np.array([1.0, 1.0, 0, 0, 0, 0, 0])
-        hat = theta[0] + theta[1]
-        scale, limits, exp = 0.2, (hat - 2 * REACH, hat + 2 * REACH), True
-    else:  # alpha
-        j, scale, limits, exp = 3, 0.1, (theta[3] - ALPHA_REACH, theta[3] + ALPHA_REACH), False
-    hat = float(theta[j]) if w is None else float(w @ theta)
+    if q == "e_min":
+        hat, scale, exp = float(theta[0] + theta[1]), 0.2, True
+        limits = (hat - 2 * REACH, hat + 2 * REACH)
+
+        def constrain(v):
+            return {"solve": (0, _log_s_min_for(v, None))}
+    else:
+        j, scale, exp = {"b_crit": (1, 0.3, True), "s_min": (0, 0.2, True), "alpha": (3, 0.1, False)}[q]
+        hat = float(theta[j])
+        limits = {"b_crit": (span[0] - REACH, span[1] + REACH), "s_min": (hat - 2 * REACH, hat + 2 * REACH),
+                  "alpha": (hat - ALPHA_REACH, hat + ALPHA_REACH)}[q]
+
+        def constrain(v):
+            return {"fixed": {j: v}}
     value = math.exp(hat) if exp else hat
     if thr is None:
         return Estimate(q, value, None, None, "none", f"{n} trials reached the target for {p} parameters: no "
                                                          "residual degree of freedom")
-    ends = []
-    for direction, limit in ((-1, limits[0]), (1, limits[1])):
-        v, open_ = _profile_end(fitter, theta, nll_hat, thr, j, direction, scale, limit, w)
-        ends.append(None if open_ else v)
-    lo, hi = ends
+    lo, hi = _profile(fitter, theta, nll_hat, thr, hat, constrain, scale, limits)
     f = math.exp if exp else float
     lo_v = (0.0 if exp else -math.inf) if lo is None else f(lo)
     hi_v = math.inf if hi is None else f(hi)
     kind = ("interval" if lo is not None and hi is not None else "lower" if lo is not None
             else "upper" if hi is not None else "none")
     return Estimate(q, value, lo_v, hi_v, kind)
+
+
+def steps_at(model: ModelFit, batches) -> pd.DataFrame:
+    """S(B) = S_min (1 + B_crit / B) at `batches` with its profile-likelihood interval at the model's level (the
+    curve's threshold: lack of fit widens it as it does B_crit's): global_batch, steps, steps_lo, steps_hi (an end
+    the data leave open is 0 or inf)."""
+    fitter, theta, thr = model.extra["fitter"], model.extra["theta"], model.extra["curve_threshold"]
+    rows = []
+    for b in sorted(set(float(x) for x in batches)):
+        lb = math.log(b)
+        hat = float(theta[0] + np.logaddexp(0.0, theta[1] - lb))
+        if thr is None or not math.isfinite(thr):
+            lo = hi = None
+        else:
+            lo, hi = _profile(fitter, theta, model.nll, thr, hat,
+                              lambda v, lb=lb: {"solve": (0, _log_s_min_for(v, lb))}, 0.1, (hat - 2 * REACH,
+                                                                                            hat + 2 * REACH))
+        rows.append({"global_batch": b, "steps": math.exp(hat), "steps_lo": 0.0 if lo is None else math.exp(lo),
+                     "steps_hi": math.inf if hi is None else math.exp(hi)})
+    return pd.DataFrame(rows, columns=["global_batch", "steps", "steps_lo", "steps_hi"])
 
 
 # --- what the numbers mean -------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """How many GPUs to ask for: time to the target and GPU-hours at every (global batch, GPU count), joined from the
-two halves a study measures: the steps a batch needs (the critical-batch fit, `fits.critical_batch`) and the time
+two halves a study measures: the steps a batch needs (the steps model, `steps_model.steps_at`) and the time
 a step takes at a local batch and GPU count (the step-time model below, with the ring all-reduce of
 `analysis.commmodel` at GPU counts not run). Pure DataFrame functions; docs/scaling-model.md has the equations.
 
@@ -7,9 +7,10 @@ a step takes at a local batch and GPU count (the step-time model below, with the
     step(b, K) = a + c b  +  comm(K) + imbalance(K)     (b: samples per GPU per step, local batch x accumulation)
     comm(K)    = f x ring(K, gradient bytes), f the exposed share measured at K0 > 1 (1 where none was)
 
-At a measured (b, K) the step is the measured one, exactly. S(B) comes from the fit with its interval where it
-is bounded, else from interpolation between measured batches (log-log); a batch past the measured ones is predicted
-only from a fit, and then marked extrapolated.
+At a measured (b, K) the step is the measured one, exactly. S(B) comes from the steps model over every trial with
+its profile-likelihood interval at every batch, measured or not (one level throughout), else (fewer than two
+reached batches) from the measured optima alone; a batch past the measured ones is predicted only where B_crit has
+a two-sided interval, and then marked extrapolated.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.analysis.commmodel import DDP_BUCKET_BYTES, ring_allreduce_seconds
-from lbscale.report.fits import LEVEL, Fit, steps_at
+from lbscale.report.steps_model import LEVEL
 
 STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds", "train_seconds")
 
@@ -114,24 +115,24 @@ def step_seconds(model: dict, measured: pd.DataFrame, per_gpu: float, gpus: int)
     return compute + comm + model["imbalance"], source
 
 
-def steps_to_target(fit: Fit | None, reached: pd.DataFrame, batches, level: float = LEVEL) -> pd.DataFrame:
-    """S(B) at `batches` with its interval and its source: the critical-batch fit where it is bounded ('fit',
-    'fit, extrapolated' past the measured batches), else log-log interpolation between the measured optima
-    (`reached`: global_batch, steps_star), never past them ('not predicted')."""
+def interpolated_steps(reached: pd.DataFrame, batches) -> pd.DataFrame:
+    """S(B) at `batches` by log-log interpolation between the measured optima (`reached`: global_batch, steps_star,
+    and steps_lo / steps_hi where the seeds give a spread), never past them ('not predicted'): where the steps
+    model has too few reached batches to fit."""
     b = np.asarray(sorted(set(float(x) for x in batches)), dtype=float)
     out = pd.DataFrame({"global_batch": b})
-    if fit is not None and fit.ok and fit.extra.get("log_params") is not None:
-        s, lo, hi = steps_at(fit, b, level)
-        span = fit.extra["span"]
-        outside = (b < span[0]) | (b > span[1])
-        return out.assign(steps=s, steps_lo=lo, steps_hi=hi,
-                          steps_source=np.where(outside, "fit, extrapolated", "fit"))
     r = reached.dropna(subset=["steps_star"]).sort_values("global_batch")
-    xs, ys = np.log(r["global_batch"].to_numpy(float)), np.log(r["steps_star"].to_numpy(float))
-    inside = (len(xs) >= 2) & (b >= (r["global_batch"].min() if len(r) else np.inf)) \
+    xs = np.log(r["global_batch"].to_numpy(float))
+    inside = (len(xs) >= 1) & (b >= (r["global_batch"].min() if len(r) else np.inf)) \
         & (b <= (r["global_batch"].max() if len(r) else -np.inf))
-    s = np.where(inside, np.exp(np.interp(np.log(b), xs, ys)) if len(xs) >= 2 else np.nan, np.nan)
-    return out.assign(steps=s, steps_lo=s, steps_hi=s,
+    cols = {}
+    for col in ("steps_star", "steps_lo", "steps_hi"):
+        ys = np.log(r[col].to_numpy(float)) if col in r else np.full(len(xs), np.nan)
+        cols[col] = np.where(inside, np.exp(np.interp(np.log(b), xs, ys)) if len(xs) else np.nan, np.nan)
+    lo = cols["steps_lo"] if "steps_lo" in r else np.where(inside, 0.0, np.nan)
+    hi = cols["steps_hi"] if "steps_hi" in r else np.where(inside, np.inf, np.nan)
+    return out.assign(steps=cols["steps_star"], steps_lo=np.where(np.isnan(lo) & inside, 0.0, lo),
+                      steps_hi=np.where(np.isnan(hi) & inside, np.inf, hi),
                       steps_source=np.where(inside, "interpolated", "not predicted"))
 
 
@@ -146,28 +147,54 @@ def one_run_steps(run_batch: float, run_steps: float, b_noise: float, batches) -
                          "steps_source": "one run (GNS)"})
 
 
-def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus) -> pd.DataFrame:
+def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus, level: float = LEVEL) -> pd.DataFrame:
     """Time to target [s] and GPU-hours at every (global batch of `steps`, GPU count of `gpus`) where the batch
-    splits into at least one sample per GPU: with the intervals of S(B) (the step time's own interval is its fit's
-    residual, added both ways), each row's sources, and `measured_step` where the step was measured."""
+    splits into at least one sample per GPU, with an interval at `level`: S(B)'s interval and the step time's
+    (its fit's residual times the t quantile on the fit's residual degrees of freedom; none at a measured step)
+    joined in log space (half-widths added in quadrature); each row's sources, and `measured_step` where the step
+    was measured."""
     rows = []
+    q = _t(model.get("points", 0) - 2, level)
     for r in steps.itertuples():
         for k in sorted(set(int(g) for g in gpus)):
             per_gpu = r.global_batch / k
             if per_gpu < 1 or per_gpu != int(per_gpu):
                 continue
             step, source = step_seconds(model, measured, per_gpu, k)
-            err = 0.0 if source == "measured" or not math.isfinite(model["residual"]) else model["residual"]
-            err = min(err, step) if math.isfinite(step) else err
+            err = 0.0 if source == "measured" or not math.isfinite(model["residual"]) else q * model["residual"]
+            seconds = r.steps * step
+            lo, hi = _joined(r.steps, r.steps_lo, r.steps_hi, step, err)
             rows.append({"global_batch": r.global_batch, "gpus": k, "per_gpu": per_gpu, "steps": r.steps,
                          "steps_source": r.steps_source, "step_seconds": step, "step_source": source,
-                         "seconds": r.steps * step, "seconds_lo": r.steps_lo * max(step - err, 0.0),
-                         "seconds_hi": r.steps_hi * (step + err)})
+                         "seconds": seconds, "seconds_lo": lo, "seconds_hi": hi})
     out = pd.DataFrame(rows, columns=["global_batch", "gpus", "per_gpu", "steps", "steps_source", "step_seconds",
                                       "step_source", "seconds", "seconds_lo", "seconds_hi"])
     for col in ("", "_lo", "_hi"):
         out[f"gpu_hours{col}"] = out["gpus"] * out[f"seconds{col}"] / 3600
     return out
+
+
+def _t(dof: int, level: float) -> float:
+    """The two-sided t quantile; infinite without a residual degree of freedom."""
+    if dof < 1:
+        return math.inf
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof, 0.5 + level / 2))
+
+
+def _joined(steps: float, steps_lo: float, steps_hi: float, step: float, err: float) -> tuple[float, float]:
+    """(lo, hi) of steps x step from the two intervals, their log half-widths added in quadrature (independent
+    errors); an open end of either is open."""
+    if not (math.isfinite(steps) and math.isfinite(step)) or steps <= 0 or step <= 0:
+        return math.nan, math.nan
+    h_step = math.log1p(err / step) if math.isfinite(err) else math.inf
+    h_lo = math.log(steps / steps_lo) if steps_lo and steps_lo > 0 else math.inf
+    h_hi = math.log(steps_hi / steps) if math.isfinite(steps_hi) else math.inf
+    lo = steps * step * math.exp(-math.hypot(h_lo, h_step)) if math.isfinite(h_lo) and math.isfinite(h_step) else 0.0
+    hi = steps * step * math.exp(math.hypot(h_hi, h_step)) if math.isfinite(h_hi) and math.isfinite(h_step) \
+        else math.inf
+    return lo, hi
 
 
 def best_per_gpus(grid: pd.DataFrame) -> pd.DataFrame:

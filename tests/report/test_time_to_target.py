@@ -1,6 +1,7 @@
 """Time to target and GPU-hours from hand-made records with a known step-time model and a known S(B): the
-unmeasured (batch, GPUs) point recovered within 1 %, a measured point returned exactly, the interpolation that
-never extrapolates, the one-run approximation by hand, the Pareto front and the recommendation."""
+unmeasured (batch, GPUs) point recovered within 1 % (and inside its interval), a measured step returned exactly,
+the interpolation that never extrapolates, intervals joined in log space, the one-run approximation by hand, the
+Pareto front and the recommendation, which names a tie where the two fastest intervals overlap."""
 
 import math
 
@@ -9,9 +10,9 @@ import pandas as pd
 import pytest
 
 from lbscale.analysis.commmodel import ring_allreduce_seconds
-from lbscale.report.fits import critical_batch
-from lbscale.report.time_to_target import (best_per_gpus, measured_steps, one_run_steps, pareto, recommend,
-                                           step_model, steps_to_target, time_grid)
+from lbscale.report.steps_model import Observations, fit, steps_at
+from lbscale.report.time_to_target import (best_per_gpus, interpolated_steps, measured_steps, one_run_steps, pareto,
+                                           recommend, step_model, time_grid)
 
 ALLREDUCE = {"fit": {"alpha_seconds": 1e-5, "beta_seconds_per_byte": 1e-9}, "points": []}
 GRAD = 4e7  # 2 buckets of DDP's 25 MiB
@@ -52,14 +53,15 @@ def test_an_unmeasured_point_is_recovered_within_one_percent():
     assert model["c"] == pytest.approx(0.0005) and model["a"] == pytest.approx(0.01)
     assert model["exposed"] == pytest.approx(EXPOSED) and model["calibrated"]
     b = np.array([64, 128, 256, 512, 1024.0])
-    fit = critical_batch(b, s_of(b))
-    steps = steps_to_target(fit, pd.DataFrame(), [2048])
+    curve = fit(Observations.of(b, None, s_of(b) * 0.99, s_of(b)))  # each crossing known within 1%
+    steps = steps_at(curve, [2048]).assign(steps_source="model, extrapolated")
     grid = time_grid(steps, model, measured, [8])
     (row,) = grid.to_dict("records")
     truth = s_of(2048) * (compute(256) + comm(8))
     assert row["seconds"] == pytest.approx(truth, rel=0.01)
     assert row["gpu_hours"] == pytest.approx(8 * truth / 3600, rel=0.01)
-    assert (row["steps_source"], row["step_source"]) == ("fit, extrapolated", "model")
+    assert (row["steps_source"], row["step_source"]) == ("model, extrapolated", "model")
+    assert row["seconds_lo"] < truth < row["seconds_hi"]  # and its interval holds it
 
 
 def test_a_measured_point_is_the_measurement_exactly():
@@ -68,16 +70,16 @@ def test_a_measured_point_is_the_measurement_exactly():
     epochs["train_seconds"] = epochs["compute_seconds"] + epochs["comm_seconds"]
     measured = measured_steps(epochs, trials)
     model = step_model(measured, ALLREDUCE)
-    steps = steps_to_target(None, pd.DataFrame({"global_batch": [64, 512], "steps_star": [5000, 1500]}), [256])
+    steps = interpolated_steps(pd.DataFrame({"global_batch": [64, 512], "steps_star": [5000, 1500]}), [256])
     (row,) = time_grid(steps, model, measured, [1]).to_dict("records")
     assert row["step_seconds"] == compute(256) * 1.07 and row["step_source"] == "measured"
     assert row["steps_source"] == "interpolated"  # log-log between 64 and 512: 5000 (1500/5000)^(2/3)
     assert row["steps"] == pytest.approx(5000 * (1500 / 5000) ** (np.log(4) / np.log(8)))
 
 
-def test_without_a_fit_nothing_is_predicted_past_the_measured_batches():
+def test_without_a_model_nothing_is_predicted_past_the_measured_batches():
     reached = pd.DataFrame({"global_batch": [64, 128, 256], "steps_star": [4000, 2500, 1800]})
-    s = steps_to_target(None, reached, [32, 128, 512]).set_index("global_batch")
+    s = interpolated_steps(reached, [32, 128, 512]).set_index("global_batch")
     assert s.loc[128, "steps"] == pytest.approx(2500) and s.loc[128, "steps_source"] == "interpolated"
     assert math.isnan(s.loc[32, "steps"]) and s.loc[512, "steps_source"] == "not predicted"
 
@@ -127,3 +129,27 @@ def test_the_recommendation_says_whether_more_gpus_pay(seconds, said):
         assert "do not shorten" not in line and "< 10%" not in line, line
     else:
         assert said in line, line
+
+
+def test_the_intervals_of_steps_and_step_time_join_in_log_space():
+    # steps 1000 [800, 1250] (log half-widths 0.223) and a step of 0.1 s with a 90% error of 0.01 s (log1p(0.1)
+    # = 0.0953): the time's half-widths are their quadrature sum, 0.2426
+    from lbscale.report.time_to_target import _joined
+
+    lo, hi = _joined(1000, 800, 1250, 0.1, 0.01)
+    h = math.hypot(math.log(1.25), math.log1p(0.1))
+    assert lo == pytest.approx(100 * math.exp(-h)) and hi == pytest.approx(100 * math.exp(h))
+    assert _joined(1000, 0.0, math.inf, 0.1, 0.0) == (0.0, math.inf)  # an open end stays open
+
+
+def test_the_recommendation_names_a_tie_where_the_two_fastest_overlap():
+    from lbscale.report.gpus import recommendation
+
+    grid = pd.DataFrame({"variant": "sgd", "basis": "study", "global_batch": [256, 512], "gpus": [4, 8],
+                         "seconds": [100.0, 104.0], "seconds_lo": [90.0, 95.0], "seconds_hi": [112.0, 115.0],
+                         "steps_source": "model", "step_source": "model"})
+    grid["gpu_hours"] = grid["gpus"] * grid["seconds"] / 3600
+    line = recommendation(grid, None, None)
+    assert "a tie within the 90% intervals with batch 512 on 8 GPUs" in line, line
+    apart = grid.assign(seconds_lo=[90.0, 150.0], seconds=[100.0, 160.0], seconds_hi=[112.0, 170.0])
+    assert "a tie" not in recommendation(apart, None, None)

@@ -90,17 +90,19 @@ def test_branches_as_slurm_job_arrays(slurm, tiny_h5, tmp_path):
     assert out.strip().splitlines()[-1].startswith("branch study of parent: local critical batch 25pct: ")
 
 
-def test_the_tuned_band_is_the_tuned_reports_b_noise(tmp_path):
+def test_the_tuned_band_is_the_tuned_reports_b_crit(tmp_path):
     from lbscale.errors import LbscaleError
     from lbscale.report import ReportOptions, tuned_critical_batch, write_report
     from tests.report.make_tuned import make_tuned_study
 
-    res = make_tuned_study(tmp_path / "tuned")  # S(B) = 1000 (1 + 256 / B): B_noise 256 by construction
+    res = make_tuned_study(tmp_path / "tuned")  # S(B) = 1000 (1 + 256 / B): B_crit 256 by construction
     band = tuned_critical_batch(res).iloc[0]
     write_report([res], ReportOptions(out=tmp_path / "rep", formats=("csv",)))
     fits = pd.read_csv(tmp_path / "rep" / "tables" / "tuned-fits.csv").iloc[0]
-    assert (band.b_noise, band.b_noise_lo, band.b_noise_hi) == (fits.b_noise, fits.b_noise_lo, fits.b_noise_hi)
-    assert abs(band.b_noise - 256) < 26
+    assert (band.b_crit, band.b_crit_lo, band.b_crit_hi) == \
+        pytest.approx((fits.b_crit, fits.b_crit_lo, fits.b_crit_hi), rel=1e-12)
+    assert band.b_crit_kind == fits.b_crit_kind
+    assert band.b_crit_lo < 256 < band.b_crit_hi
     with pytest.raises(LbscaleError, match="not a tuned study"):
         from tests.fixtures.make_results import make_trial
 
