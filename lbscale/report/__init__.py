@@ -305,7 +305,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
                  "time-split": partial(plots.time_split, study, winners, "each batch's best trial")})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
-    lines = tuned_tables.verdict(fits, m, target, searches)
+    lines = tuned_tables.verdict(fits, m, target, searches) + tuned_tables.ratio_lines(tuned.arm_ratios(models))
     if by_target:
         lines.append(tuned_tables.per_target_line({**{t: f for t, (f, _) in by_target.items()}, target: fits}, m))
     if advice:

@@ -1,5 +1,6 @@
-"""The optimum of one batch's search, and its bootstrap: numpy arrays in, arrays out (the report's tuned
-analysis, `report/tuned.py`, feeds them a DataFrame group at a time).
+"""The optimum of one batch's search: numpy arrays in, arrays out (the report's tuned analysis, `report/tuned.py`,
+feeds them a DataFrame group at a time) for the tables and figures; the fits read every trial
+(`report.steps_model`).
 
 A batch's search is a set of points (LRs, in log) each trained with one or more seeds; a trial reached the target
 in S steps or did not. A point's steps are the geometric mean over its seeds, and a point counts only where every
@@ -8,9 +9,6 @@ the target too, the parabola through the three (log steps over log LR) places th
 (its vertex, kept inside the neighbours), so LR* and S* are not stuck on the search grid; elsewhere the best
 point is the optimum. A best point at the lowest or highest LR searched is on the edge: the optimum may lie
 outside the search.
-
-The bootstrap resamples the seeds inside each point with replacement (a confirmation stage's seeds enter as
-trials of their point), R resamples at once as count weights; the grid's own scatter is in the fits' residuals.
 """
 
 from __future__ import annotations
@@ -70,21 +68,6 @@ def optimum(x: np.ndarray, index: np.ndarray, log_steps: np.ndarray, weights: np
             "best": np.where(any_reached, best, -1), "refined": refined & any_reached}
 
 
-def resample_weights(index: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(R, T) counts of each trial in R resamples of the seeds inside each point (with replacement, as many as the
-    point has): the seed noise a confirmation stage measured. Points are never dropped: a resample without the
-    best point would only say that a best-of-k minimum depends on k (scipy.stats.bootstrap warns of such
-    degenerate statistics); a point with one seed keeps it."""
-    out = np.zeros((resamples, len(index)))
-    points, sizes = np.unique(index, return_counts=True)
-    out[:, np.isin(index, points[sizes == 1])] = 1.0  # numpy draws no bits for a range of one value: nothing to draw
-    for point in points[sizes > 1]:  # in order, each its own draw
-        members = np.flatnonzero(index == point)
-        draws = rng.integers(0, len(members), size=(resamples, len(members)))
-        out[:, members] = (draws[:, :, None] == np.arange(len(members))).sum(axis=1)  # how often each was drawn
-    return out
-
-
 def _per_point(values: np.ndarray, index: np.ndarray, points: int) -> np.ndarray:
     """(R, P) sums of `values` (R, T) over each point's trials: values @ member, member the (T, P) indicator of
     each trial's point. Where no point has more than two trials (a search of one seed per point, two where a
@@ -103,51 +86,3 @@ def _per_point(values: np.ndarray, index: np.ndarray, points: int) -> np.ndarray
         at = order[rank == k]
         out[:, index[at]] += values[:, at]
     return out
-
-
-def line_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least-squares slope of y over x per row (R, B), NaN entries left out; NaN where fewer than 3 remain."""
-    ok = np.isfinite(x) & np.isfinite(y)
-    n = ok.sum(axis=1)
-    xs, ys = np.where(ok, x, 0.0), np.where(ok, y, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mx, my = xs.sum(axis=1) / n, ys.sum(axis=1) / n
-        cov = (np.where(ok, (x - mx[:, None]) * (y - my[:, None]), 0.0)).sum(axis=1)
-        var = (np.where(ok, (x - mx[:, None]) ** 2, 0.0)).sum(axis=1)
-        slope = cov / var
-    return np.where(n >= 3, slope, np.nan)
-
-
-def critical_batches(batches: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    """B_noise per row (R, B) of the relative-error fit S = a + c / B (NaN steps left out): c / a inside the
-    measured batches; +inf where the row is still in perfect scaling at its largest batch (a bound from below),
-    0 where past it at its smallest (from above); NaN where fewer than 3 batches reached the target."""
-    ok = np.isfinite(steps) & (steps > 0)
-    n = ok.sum(axis=1)
-    w = np.where(ok, 1.0 / np.where(ok, steps, 1.0), 0.0)  # rows of the design divided by S
-    u, v = w, w / batches[None, :]
-    suu, suv, svv = (u * u).sum(1), (u * v).sum(1), (v * v).sum(1)
-    su, sv = u.sum(1), v.sum(1)  # the target is 1 per point: normal equations of [u v] [a c]' = 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        det = suu * svv - suv ** 2
-        a = (su * svv - sv * suv) / det
-        c = (sv * suu - su * suv) / det
-        b_noise = c / a
-    lo = np.where(ok, batches[None, :], np.inf).min(axis=1)
-    hi = np.where(ok, batches[None, :], 0.0).max(axis=1)
-    out = np.where((c <= 0) | ((a > 0) & (b_noise < lo)), 0.0, b_noise)
-    out = np.where((a <= 0) & (c > 0) | ((a > 0) & (b_noise > hi)), np.inf, out)
-    return np.where(n >= 3, out, np.nan)
-
-
-def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float, int]:
-    """The percentile interval of bootstrap `values` in which a failed resample (NaN) counts as unbounded: it
-    sorts below everything for the lower end and above everything for the upper end, never dropped. Returns
-    (lo, hi, failed)."""
-    failed = int(np.isnan(values).sum())
-    if not len(values):
-        return -np.inf, np.inf, 0
-    tail = 50 * (1 - level)
-    lo = np.percentile(np.where(np.isnan(values), -np.inf, values), tail, method="lower")
-    hi = np.percentile(np.where(np.isnan(values), np.inf, values), 100 - tail, method="higher")
-    return float(lo), float(hi), failed

@@ -134,8 +134,8 @@ def _log_diff_ndtr(za, zb):
 class _Problem:
     """The negative log-likelihood of one arm's observations and its gradient, in the full parameter vector."""
 
-    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False):
-        self.bowl, self.slope, self.levels = bowl, slope, levels
+    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False, lr_form: str = "power"):
+        self.bowl, self.slope, self.levels, self.lr_form = bowl, slope, levels, lr_form
         self.log_b = np.log(obs.batch)
         # levels: each batch its own free level of log S in place of the curve (the lack-of-fit reference)
         self.batches, self.index = np.unique(self.log_b, return_inverse=True)
@@ -149,9 +149,14 @@ class _Problem:
         self.interval = ~self.exact & ~self.right
         self.y = np.where(self.exact, high, 0.0)
         self.a, self.b = low, high
-        # which entries of the full vector are free
-        self.free = np.array([not levels, not levels, bowl, bowl, bowl, True, slope]
-                             + [levels] * (len(self.batches) if levels else 0))
+        # which entries of the full vector are free: 7 named ones, then a free level of log S per batch
+        # (`levels`), then a free log lr* per batch (lr_form 'free'); lr_form 'saturating' reads the alpha entry
+        # as log B_lr of lr* = eps_max / (1 + B_lr / B), l0 as log eps_max
+        nb = len(self.batches)
+        free_lr = bowl and lr_form == "free"
+        self.lr_off = 7 + (nb if levels else 0)
+        self.free = np.array([not levels, not levels, bowl and not free_lr, bowl and not free_lr, bowl, True, slope]
+                             + [levels] * (nb if levels else 0) + [free_lr] * (nb if free_lr else 0))
 
     def nll(self, theta: np.ndarray, grad: bool = True):
         from scipy.special import log_ndtr
@@ -161,7 +166,12 @@ class _Problem:
         mu = theta[7:][self.index] if self.levels else ls + np.logaddexp(0.0, u)
         if self.bowl:
             k = math.exp(lk)
-            d = self.log_lr - l0 - alpha * self.x
+            if self.lr_form == "free":
+                d = self.log_lr - theta[self.lr_off:][self.index]
+            elif self.lr_form == "saturating":
+                d = self.log_lr - l0 + np.logaddexp(0.0, alpha - self.log_b)
+            else:
+                d = self.log_lr - l0 - alpha * self.x
             kd2 = k * d * d
             mu = mu + np.log1p(kd2)
         log_s = v0 + v1 * self.x
@@ -198,14 +208,20 @@ class _Problem:
             return out
         g = np.zeros(len(theta))
         if self.levels:
-            g[7:] = np.bincount(self.index, weights=gm, minlength=len(self.batches))
+            g[7:7 + len(self.batches)] = np.bincount(self.index, weights=gm, minlength=len(self.batches))
         else:
             g[0] = gm.sum()
             g[1] = float(gm @ (1.0 / (1.0 + np.exp(-u))))
         if self.bowl:
-            dg = 2 * k * d / (1 + kd2)
-            g[2] = -float(gm @ dg)
-            g[3] = -float(gm @ (dg * self.x))
+            dg = 2 * k * d / (1 + kd2)  # d mu / d d; d d / d log lr* = -1
+            if self.lr_form == "free":
+                g[self.lr_off:] = -np.bincount(self.index, weights=gm * dg, minlength=len(self.batches))
+            elif self.lr_form == "saturating":
+                g[2] = -float(gm @ dg)
+                g[3] = float(gm @ (dg / (1.0 + np.exp(self.log_b - alpha))))
+            else:
+                g[2] = -float(gm @ dg)
+                g[3] = -float(gm @ (dg * self.x))
             g[4] = float(gm @ (kd2 / (1 + kd2)))
         g[5] = gs.sum()
         g[6] = float(gs @ self.x)
@@ -221,8 +237,11 @@ class _Fitter:
     def __init__(self, problem: _Problem, span: tuple[float, float]):
         self.problem = problem
         lo, hi = span
-        self.bounds = [(None, None), (lo - REACH - 2, hi + REACH + 2), (None, None), (-6.0, 6.0), (-9.0, 6.0),
-                       (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] + [(-5.0, 40.0)] * (len(problem.free) - 7)
+        wide = (lo - REACH - 2, hi + REACH + 2)  # log B_crit (and log B_lr): past the batches by ~e^9
+        nb = len(problem.batches)
+        self.bounds = [(None, None), wide, (None, None), wide if problem.lr_form == "saturating" else (-6.0, 6.0),
+                       (-9.0, 6.0), (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] \
+            + [(-5.0, 40.0)] * (nb if problem.levels else 0) + [(None, None)] * (len(problem.free) - problem.lr_off)
 
     def minimise(self, start: np.ndarray, fixed: dict[int, float] | None = None,
                  solve: tuple[int, object] | None = None) -> tuple[float, np.ndarray]:
@@ -394,10 +413,12 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
     curve_thr = thr
     if thr is not None and lack["rejected"]:  # the curve misses the batches by more than the noise allows
         curve_thr = max(thr, lack["phi"] * t_quantile(lack["dof"], level) ** 2)
+    lr = lr_forms(obs, problem, theta, nll_hat, noise_slope, span, level) if bowl else None
     params = {name: float(v) for name, v, f in zip(NAMES, theta, problem.free) if f}
     result = ModelFit(params, {}, n, int((~reached).sum()), p, bowl, tuple(float(b) for b in batches),
                       tuple(float(b) for b in np.unique(obs.batch)), thr or math.nan, nll_hat, problem.x0,
-                      extra={"lack_of_fit": lack, "curve_threshold": curve_thr, "fitter": fitter, "theta": theta})
+                      extra={"lack_of_fit": lack, "curve_threshold": curve_thr, "fitter": fitter, "theta": theta,
+                             "lr_forms": lr})
     for q in quantities:
         if q == "alpha" and not bowl:
             continue
@@ -417,6 +438,55 @@ def _open_with_b_crit(estimates: dict) -> None:
             continue
         if (side == "hi" and crit.kind in ("lower", "none")) or (side == "lo" and crit.kind in ("upper", "none")):
             estimates[q] = Estimate(q, e.value, 0.0, e.hi, "upper" if math.isfinite(e.hi) else "none", e.reason)
+
+
+MIN_LR_BATCHES = 6  # reached batches before the LR's form is tested at all
+
+
+def lr_forms(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: float, slope: bool, span,
+             level: float) -> dict:
+    """Which form of lr*(B) the data support: the power law c B^alpha and the saturating eps_max / (1 + B_lr / B)
+    (McCandlish et al.'s eps_opt), each tested for lack of fit against a free lr* per batch (the rest of the model
+    alike; deviance on batches - 2 dof, chi^2 at 10%), with at least `MIN_LR_BATCHES` reached batches and 3 dof of
+    replicates. `named`: the form whose rival is rejected while it is not; None (not distinguishable) otherwise.
+    With the saturating form, B_lr and its profile interval."""
+    batches = np.unique(obs.batch[obs.reached])
+    out = {"batches": len(batches), "named": None, "tested": False}
+    free = _Problem(obs, True, slope, lr_form="free")
+    if len(batches) < MIN_LR_BATCHES or int(obs.reached.sum()) - int(free.free.sum()) < 3:
+        return out
+    from scipy.special import chdtrc
+
+    dof = len(batches) - 2
+    lstar = theta[2] + theta[3] * (free.batches - problem.x0)
+    val_free, _ = _Fitter(free, span).minimise(np.concatenate([theta, lstar]))
+    sat = _Problem(obs, True, slope, lr_form="saturating")
+    sat_fitter = _Fitter(sat, span)
+    best = None
+    for log_blr in np.linspace(span[0] - 1, span[1] + 2, 4):  # l0 so that lr* matches the power law at B_max
+        t = theta.copy()
+        t[3] = log_blr
+        t[2] = theta[2] + theta[3] * (span[1] - problem.x0) + float(np.logaddexp(0.0, log_blr - span[1]))
+        val, t = sat_fitter.minimise(t)
+        if best is None or val < best[0]:
+            best = (val, t)
+    val_sat, theta_sat = best
+    p_power = float(chdtrc(dof, max(2 * (nll_hat - val_free), 0.0)))
+    p_sat = float(chdtrc(dof, max(2 * (val_sat - val_free), 0.0)))
+    named = ("power" if p_sat < 0.1 <= p_power else "saturating" if p_power < 0.1 <= p_sat else None)
+    out.update({"tested": True, "dof": dof, "p_power": p_power, "p_saturating": p_sat, "named": named})
+    if named == "saturating":
+        thr = threshold(int(obs.reached.sum()), int(sat.free.sum()), level)
+        hat = float(theta_sat[3])
+        lo, hi = (None, None) if thr is None else _profile(
+            sat_fitter, theta_sat, val_sat, thr, hat, lambda v: {"fixed": {3: v}}, 0.3,
+            (span[0] - REACH, span[1] + REACH))
+        out.update({"b_lr": math.exp(hat), "b_lr_lo": 0.0 if lo is None else math.exp(lo),
+                    "b_lr_hi": math.inf if hi is None else math.exp(hi),
+                    "b_lr_kind": "interval" if lo is not None and hi is not None else
+                    "lower" if lo is not None else "upper" if hi is not None else "none",
+                    "eps_max": math.exp(theta_sat[2])})
+    return out
 
 
 def t_quantile(dof: int, level: float) -> float:
@@ -494,6 +564,72 @@ def steps_at(model: ModelFit, batches) -> pd.DataFrame:
         rows.append({"global_batch": b, "steps": math.exp(hat), "steps_lo": 0.0 if lo is None else math.exp(lo),
                      "steps_hi": math.inf if hi is None else math.exp(hi)})
     return pd.DataFrame(rows, columns=["global_batch", "steps", "steps_lo", "steps_hi"])
+
+
+def b_crit_profile(model: ModelFit, log_b: np.ndarray) -> np.ndarray:
+    """The profile deviance of log B_crit at each of `log_b` (2 (min nll at B_crit fixed - the fit's nll)),
+    warm-started outward from the estimate."""
+    fitter, theta = model.extra["fitter"], model.extra["theta"]
+    out = np.full(len(log_b), np.nan)
+    hat = float(theta[1])
+    order = np.argsort(np.abs(log_b - hat))
+    warm_lo, warm_hi = theta, theta
+    for i in order:
+        side_lo = log_b[i] < hat
+        val, t = fitter.minimise(warm_lo if side_lo else warm_hi, {1: float(log_b[i])})
+        if side_lo:
+            warm_lo = t
+        else:
+            warm_hi = t
+        out[i] = 2 * (val - model.nll)
+    return out
+
+
+def _profile_grid(m: ModelFit, points: int, thr: float) -> tuple[np.ndarray, np.ndarray]:
+    """log B_crit values about the arm's interval, widened for the deviance `thr` (the arm's own interval is at its
+    own threshold; a profile about quadratic widens as sqrt(thr / own)) and half again, to the search limit on an
+    open side; and the profile deviance at each."""
+    e = m.estimates["b_crit"]
+    hat = m.params["log_b_crit"]
+    widen = 1.5 * math.sqrt(max(thr / m.extra["curve_threshold"], 1.0))
+    lo = hat - widen * (hat - math.log(e.lo)) if e.lo and e.lo > 0 else math.log(min(m.batches)) - REACH
+    hi = (hat + widen * (math.log(e.hi) - hat) if e.hi is not None and math.isfinite(e.hi)
+          else math.log(max(m.batches)) + REACH)
+    grid = np.unique(np.concatenate([np.linspace(lo, hi, points), [hat]]))
+    return grid, b_crit_profile(m, grid)
+
+
+def ratio(a: ModelFit, b: ModelFit, level: float = LEVEL, points: int = 61) -> Estimate:
+    """B_crit of arm a over arm b with the profile-likelihood interval of the ratio: each arm's profile of log
+    B_crit on a grid about its interval, D(r) = min over l of D_a(l) + D_b(l - r) (independent arms; linear
+    interpolation between grid points), against the larger of the two arms' curve thresholds (each from its own
+    n - p and lack of fit: the narrower study does not lend the wider its precision). Where an arm's own B_crit is
+    open on a side, the ratio is open on the matching side."""
+    value = math.exp(a.params["log_b_crit"] - b.params["log_b_crit"])
+    thr = max(a.extra["curve_threshold"] or math.inf, b.extra["curve_threshold"] or math.inf)
+    ka, kb = a.estimates["b_crit"].kind, b.estimates["b_crit"].kind
+    if not math.isfinite(thr) or "b_crit" not in a.estimates or "b_crit" not in b.estimates:
+        return Estimate("ratio", value, 0.0, math.inf, "none")
+    ga, da = _profile_grid(a, points, thr)
+    gb, db = _profile_grid(b, points, thr)
+    r = np.linspace(ga[0] - gb[-1], ga[-1] - gb[0], 8 * points)
+
+    def d_at(grid, dev, x):
+        return np.interp(x, grid, dev, left=np.inf, right=np.inf)
+
+    dev = np.array([min(np.min(da + d_at(gb, db, ga - x)), np.min(d_at(ga, da, gb + x) + db)) for x in r])
+    inside = dev - dev.min() <= thr
+    first, last = np.flatnonzero(inside)[[0, -1]]
+    # an arm whose own B_crit is open on a side leaves the ratio open on the matching side: a / b is unbounded
+    # above where a is above or b below, and from below where a is below or b above
+    hi_open = last == len(r) - 1 or ka in ("lower", "none") or kb in ("upper", "none")
+    lo_open = first == 0 or ka in ("upper", "none") or kb in ("lower", "none")
+    step = r[1] - r[0]
+    lo_v = 0.0 if lo_open else math.exp(r[first] - step / 2)
+    hi_v = math.inf if hi_open else math.exp(r[last] + step / 2)
+    kind = ("interval" if not lo_open and not hi_open else "lower" if not lo_open else "upper" if not hi_open
+            else "none")
+    return Estimate("ratio", value, lo_v, hi_v, kind)
 
 
 # --- what the numbers mean -------------------------------------------------------------------------------------

@@ -271,13 +271,32 @@ def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, level: f
     row.update({"dof": model.n - model.p, "n_fit": model.n, "params": model.p,
                 "sigma_lo": float(model.sigma(min(model.batches))), "sigma_hi": float(model.sigma(max(model.batches))),
                 "bowl_k": math.exp(model.params["log_k"]) if model.bowl else None,
-                "c": math.exp(model.params["lr0"] - model.params["alpha"] * model.x0) if model.bowl else None,
-                "lr_model": "power" if model.bowl and len(model.batches) >= 6 else None})
+                "c": math.exp(model.params["lr0"] - model.params["alpha"] * model.x0) if model.bowl else None})
+    forms = model.extra.get("lr_forms") or {}
+    row.update({"lr_tested": bool(forms.get("tested")), "lr_model": forms.get("named"),
+                **{k: forms.get(k) for k in ("p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind",
+                                             "eps_max")}})
     return {"row": row, "optima": optima, "model": model}
 
 
+def arm_ratios(models: dict, level: float = LEVEL) -> pd.DataFrame:
+    """B_crit of each arm over the first arm's (by name) with the ratio's profile-likelihood interval
+    (`steps_model.ratio`): whether an optimizer or a warm-up extends the critical batch, as a number with its
+    limits. Arms without a model are left out."""
+    fitted = {k: m for k, m in sorted(models.items(), key=lambda kv: str(kv[0])) if m is not None}
+    rows = []
+    if len(fitted) >= 2:
+        (ref, base), *rest = fitted.items()
+        for name, m in rest:
+            e = steps_model.ratio(m, base, level)
+            rows.append({"arm": name, "reference": ref, "ratio": e.value, "ratio_lo": e.lo, "ratio_hi": e.hi,
+                         "ratio_kind": e.kind})
+    return pd.DataFrame(rows, columns=["arm", "reference", "ratio", "ratio_lo", "ratio_hi", "ratio_kind"])
+
+
 FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored", "seeds_best", "seeds_others",
-               "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_model", "b_crit",
+               "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_tested", "lr_model",
+               "p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind", "eps_max", "b_crit",
                "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi",
                "s_min_kind", "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "dof", "n_fit", "params", "sigma_lo",
                "sigma_hi", "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]

@@ -145,13 +145,27 @@ def lr_text(f) -> str:
     alpha = estimate_cell(f["alpha"], f["alpha_lo"], f["alpha_hi"], f["alpha_kind"], _two)
     text = (f"LR* ~ B^alpha over the measured batches with alpha = {alpha}"
             f"{_rule(f['alpha_lo'], f['alpha_hi'])}")
-    reached = int(f.get("reached") or 0)
-    text += ("; power law and saturating form not distinguishable here (a test needs 6 reached batches or more"
-             f", {reached} here)" if reached < 6 else "; the saturating form eps_max / (1 + B_lr / B) not tested")
+    text += _form_text(f)
     if pd.notna(f.get("alpha_effective")):
         text += (f"; of the effective LR lr / (1 - momentum): alpha = "
                  f"{bounded(f['alpha_effective'], f['alpha_effective_lo'], f['alpha_effective_hi'], _two)}")
     return text
+
+
+def _form_text(f) -> str:
+    """The LR's form as the lack-of-fit tests name it (`steps_model.lr_forms`), or why none is named."""
+    if not f.get("lr_tested"):
+        reached = int(f.get("reached") or 0)
+        return ("; power law and saturating form not distinguishable here (a test needs 6 reached batches or more"
+                f" and replicates, {reached} batches here)")
+    p = f"lack of fit p = {f['p_power']:.2f} for the power law, {f['p_saturating']:.2f} for the saturating form"
+    if f.get("lr_model") == "saturating":
+        b_lr = estimate_cell(f["b_lr"], f["b_lr_lo"], f["b_lr_hi"], f["b_lr_kind"], whole)
+        return (f"; but LR* saturates: eps_max / (1 + B_lr / B) with B_lr {b_lr} (it grows about linearly below "
+                f"B_lr, flat past it; the power law is rejected at 10%: {p})")
+    if f.get("lr_model") == "power":
+        return f"; a power law (the saturating form is rejected at 10%: {p})"
+    return f"; power law and saturating form not distinguishable here ({p})"
 
 
 def rests_on(f, metric: str, target: float | None, search: dict) -> str:
@@ -255,6 +269,20 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
         search = (searches or {}).get(f["variant"], {})
         lines += [f"{f['variant']}: {crit}", f"{f['variant']}: {lr_text(f)}",
                   f"{f['variant']}: {rests_on(f, metric, target, search)}"]
+    return lines
+
+
+def ratio_lines(ratios: pd.DataFrame) -> list[str]:
+    """One line per arm against the reference arm: B_crit's ratio with its interval, and what it says."""
+    lines = []
+    for r in ratios.itertuples():
+        cell = estimate_cell(r.ratio, r.ratio_lo, r.ratio_hi, r.ratio_kind, _two)
+        says = ("larger" if r.ratio_lo > 1 else "smaller" if r.ratio_hi < 1 else None) \
+            if r.ratio_kind != "none" else None
+        meaning = (f"{r.arm} takes a {says} critical batch than {r.reference}" if says else
+                   "the study does not tell the two apart")
+        lines.append(f"B_crit of {r.arm} / {r.reference}: {cell} ({100 * LEVEL:.0f}% profile-likelihood interval of "
+                     f"the ratio): {meaning}")
     return lines
 
 

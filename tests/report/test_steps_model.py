@@ -136,3 +136,28 @@ def test_the_90_percent_intervals_cover_in_hard_regimes(regime):
     s = run_regime(REGIMES[regime], 150, seed=100 + regime)
     assert s["b_crit_covered"] >= 0.84 and s["alpha_covered"] >= 0.84, s
     assert s["b_crit_false_bounds"] <= 0.06, s
+
+
+def test_the_ratio_of_two_arms_critical_batches():
+    # two arms of one study: B_crit 128 and 512 (a ratio of 4), noise-free optima known within 2% at 5 batches
+    # each, 3 LRs; the ratio's interval holds 4 and excludes 1 (the seeds' claim that an optimizer extends the
+    # critical batch); two arms alike hold 1
+    from lbscale.report.steps_model import ratio
+
+    def arm(b_crit, seed):
+        rng = np.random.default_rng(seed)
+        b, lr, steps = [], [], []
+        for x in (32, 64, 128, 256, 512, 1024):
+            for f in (-0.7, 0.0, 0.7):
+                for _ in range(2):
+                    b.append(x)
+                    lr.append(0.01 * x ** 0.5 * math.exp(f))
+                    steps.append(100 * (1 + b_crit / x) * (1 + 0.5 * f * f) * math.exp(0.05 * rng.standard_normal()))
+        steps = np.array(steps)
+        return fit(Observations.of(b, lr, steps * 0.98, steps))
+
+    small, large = arm(128, 1), arm(512, 2)
+    e = ratio(large, small)
+    assert e.kind == "interval" and e.lo < 4 < e.hi and e.lo > 1, e
+    same = ratio(arm(128, 3), small)
+    assert same.lo < 1 < same.hi

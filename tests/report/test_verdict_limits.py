@@ -71,7 +71,7 @@ def test_no_lr_model_is_named_from_five_batches():
     trials, steps = frames(searches)
     fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
     line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
-    assert "power law and saturating form not distinguishable here" in line and "5 here" in line
+    assert "power law and saturating form not distinguishable here" in line and "5 batches here" in line
     assert "saturating" not in str(fit["lr_model"])
 
 
@@ -170,3 +170,56 @@ def test_the_grid_reports_critical_batch_table_gives_its_interval_or_bound():
     assert tidy.loc["halves", "b_crit_lo"] > 128 and "batches above 256" in cells["halves"]
     assert cells["two"].startswith("not resolved") and tidy.loc["two", "b_crit_kind"] == "none"
     assert any("profile-likelihood interval" in n for n in t.notes)
+
+
+def _replicated(eps, batches, rng):
+    """Searches of 5 LRs a factor 2 apart around eps(B) (the middle one best), 2 seeds each, 3% seed noise."""
+    searches = {}
+    for b in batches:
+        star = eps(b)
+        searches[int(b)] = [(star * 2.0 ** j, round(1000 * (1 + 0.5 * (j * math.log(2)) ** 2)
+                                                     * math.exp(0.03 * rng.standard_normal())), None)
+                            for j in (-2, -1, 0, 1, 2) for _ in range(2)]
+    return searches
+
+
+def test_a_saturating_lr_is_named_where_the_lack_of_fit_test_rejects_the_power_law():
+    # McCandlish et al.'s eps_opt = 0.5 / (1 + 256 / B) over 7 batches 16..1024: linear at first, flat at the end;
+    # with replicates the power law's lack of fit is rejected and the saturating form's is not
+    rng = np.random.default_rng(11)
+    batches = 16.0 * 2 ** np.arange(7)
+    trials, steps = frames(_replicated(lambda b: 0.5 / (1 + 256 / b), batches, rng))
+    trials["point"] = trials["trial"].str.extract(r"-p(\d+)-")[0].astype(int) // 2
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["lr_tested"] and fit["lr_model"] == "saturating", fit[["p_power", "p_saturating"]].to_dict()
+    assert fit["b_lr_lo"] < 256 < fit["b_lr_hi"]
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
+    assert "but LR* saturates: eps_max / (1 + B_lr / B)" in line
+    # a pure power law over the same batches is never called saturating
+    trials, steps = frames(_replicated(lambda b: 0.01 * b ** 0.5, batches, rng))
+    trials["point"] = trials["trial"].str.extract(r"-p(\d+)-")[0].astype(int) // 2
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["lr_tested"] and fit["lr_model"] != "saturating"
+
+
+def test_the_verdict_sets_two_arms_critical_batches_side_by_side_as_a_ratio():
+    # lamb's steps fall in proportion up to 512, sgd's up to 64 (S = 100 (1 + B_crit / B), 3 LRs, 2 seeds each,
+    # each crossing known within 5%, no seed noise): "LAMB extends the critical batch" as a ratio with its
+    # interval (its coverage under noise: benchmarks/bench_verdict_coverage.py)
+    from lbscale.report.tuned import arm_ratios
+    from lbscale.report.tuned_tables import ratio_lines
+
+    parts = []
+    for variant, b_crit in (("lamb", 512.0), ("sgd", 64.0)):
+        searches = {b: [(0.01 * b ** 0.5 * 2.0 ** j, round(100 * (1 + b_crit / b) * (1 + 0.5 * (j * math.log(2)) ** 2)),
+                         None) for j in (-1, 0, 1) for _ in range(2)] for b in (32, 64, 128, 256, 512, 1024)}
+        trials, steps = frames(searches, variant=variant)
+        parts.append((trials.assign(trial=variant + trials["trial"]), steps.assign(trial=variant + steps["trial"])))
+    trials = pd.concat([p[0] for p in parts], ignore_index=True)
+    steps = pd.concat([p[1] for p in parts], ignore_index=True)
+    models = {}
+    fits_of(trial_outcomes(trials, steps, "val_top1", 0.9, True), 0.9, True, models=models)
+    r = arm_ratios(models).iloc[0]
+    assert (r["arm"], r["reference"]) == ("sgd", "lamb") and r["ratio_lo"] < 64 / 512 < r["ratio_hi"] < 1
+    (line,) = ratio_lines(arm_ratios(models))
+    assert line.startswith("B_crit of sgd / lamb: ") and "sgd takes a smaller critical batch than lamb" in line
