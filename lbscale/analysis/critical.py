@@ -8,13 +8,19 @@ from __future__ import annotations
 import math
 
 
-def local_critical_batch(losses: dict[int, float], tolerance: float) -> tuple[int | None, str]:
+def local_critical_batch(losses: dict[int, float], tolerance: float, base: int | None = None) \
+        -> tuple[int | None, str]:
     """(the local critical batch, why) from {batch: loss after the window}. The smallest batch counts as within
     tolerance of itself; each larger batch is compared with the minimum over all smaller ones, and the largest
     one within `tolerance` of it is the critical batch (a larger one past a failing one counts too, as in the
     paper's rule). A diverged branch (an infinite loss) is never within; one without a loss (None or NaN: failed,
-    not run) is left out. None where no batch has a loss."""
+    not run) is left out. None where no batch has a loss, and where `base` (the parent's batch: the k = 1
+    branch, the baseline every factor is judged against) has no finite loss: another factor in its place would
+    move the answer without a word."""
     batches = sorted(b for b, v in losses.items() if v is not None and not math.isnan(v))
+    if base is not None and not (base in losses and losses[base] is not None and math.isfinite(losses[base])):
+        return None, (f"the k = 1 branch (batch {base:,}) has no loss: no baseline to judge the larger batches "
+                      "against; rerun it")
     if not batches:
         return None, "no branch has a loss"
     finite = {b: losses[b] for b in batches if math.isfinite(losses[b])}

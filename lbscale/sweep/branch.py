@@ -68,6 +68,9 @@ def _factors(text: str) -> list[int]:
         out = []
     if not out or out[0] < 1:
         raise LbscaleError(f"--factors: {text!r} is not a list of whole numbers >= 1 (e.g. 1,2,4,8)")
+    if out[0] != 1:
+        raise LbscaleError(f"--factors: {text!r} lacks 1: the parent's own continuation (k = 1) is the baseline the "
+                           "larger batches are judged against")
     return out
 
 
@@ -163,7 +166,9 @@ def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float, ema: bo
         return df
     critical = {}
     for cp, g in df.groupby("checkpoint", sort=False):
-        critical[cp] = local_critical_batch(dict(zip(g["batch"], g["train_loss_ema" if ema else "loss"])), tolerance)
+        base = int(g.loc[g["factor"] == 1, "batch"].iloc[0]) if (g["factor"] == 1).any() else int(g["batch"].min())
+        losses = dict(zip(g["batch"], g["train_loss_ema" if ema else "loss"]))
+        critical[cp] = local_critical_batch(losses, tolerance, base=base)
     df["critical_batch"] = df["checkpoint"].map(lambda c: critical[c][0])
     df["why"] = df["checkpoint"].map(lambda c: critical[c][1])
     return df

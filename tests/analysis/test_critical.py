@@ -33,3 +33,13 @@ def test_moving_average_by_hand():
     # weights (1 - d) d^(n - 1 - i): 0.25 and 0.5; bias-corrected: (0.25 x 1 + 0.5 x 2) / 0.75
     assert math.isclose(state[0] / state[1], 1.25 / 0.75) and state[2] == 32
     assert ema_update([0.0, 0.0, 1], 3.0, 0.9)[0] / ema_update([0.0, 0.0, 1], 3.0, 0.9)[1] == 3.0
+
+
+def test_the_k1_branch_is_the_baseline_and_required():
+    # the k = 1 branch (the parent's own continuation, batch 32) failed: the smallest surviving factor silently
+    # became the baseline and 128 was called critical; now no answer, and why
+    batch, why = local_critical_batch({32: math.nan, 64: 1.00, 128: 1.005}, 0.01, base=32)
+    assert batch is None and "k = 1 branch (batch 32) has no loss" in why
+    batch, why = local_critical_batch({64: 1.00, 128: 1.005}, 0.01, base=32)
+    assert batch is None and "k = 1 branch (batch 32)" in why
+    assert local_critical_batch({32: 1.0, 64: 1.005, 128: 1.2}, 0.01, base=32)[0] == 64

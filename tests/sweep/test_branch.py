@@ -71,6 +71,9 @@ def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     assert rc == 2 and "checkpoint 50pct has 544 samples of the parent's run left" in err
     rc, _, err = run_cli("branch", kept, "--window", "infep")
     assert rc == 2 and "--window: 'infep'" in err
+    # without the k = 1 branch there is no baseline to judge the others against (issue 42, item 6)
+    rc, _, err = run_cli("branch", kept, "--factors", "2,4", "--window", 128)
+    assert rc == 2 and "lacks 1: the parent's own continuation" in err and len(err.strip().splitlines()) == 1
 
 
 def test_branches_as_slurm_job_arrays(slurm, tiny_h5, tmp_path):
