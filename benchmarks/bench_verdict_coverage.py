@@ -3,8 +3,8 @@ each fitted by the report's model (`report.steps_model.fit`), scored strictly:
 - an interval covers where lo < truth < hi; a lower bound "> L" where truth > L; an upper bound where truth < U;
   a tie is a miss; "not resolved" (both ends open) covers, and is counted apart;
 - a false bound: a one-sided bound whose half-line excludes the truth.
-Beside it, in the control regime, the old fit's t-interval (least squares of log S through the per-batch best
-points, t on its residuals) for the width comparison: the median hi / lo of both.
+Beside it, on the same studies, the old fit's t-interval (least squares of log S through the per-batch best points,
+t on its residuals, a bound where the fit left the batches): its coverage, false bounds and median hi / lo.
 
 The simulator is its own code (nothing of lbscale's fit): a trial of batch B and LR lr needs
 S_min (1 + B_crit / B) * bowl(ln(lr / lr*(B))) * exp(sigma(B) z) steps, lr*(B) = c B^alpha, z ~ N(0, 1) per trial; it
@@ -196,6 +196,32 @@ def summarise(rows) -> dict:
     return out
 
 
+def mlperf() -> str:
+    """Real replicates: MLPerf's ResNet-50 reference convergence points (10-28 runs per batch, the LR tuned per
+    batch; each run's steps in ((e - 1), e] epochs): the model's B_crit with its interval beside the old fit's
+    point and t-interval through the per-batch mean steps."""
+    from scipy.optimize import least_squares
+
+    from lbscale.report import published
+    from lbscale.report.steps_model import Observations, fit
+
+    t, _ = published("mlperf-resnet50")
+    b, lo, hi = [], [], []
+    for r in t.itertuples():
+        for e in map(float, str(r.epochs_per_run).split()):
+            b.append(r.global_batch)
+            lo.append((e - 1) * r.train_samples / r.global_batch)
+            hi.append(e * r.train_samples / r.global_batch)
+    e = fit(Observations.of(b, None, lo, hi)).estimates["b_crit"]
+    bs = t["global_batch"].to_numpy(float)
+    means = (t["epochs_to_target"] * t["train_samples"]).to_numpy(float) / bs
+    point = math.exp(least_squares(lambda p: p[0] + np.log1p(np.exp(p[1]) / bs) - np.log(means), [7.0, 10.0]).x[1])
+    _, old_lo, old_hi = old_t_interval(bs, means, means)
+    return (f"MLPerf ResNet-50 reference convergence points ({len(b)} runs at {len(bs)} batches): B_crit "
+            f"{e.value:,.0f} [{e.lo:,.0f}, {e.hi:,.0f}] ({e.kind}); the old fit through the per-batch means: "
+            f"{point:,.0f} [{old_lo:,.0f}, {old_hi:,.0f}]")
+
+
 def main():
     studies = int(os.environ.get("LBSCALE_COVERAGE_STUDIES", "1000"))
     print(f"verdict coverage: {studies} studies per regime, nominal 90%, strict scoring (a tie is a miss)")
@@ -204,7 +230,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(REGIMES):
         t0 = time.perf_counter()
-        s = run_regime(r, studies, seed=i, old=i == 0)
+        s = run_regime(r, studies, seed=i, old=True)
         print(f"| {r.name} | {100 * s['b_crit_covered']:.1f}% | {100 * s['b_crit_bounds']:.1f}% / "
               f"{100 * s['b_crit_unresolved']:.1f}% | {100 * s['b_crit_false_bounds']:.1f}% | "
               f"{s['b_crit_ratio']:.2f} | {100 * s['alpha_covered']:.1f}% | {s['alpha_width']:.2f} | "
@@ -219,6 +245,7 @@ def main():
     print(f"| ratio of two arms' B_crit (400 with sigma ~ sqrt(B) over the control's 128; {pairs} pairs) | "
           f"{100 * r['covered']:.1f}% | | {100 * r['false_bounds']:.1f}% | {r['ratio']:.2f} | | | "
           f"{time.perf_counter() - t0:.0f} |", flush=True)
+    print(mlperf(), flush=True)
 
 
 if __name__ == "__main__":

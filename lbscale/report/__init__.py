@@ -288,7 +288,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     every = pd.concat([f.assign(target=t) for t, (f, _) in {**by_target, target: (fits, optima)}.items()],
                       ignore_index=True) if by_target else fits
     at_target = tuned.gns_at_target(study.steps, best)
-    ts = [partial(tuned_tables.best_trial_table, study, best, m, target),
+    ts = [partial(tuned_tables.best_trial_table, study, best, m, target, optima),
           partial(tuned_tables.fits_table, study, every, target, at_target),
           partial(tuned_tables.budget_table, view, m), partial(tables.time_table, study, trials=winners),
           partial(tables.time_split_table, study), *scaling, partial(tables.trials_table, study)]

@@ -51,9 +51,11 @@ def _interval(lo, hi, fmt) -> str:
     return "[-]" if missing else f"[{fmt(lo)}, {fmt(hi)}]"
 
 
-def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: float | None) -> Table:
+def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: float | None,
+                     optima: pd.DataFrame | None = None) -> Table:
     """Per (variant, batch): the best trial, its steps / epochs / seconds to target or its best metric, and its
-    hyperparameters."""
+    hyperparameters; with `optima`, the batch's optimum as the figure draws it (the seed mean at its best search
+    point) beside the best single trial's steps, named so."""
     label = metric_label(metric)
     hps = hp_columns(best)
     gns = gns_at_target(study.steps, best) if target is not None else pd.Series(dtype=float)
@@ -62,12 +64,22 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
     if test in study.trials and study.trials[test].notna().any() and not metric.startswith("test_"):
         final = study.trials.set_index(["results", "trial"])[test]
         best = best.assign(**{test: [final.get((r["results"], r["trial"])) for _, r in best.iterrows()]})
+    optimum = None
+    if optima is not None and len(optima) and target is not None:
+        hit = optima[optima["reached"].astype(bool)]
+        optimum = {(v if pd.notna(v) else "-", b): s for v, b, s in
+                   zip(hit["variant"], hit["global_batch"], hit["steps_star"])}
+        best = best.assign(steps_optimum=[optimum.get((v if pd.notna(v) else "-", b)) for v, b in
+                                          zip(best["variant"], best["global_batch"])])
     disp = []
     for _, r in best.iterrows():
         row = {"Variant": r["variant"]} if study.varies("variant") else {}
         row.update({"Batch size": batch_label(r["global_batch"]), "Trial": r["trial"]})
         if target is not None:
-            row.update({"Reached": "yes" if r["reached"] else "no", "Steps to target": whole(r["steps_to_target"]),
+            if optimum is not None:
+                row["Optimum: steps (seed mean)"] = whole(optimum.get((r["variant"], r["global_batch"])))
+            row.update({"Reached": "yes" if r["reached"] else "no",
+                        "Best single trial: steps to target": whole(r["steps_to_target"]),
                         "Epochs to target": number(r["epochs_to_target"], 2),
                         "Time to target [s]": number(r["seconds_to_target"], 1)})
         row[f"Best {label}"] = number(r["best_value"])
@@ -82,9 +94,13 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
             f"trial reached it, the best {metric} of any whole-split evaluation" if target is not None
             else f"the best {metric} of any whole-split evaluation (no target given)")
     return Table("tuned-best", "Best trial per batch (tuned)", pd.DataFrame(disp), best.reset_index(drop=True),
-                 [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included",
-                  "Steps / epochs / time to target: the first whole-split evaluation (step or epoch) at or past "
-                  "the target (a subset evaluation that meets it is confirmed on the whole split first)"]
+                 [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included"]
+                 + (["Optimum: the batch's optimum as the figure draws it: the geometric mean of the steps of every "
+                     "seed at its best search point (placed between points by a parabola where its neighbours "
+                     "reached the target); the best single trial beside it is one draw of the seed noise"]
+                    if optimum is not None else [])
+                 + ["Steps / epochs / time to target: the first whole-split evaluation (step or epoch) at or past "
+                    "the target (a subset evaluation that meets it is confirmed on the whole split first)"]
                  + ([f"{test_label}: the best trial's model at its end on the test split, reported beside it and not "
                      "used to choose it"] if test in best else [])
                  + (["B_simple at target: the trial's gradient noise scale near that step (--gns-every, smoothed "

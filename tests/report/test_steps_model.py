@@ -161,3 +161,24 @@ def test_the_ratio_of_two_arms_critical_batches():
     assert e.kind == "interval" and e.lo < 4 < e.hi and e.lo > 1, e
     same = ratio(arm(128, 3), small)
     assert same.lo < 1 < same.hi
+
+
+def test_mlperf_reference_convergence_points_give_b_crit_with_an_interval():
+    # real replicates: MLPerf's ResNet-50 reference convergence points (lbscale/published), 10-28 runs per batch
+    # at 10 batches 1,632..67,840, the LR tuned per batch, epochs to 75.9% top-1 as whole epochs: each run's
+    # steps lie in ((e - 1), e] x 1,281,167 / B. The batches scatter about S_min (1 + B_crit / B) far more than the
+    # runs within them (lack of fit rejected), so the interval takes that scatter; the old least-squares point
+    # through the per-batch means (47,065) lies inside
+    from lbscale.report import published
+
+    t, _ = published("mlperf-resnet50")
+    b, lo, hi = [], [], []
+    for r in t.itertuples():
+        for e in map(float, str(r.epochs_per_run).split()):
+            b.append(r.global_batch)
+            lo.append((e - 1) * r.train_samples / r.global_batch)
+            hi.append(e * r.train_samples / r.global_batch)
+    model = fit(Observations.of(b, None, lo, hi))
+    e = model.estimates["b_crit"]
+    assert model.n == 130 and not model.bowl and model.extra["lack_of_fit"]["rejected"]
+    assert e.kind == "interval" and 30000 < e.lo < 47065 < e.hi < 70000, e

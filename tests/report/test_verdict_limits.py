@@ -223,3 +223,26 @@ def test_the_verdict_sets_two_arms_critical_batches_side_by_side_as_a_ratio():
     assert (r["arm"], r["reference"]) == ("sgd", "lamb") and r["ratio_lo"] < 64 / 512 < r["ratio_hi"] < 1
     (line,) = ratio_lines(arm_ratios(models))
     assert line.startswith("B_crit of sgd / lamb: ") and "sgd takes a smaller critical batch than lamb" in line
+
+
+def test_the_best_trial_table_shows_the_optimum_the_figure_uses_beside_the_single_best():
+    # the case: the best point's two seeds took 65 and 91 steps; the figure and the optima use their
+    # geometric mean (77), the table showed the single best (65) alone: a reader saw two optima
+    from types import SimpleNamespace
+
+    from lbscale.report.tuned import best_trials
+    from lbscale.report.tuned_tables import best_trial_table
+    from lbscale.task import get_task
+
+    searches = {b: [(lr / 2, 130, None), (lr, 65, None), (lr, 91, None), (lr * 2, 120, None)]
+                for b, lr in ((32, 0.1), (64, 0.2), (128, 0.4))}
+    trials, steps = frames(searches)
+    trials["point"] = trials["trial"].map(lambda t: {"p0": 0, "p1": 1, "p2": 1, "p3": 2}[t.split("-")[1]])
+    outcomes = trial_outcomes(trials, steps, "val_top1", 0.9, True)
+    optima = optima_of(outcomes, 0.9, True)
+    study = SimpleNamespace(steps=steps, trials=trials, task=get_task("multiclass"), varies=lambda axis: False)
+    t = best_trial_table(study, best_trials(trials, steps, "val_top1", 0.9, True), "val_top1", 0.9, optima)
+    row = t.display.iloc[0]
+    assert row["Best single trial: steps to target"] == "65"
+    assert row["Optimum: steps (seed mean)"] == f"{math.sqrt(65 * 91):.0f}" == "77"
+    assert any("the best single trial beside it is one draw" in n for n in t.notes)
