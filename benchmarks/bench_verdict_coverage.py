@@ -196,6 +196,18 @@ def summarise(rows) -> dict:
     return out
 
 
+def mlperf_runs(t) -> tuple[list, list, list]:
+    """Every reference run of a published RCP table as (batch, low, high) steps: converged after e whole epochs,
+    so between (e - 1) and e epochs of train_samples / batch steps each."""
+    b, lo, hi = [], [], []
+    for r in t.itertuples():
+        for e in map(float, str(r.epochs_per_run).split()):
+            b.append(r.global_batch)
+            lo.append((e - 1) * r.train_samples / r.global_batch)
+            hi.append(e * r.train_samples / r.global_batch)
+    return b, lo, hi
+
+
 def mlperf() -> str:
     """Real replicates: MLPerf's ResNet-50 reference convergence points (10-28 runs per batch, the LR tuned per
     batch; each run's steps in ((e - 1), e] epochs): the model's B_crit with its interval beside the old fit's
@@ -206,12 +218,7 @@ def mlperf() -> str:
     from lbscale.report.steps_model import Observations, fit
 
     t, _ = published("mlperf-resnet50")
-    b, lo, hi = [], [], []
-    for r in t.itertuples():
-        for e in map(float, str(r.epochs_per_run).split()):
-            b.append(r.global_batch)
-            lo.append((e - 1) * r.train_samples / r.global_batch)
-            hi.append(e * r.train_samples / r.global_batch)
+    b, lo, hi = mlperf_runs(t)
     e = fit(Observations.of(b, None, lo, hi)).estimates["b_crit"]
     bs = t["global_batch"].to_numpy(float)
     means = (t["epochs_to_target"] * t["train_samples"]).to_numpy(float) / bs

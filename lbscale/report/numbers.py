@@ -63,11 +63,9 @@ def estimate_cell(value, lo, hi, kind, fmt) -> str:
 def estimate_text(name: str, value, lo, hi, kind, fmt, level: float) -> str:
     """The same in words: 'B_crit ~ 410 [260, 900]', 'B_crit > 256 (90% lower bound)', 'B_crit < 64 (90% upper
     bound)', 'B_crit not resolved by this study'."""
-    pct = f"{100 * level:.0f}%"
-    if kind == "interval" and _finite(value):
-        return f"{name} ~ {fmt(value)} [{fmt(lo)}, {fmt(hi)}]"
-    if kind == "lower":
-        return f"{name} > {fmt(lo)} ({pct} lower bound)"
-    if kind == "upper":
-        return f"{name} < {fmt(hi)} ({pct} upper bound)"
-    return f"{name} not resolved by this study"
+    cell = estimate_cell(value, lo, hi, kind, fmt)
+    if cell == "not resolved":
+        return f"{name} not resolved by this study"
+    if kind in ("lower", "upper"):
+        return f"{name} {cell} ({100 * level:.0f}% {kind} bound)"
+    return f"{name} ~ {cell}"

@@ -311,8 +311,12 @@ def tuned_fits(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: f
 
 
 def _by(outcomes: pd.DataFrame, by: str):
-    o = outcomes.assign(**{by: outcomes[by].fillna("-") if by in outcomes else "-"})
-    return o.groupby(by, sort=True, dropna=False)
+    """The arms: `by` (the variant), with the grid's warm-up axis where it has several values (an arm each: a
+    warm-up study is never pooled into one model; a warm-up searched per batch is a hyperparameter, not an axis)."""
+    key = outcomes[by].fillna("-").astype(str) if by in outcomes else pd.Series("-", index=outcomes.index)
+    if "warmup" in outcomes and outcomes["warmup"].dropna().nunique() > 1:
+        key = key + ", warm-up " + outcomes["warmup"].fillna("-").astype(str)
+    return outcomes.assign(**{by: key}).groupby(by, sort=True, dropna=False)
 
 
 def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant",

@@ -169,15 +169,10 @@ def test_mlperf_reference_convergence_points_give_b_crit_with_an_interval():
     # steps lie in ((e - 1), e] x 1,281,167 / B. The batches scatter about S_min (1 + B_crit / B) far more than the
     # runs within them (lack of fit rejected), so the interval takes that scatter; the old least-squares point
     # through the per-batch means (47,065) lies inside
+    from benchmarks.bench_verdict_coverage import mlperf_runs
     from lbscale.report import published
 
-    t, _ = published("mlperf-resnet50")
-    b, lo, hi = [], [], []
-    for r in t.itertuples():
-        for e in map(float, str(r.epochs_per_run).split()):
-            b.append(r.global_batch)
-            lo.append((e - 1) * r.train_samples / r.global_batch)
-            hi.append(e * r.train_samples / r.global_batch)
+    b, lo, hi = mlperf_runs(published("mlperf-resnet50")[0])
     model = fit(Observations.of(b, None, lo, hi))
     e = model.estimates["b_crit"]
     assert model.n == 130 and not model.bowl and model.extra["lack_of_fit"]["rejected"]

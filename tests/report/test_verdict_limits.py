@@ -246,3 +246,21 @@ def test_the_best_trial_table_shows_the_optimum_the_figure_uses_beside_the_singl
     assert row["Best single trial: steps to target"] == "65"
     assert row["Optimum: steps (seed mean)"] == f"{math.sqrt(65 * 91):.0f}" == "77"
     assert any("the best single trial beside it is one draw" in n for n in t.notes)
+
+
+def test_a_warmup_axis_is_an_arm_of_its_own():
+    # a tuned study whose grid has a warm-up axis (0 and 5 epochs): one model per (variant, warm-up), never one
+    # model over both (their steps differ by construction: warm-up 5 takes 1.5x the steps)
+    parts = []
+    for w, f in ((0, 1.0), (5, 1.5)):
+        bowl = {j: 1 + 0.5 * (j * math.log(2)) ** 2 for j in (-1, 0, 1)}
+        searches = {b: [(0.01 * b ** 0.5 * 2.0 ** j, round(f * 100 * (1 + 128 / b) * bowl[j]), None) for j in bowl]
+                    for b in (32, 64, 128, 256, 512)}
+        trials, steps = frames(searches)
+        parts.append((trials.assign(warmup=w, trial=f"w{w}" + trials["trial"]),
+                      steps.assign(trial=f"w{w}" + steps["trial"])))
+    trials = pd.concat([p[0] for p in parts], ignore_index=True)
+    steps = pd.concat([p[1] for p in parts], ignore_index=True)
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True).set_index("variant")
+    assert list(fits.index) == ["sgd, warm-up 0", "sgd, warm-up 5"]
+    assert fits.loc["sgd, warm-up 5", "s_min"] == pytest.approx(1.5 * fits.loc["sgd, warm-up 0", "s_min"], rel=0.05)
