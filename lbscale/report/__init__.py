@@ -237,8 +237,10 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
         reached = (gpus.reached_per_batch(steps), gpus.study_steps(steps), None)
     scaling, scaling_figs, prediction, advice = _scaling(study, model, compare, reached, o)
     ts += scaling
+    models = tables.arm_models(steps) if steps is not None else {}  # one fit per variant: the table's and figure's
     if steps is not None or study.trials["gns_b_simple"].notna().any():
-        ts.append(partial(tables.critical_batch_table, study, steps if steps is not None else pd.DataFrame()))
+        ts.append(partial(tables.critical_batch_table, study, steps if steps is not None else pd.DataFrame(),
+                          models))
     ts.append(partial(tables.trials_table, study))
     figs = {"metric-vs-batch": partial(plots.metric_vs_batch, study, metric, compare), **scaling_figs,
             "training-curves": partial(plots.training_curves, study, tables.per_epoch(study, metric)),
@@ -246,7 +248,7 @@ def _build(study: Study, o: ReportOptions, model=None) -> Built:
             "time-split": partial(plots.time_split, study)}
     if steps is not None:
         figs["steps-to-target"] = partial(plots.steps_to_target, steps, tables.per_epoch(study, metric), target,
-                                          compare if o.compare and "epochs_to_target" in compare else None)
+                                          compare if o.compare and "epochs_to_target" in compare else None, models)
     line = f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}"
     return Built(metric, target, source, [headline(study, metric)] + ([advice] if advice else []), line, ts, figs,
                  "metric-vs-batch", prediction)

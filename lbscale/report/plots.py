@@ -14,7 +14,7 @@ from lbscale.report.load import Study  # noqa: E402
 from lbscale.report.numbers import estimate_cell, estimate_text, tick, whole  # noqa: E402
 from lbscale.report.scaling import scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
-from lbscale.report.tables import arm_model, batch_label, metric_label  # noqa: E402
+from lbscale.report.tables import arm_models, batch_label, metric_label  # noqa: E402
 from lbscale.report.tuned import whole_split  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
 
@@ -189,16 +189,18 @@ def _perfect_scaling(ax, batches: np.ndarray, steps: np.ndarray, color, variant)
         ax.plot(batches, steps[0] * batches[0] / batches, ":", color=color, label=f"{variant}: perfect scaling")
 
 
-def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd.DataFrame | None = None):
+def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd.DataFrame | None = None,
+                    models: dict | None = None):
     """Steps to target vs global batch (log-log), the perfect-scaling line and the model's S_min (1 + B_crit / B)
-    where B_crit has a two-sided interval."""
+    where B_crit has a two-sided interval (`models`: `tables.arm_models(steps)` where already fitted)."""
+    models = arm_models(steps) if models is None else models
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     reached = steps.dropna(subset=["steps"])
     for variant, g in reached.groupby(reached["variant"].fillna("-"), sort=True):
         per = g.groupby("global_batch")["steps"].mean()
         line = ax.plot(per.index, per.values, "o", label=variant)[0]
         _perfect_scaling(ax, per.index.to_numpy(float), per.to_numpy(float), line.get_color(), variant)
-        model = arm_model(steps[steps["variant"].fillna("-") == variant])
+        model = models.get(variant)
         crit = model.estimates["b_crit"] if model is not None else None
         if crit is not None and crit.kind == "interval":
             xs = np.geomspace(per.index.min(), per.index.max(), 50)

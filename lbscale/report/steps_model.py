@@ -281,7 +281,7 @@ class _Fitter:
         x = np.clip(theta[idx], [b[0] if b[0] is not None else -np.inf for b in bounds],
                     [b[1] if b[1] is not None else np.inf for b in bounds])
         r = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
-                     options={"maxiter": 400, "ftol": 1e-12, "gtol": 1e-7})
+                     options={"maxiter": 400, "ftol": 1e-11, "gtol": 1e-6})
         return float(r.fun), full(r.x)
 
 
@@ -364,11 +364,13 @@ def _profile_end(fitter: _Fitter, theta_hat: np.ndarray, nll_hat: float, thr: fl
             break
         if v == limit:
             return limit, True
-        inside, step = v, step * 2.0
+        # the next probe where a parabola through the estimate and this point reaches the threshold (a profile
+        # is about quadratic near its minimum), at least twice as far: few refits before the crossing is bracketed
+        rise = dv + thr
+        inside, step = v, max(2.0 * step, 1.2 * step * math.sqrt(thr / rise) if rise > 0 else 4.0 * step)
     lo, hi = sorted((inside, v))
-    warm["theta"] = theta_hat
     try:
-        return float(brentq(deviance, lo, hi, xtol=0.005, rtol=1e-6, maxiter=40)), False
+        return float(brentq(deviance, lo, hi, xtol=0.01, rtol=1e-6, maxiter=40)), False
     except ValueError:  # the deviance crossed between the two (a rough profile): the outer point is the end
         return v, False
 
@@ -402,7 +404,8 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
     span = (float(np.log(batches.min())), float(np.log(batches.max())))
     fitter = _Fitter(problem, span)
     best = None
-    for s in _start(obs, problem, bowl):
+    starts = sorted(_start(obs, problem, bowl), key=lambda t: problem.nll(t, grad=False))
+    for s in starts[:2]:  # refined from the two likeliest starting points
         val, t = fitter.minimise(s)
         if best is None or val < best[0]:
             best = (val, t)

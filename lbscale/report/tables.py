@@ -387,14 +387,16 @@ def scaling_table(study: Study) -> Table:
                  pd.DataFrame(disp), pd.DataFrame(tidy), notes)
 
 
-def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
+def critical_batch_table(study: Study, steps: pd.DataFrame, models: dict | None = None) -> Table:
     """The critical batch per variant from every trial's steps to target (`steps_model.fit` without the LR bowl:
     a rule-based study ran one LR per batch), as the data support it (a value with its interval, a bound, or not
-    resolved and what would resolve it), beside the gradient noise scale."""
+    resolved and what would resolve it), beside the gradient noise scale. `models`: `arm_models(steps)` where
+    already fitted."""
     disp, tidy = [], []
+    models = arm_models(steps) if models is None else models
     for variant, g in study.trials.groupby(study.trials["variant"].fillna("-"), sort=True):
         s = steps[steps["variant"].fillna("-") == variant] if len(steps) and "steps" in steps else pd.DataFrame()
-        model = arm_model(s) if len(s) else None
+        model = models.get(variant)
         e = model.estimates if model is not None else {}
         crit, s_min = e.get("b_crit"), e.get("s_min")
         reached = int(s["steps"].notna().sum()) if len(s) else 0
@@ -428,6 +430,13 @@ def critical_batch_table(study: Study, steps: pd.DataFrame) -> Table:
                   "neither, each with what would resolve it; nothing is clipped to the measured batches",
                   "B_simple: tr(Sigma) / |G|^2 measured from gradients (median over trials), McCandlish et al.'s "
                   "predictor of B_crit (up to a factor)"])
+
+
+def arm_models(steps: pd.DataFrame) -> dict:
+    """`arm_model` of each variant's trials in `target_steps` (by variant; None where it has no fit)."""
+    if not len(steps) or "steps" not in steps:
+        return {}
+    return {v: arm_model(g) for v, g in steps.groupby(steps["variant"].fillna("-"), sort=True)}
 
 
 def arm_model(steps: pd.DataFrame):
