@@ -214,7 +214,7 @@ def status(results, watch):
                                 "imagenet-records-steps, cifar10-filter, cifar10-filter-wd) "
                                 "or a CSV file.")
 @click.option("--target", help="Target value of --metric for steps / time to target and the critical batch, or "
-                                "several (0.90,0.95,0.97: B_noise per target; default: the trials' own --target).")
+                                "several (0.90,0.95,0.97: B_crit per target; default: the trials' own --target).")
 @click.option("--allreduce", type=click.Path(path_type=Path),
               help="The all-reduce fit of `lbscale bench allreduce`: predict each scaling series' time per epoch "
                    "at its GPU counts and beyond (docs/scaling-model.md).")
@@ -281,7 +281,7 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
 @click.option("--ema", type=float, help="Judge by the training loss's moving average over the window (decay per "
                                       "parent batch of samples, e.g. 0.9) instead of the fixed subset's loss.")
 @click.option("--tuned", type=click.Path(path_type=Path), help="A tuned sweep's results on the same data: its "
-                                                                "B_noise and interval drawn as a band.")
+                                                                "B_crit and interval drawn as a band.")
 @click.option("--dry-run", is_flag=True, help="List the branches; run nothing.")
 @click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
               help="Run the branches here one after another, or as SLURM job arrays (srun per branch).")

@@ -123,12 +123,12 @@ def one_run_bases(per_trial: pd.DataFrame, evaluations: pd.DataFrame) -> list[Ba
             ev = ev[(ev["step"] <= r.steps) & ev["gns_b_simple"].notna()].sort_values("step")
             if not len(ev) or not float(ev["gns_b_simple"].iloc[-1]) > 0:
                 continue
-            b_noise = float(ev["gns_b_simple"].iloc[-1])
+            b_simple = float(ev["gns_b_simple"].iloc[-1])
             batches = [r.global_batch * 2.0 ** k for k in range(-ONE_RUN_DOUBLINGS, ONE_RUN_DOUBLINGS + 1)]
-            steps = one_run_steps(r.global_batch, float(r.steps), b_noise, batches)
+            steps = one_run_steps(r.global_batch, float(r.steps), b_simple, batches)
             note = (f"one run, approximately: {r.trial} reached the target in {r.steps:,.0f} steps at batch "
-                    f"{r.global_batch:,.0f} with B_simple {number(b_noise)} there (S = S_min (1 + B_noise / B), "
-                    "B_noise taken as B_simple; assumes SGD-like dynamics)")
+                    f"{r.global_batch:,.0f} with B_simple {number(b_simple)} there (S = S_min (1 + B_crit / B), "
+                    "B_crit taken as B_simple; assumes SGD-like dynamics)")
             out.append(Basis(variant, f"one run ({r.trial})", steps, note))
             break
     return out

@@ -136,13 +136,13 @@ def interpolated_steps(reached: pd.DataFrame, batches) -> pd.DataFrame:
                       steps_source=np.where(inside, "interpolated", "not predicted"))
 
 
-def one_run_steps(run_batch: float, run_steps: float, b_noise: float, batches) -> pd.DataFrame:
-    """S(B) from one run, approximately (McCandlish et al.): S = S_min (1 + B_noise / B) with B_noise the run's
-    noise scale near its target and S_min from its own steps at its batch, S_min = S_run / (1 + B_noise / B_run).
-    It assumes SGD-like dynamics and that B_simple stands for B_noise."""
+def one_run_steps(run_batch: float, run_steps: float, b_simple: float, batches) -> pd.DataFrame:
+    """S(B) from one run, approximately (McCandlish et al.): S = S_min (1 + B_crit / B) with B_crit taken as the
+    run's noise scale B_simple near its target and S_min from its own steps at its batch, S_min = S_run / (1 +
+    B_simple / B_run). It assumes SGD-like dynamics and that B_simple stands for B_crit."""
     b = np.asarray(sorted(set(float(x) for x in batches)), dtype=float)
-    s_min = run_steps / (1 + b_noise / run_batch)
-    s = s_min * (1 + b_noise / b)
+    s_min = run_steps / (1 + b_simple / run_batch)
+    s = s_min * (1 + b_simple / b)
     return pd.DataFrame({"global_batch": b, "steps": s, "steps_lo": np.nan, "steps_hi": np.nan,
                          "steps_source": "one run (GNS)"})
 

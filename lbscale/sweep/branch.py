@@ -57,7 +57,7 @@ class BranchOptions:
     eval_subset: int | None = None
     results: Path | None = None
     dry_run: bool = False
-    tuned: Path | None = None  # a tuned sweep of the same data: its B_noise band on the figure
+    tuned: Path | None = None  # a tuned sweep of the same data: its B_crit band on the figure
     ema: float | None = None  # judge by the training loss's moving average (decay per parent batch of samples)
 
 
@@ -191,7 +191,7 @@ def run_branches(plans: list[TrialPlan], results: Path) -> int:
 def draw(df: pd.DataFrame, parent: Path, path: Path, tuned: pd.DataFrame | None = None) -> None:
     """Local critical batch vs the parent's training progress (samples), a bound drawn as an open triangle; the
     parent's gradient noise scale over training beside it where it measured one (--gns-every); a tuned sweep's
-    B_noise with its interval as a band where given (`--tuned`)."""
+    B_crit with its interval as a band where given (`--tuned`)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -3,7 +3,7 @@
 grid.json with "search" and "point", metrics.jsonl with step evaluations and epoch records, its copy
 metrics.columns.json, summary.json, pruned trials included).
 
-Closed form: the optimal LR is lr*(B) = c B^alpha and the best LR needs S(B) = S_min (1 + B_noise / B) steps to
+Closed form: the optimal LR is lr*(B) = c B^alpha and the best LR needs S(B) = S_min (1 + B_crit / B) steps to
 the target; an LR off by d octaves needs S(B) (1 + k |d|). The metric after step t of a trial needing S steps is
 target * (t / S), capped at 0.99 (val_loss = 1 - val_top1), so the first evaluation at or past the target is the
 first evaluated step >= S. A step trains `step_seconds` seconds.
@@ -22,7 +22,7 @@ from lbscale.train.summary import summarize
 
 
 def critical_steps(batch, s_min=1000.0, b_noise=256.0):
-    """S(B) = S_min (1 + B_noise / B): the steps of the best LR."""
+    """S(B) = S_min (1 + B_crit / B): the steps of the best LR."""
     return s_min * (1 + b_noise / np.asarray(batch, dtype=float))
 
 

@@ -2,7 +2,7 @@
 (`Study.trials`, `Study.steps`): for the coverage of the verdict's intervals and the report's benchmarks.
 
 The model (tests/report/make_tuned.py's closed form, with seed noise): a trial of batch B and LR lr needs
-S(B) (1 + k |log2(lr / lr*(B))|) e^(sigma z) steps to the target, S(B) = S_min (1 + B_noise / B), lr*(B) = c B^alpha,
+S(B) (1 + k |log2(lr / lr*(B))|) e^(sigma z) steps to the target, S(B) = S_min (1 + B_crit / B), lr*(B) = c B^alpha,
 z standard normal per trial; a trial that would need more than `budget` steps stops there without reaching it.
 A trial is evaluated at steps growing by 10% (so its crossing is known within 10%).
 The search is the demo's: 6 Halton points log-uniform in 0.005 .. 0.5, the same at every batch; a confirmation

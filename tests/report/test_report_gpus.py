@@ -105,7 +105,7 @@ def test_one_run_approximation_from_the_noise_scale_near_the_target(tmp_path, al
     t = pd.read_csv(out / "tables" / "time-to-target.csv")
     one = t[t["basis"] == f"one run ({d.name})"]
     assert len(one) and set(t.loc[t["basis"] == "study", "global_batch"]) == {1024}  # the study: its one batch
-    s_min = hit["step"] / (1 + 2048 / 1024)  # S_min = S_run / (1 + B_noise / B_run)
+    s_min = hit["step"] / (1 + 2048 / 1024)  # S_min = S_run / (1 + B_simple / B_run)
     for r in one.itertuples():
         assert r.steps == pytest.approx(s_min * (1 + 2048 / r.global_batch))
     md = (out / "report.md").read_text()

@@ -357,7 +357,7 @@ def test_the_time_table_says_how_far_a_trial_that_stopped_at_the_target_trained(
     from tests.report.make_tuned import make_tuned_trial
 
     res = tmp_path / "res"
-    lr = 0.02 * 256 ** 0.5  # the law's optimum: 2,000 steps to the target (make_tuned's S_min 1,000, B_noise 256)
+    lr = 0.02 * 256 ** 0.5  # the law's optimum: 2,000 steps to the target (make_tuned's S_min 1,000, B_crit 256)
     d = make_tuned_trial(res, 256, lr, 0, epochs=4)  # 1,024 steps an epoch: stops at step 2,000
     summary = json.loads((d / "summary.json").read_text())
     assert summary["stopped"] == "target" and summary["steps_to_target"] == 2000
