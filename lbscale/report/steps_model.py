@@ -159,7 +159,7 @@ class _Problem:
                              + [levels] * (nb if levels else 0) + [free_lr] * (nb if free_lr else 0))
 
     def nll(self, theta: np.ndarray, grad: bool = True):
-        from scipy.special import log_ndtr
+        from scipy.special import expit, log_ndtr
 
         ls, lb, l0, alpha, lk, v0, v1 = theta[:7]
         u = lb - self.log_b
@@ -189,7 +189,7 @@ class _Problem:
             w = (self.a[r] - mu[r]) / s[r]  # P(steps > low) = Phi(-w)
             lp = log_ndtr(-w)
             out -= float(np.sum(lp))
-            h = np.exp(_norm_logpdf(w) - lp)  # inverse Mills ratio
+            h = np.exp(np.minimum(_norm_logpdf(w) - lp, 300.0))  # inverse Mills ratio (~w far in the tail)
             gm[r], gs[r] = -h / s[r], -h * w
         i = self.interval
         if i.any():
@@ -211,14 +211,14 @@ class _Problem:
             g[7:7 + len(self.batches)] = np.bincount(self.index, weights=gm, minlength=len(self.batches))
         else:
             g[0] = gm.sum()
-            g[1] = float(gm @ (1.0 / (1.0 + np.exp(-u))))
+            g[1] = float(gm @ expit(u))
         if self.bowl:
             dg = 2 * k * d / (1 + kd2)  # d mu / d d; d d / d log lr* = -1
             if self.lr_form == "free":
                 g[self.lr_off:] = -np.bincount(self.index, weights=gm * dg, minlength=len(self.batches))
             elif self.lr_form == "saturating":
                 g[2] = -float(gm @ dg)
-                g[3] = float(gm @ (dg / (1.0 + np.exp(self.log_b - alpha))))
+                g[3] = float(gm @ (dg * expit(alpha - self.log_b)))
             else:
                 g[2] = -float(gm @ dg)
                 g[3] = -float(gm @ (dg * self.x))
@@ -288,13 +288,15 @@ class _Fitter:
 def _log_s_min_for(value: float, log_batch: float | None):
     """log S_min as the rest of the vector fixes it where log S_min + log B_crit = value (log_batch None: E_min)
     or log S(B) = log S_min + log(1 + B_crit / B) = value at B = exp(log_batch)."""
+    from scipy.special import expit
+
     def fn(t):
         g = np.zeros_like(t)
         if log_batch is None:
             g[1] = -1.0
             return value - t[1], g
         u = t[1] - log_batch
-        g[1] = -1.0 / (1.0 + math.exp(-u))
+        g[1] = -float(expit(u))
         return value - float(np.logaddexp(0.0, u)), g
     return fn
 
