@@ -14,9 +14,9 @@ study with one LR per batch (a rule-based grid) has no bowl: the LR was not tune
 
 A trial enters as what it measured: a crossing of the target between two evaluations is interval-censored
 (the steps lie in (previous evaluation, the evaluation that met it]); a trial that stopped without reaching the
-target (pruned, out of budget, diverged) is right-censored at its last evaluation (it needed more steps). Pure
-functions: arrays in, `ModelFit` out (`steps_at`: a DataFrame). docs/scaling-model.md has the equations and the
-assumptions.
+target (pruned, out of budget, diverged) is right-censored at its last evaluation (it needed more steps); the
+likelihood, its minimiser and the profile search live in `report/likelihood.py`. Pure functions: arrays in,
+`ModelFit` out (`steps_at`: a DataFrame). docs/scaling-model.md has the equations and the assumptions.
 
 Intervals: the profile likelihood of each quantity, its deviance compared with n log(1 + t^2 / (n - p)) (the
 exact small-sample threshold of a Gaussian linear model with n observations and p parameters: chi^2 of the
@@ -33,36 +33,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from lbscale.report.likelihood import (REACH, Fitter, Observations, Problem, log_s_min_for, profile, t_quantile,
+                                       threshold)
+
+__all__ = ["LEVEL", "Observations", "Estimate", "ModelFit", "fit", "threshold", "steps_at", "ratio",
+           "doubling_saving", "steps_for_samples"]
+
 LEVEL = 0.9  # the intervals' level, as the tables and the verdict name it
-REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
 ALPHA_REACH = 4.0  # alpha's profile is searched within +- 4 of its estimate
 NAMES = ("log_s_min", "log_b_crit", "lr0", "alpha", "log_k", "v0", "v1")
-
-
-@dataclass(frozen=True)
-class Observations:
-    """One arm's trials: batch, LR (None: one LR per batch, no bowl), and what each trial measured of its steps
-    to the target: `low` < steps <= `high` (low 0: no evaluation before the one that met it; high inf: not
-    reached, at least `low` steps; low == high: an exact crossing)."""
-
-    batch: np.ndarray
-    lr: np.ndarray | None
-    low: np.ndarray
-    high: np.ndarray
-
-    @classmethod
-    def of(cls, batch, lr, low, high) -> "Observations":
-        b = np.asarray(batch, dtype=float)
-        lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
-        keep = np.isfinite(b) & (b > 0) & ((hi > 0) | (lo > 0)) & ~(np.isinf(hi) & ~(lo > 0))
-        rates = None if lr is None else np.asarray(lr, dtype=float)
-        if rates is not None:
-            keep &= np.isfinite(rates) & (rates > 0)
-        return cls(b[keep], None if rates is None else rates[keep], np.maximum(lo[keep], 0.0), hi[keep])
-
-    @property
-    def reached(self) -> np.ndarray:
-        return np.isfinite(self.high)
 
 
 @dataclass(frozen=True)
@@ -113,195 +92,10 @@ class ModelFit:
         return np.exp(self.params["v0"] + self.params.get("v1", 0.0) * (np.log(b) - self.x0))
 
 
-# --- the likelihood ------------------------------------------------------------------------------------------
-
-
-def _norm_logpdf(z):
-    return -0.5 * z * z - 0.5 * math.log(2 * math.pi)
-
-
-def _log_diff_ndtr(za, zb):
-    """log(Phi(zb) - Phi(za)) for za < zb, stable in both tails (flipped where za > 0)."""
-    from scipy.special import log_ndtr
-
-    flip = za > 0
-    lo, hi = np.where(flip, -zb, za), np.where(flip, -za, zb)
-    lhi, llo = log_ndtr(hi), log_ndtr(lo)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return lhi + np.log1p(-np.exp(np.minimum(llo - lhi, 0.0)) + 0.0)
-
-
-class _Problem:
-    """The negative log-likelihood of one arm's observations and its gradient, in the full parameter vector."""
-
-    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False, lr_form: str = "power"):
-        self.bowl, self.slope, self.levels, self.lr_form = bowl, slope, levels, lr_form
-        self.log_b = np.log(obs.batch)
-        # levels: each batch its own free level of log S in place of the curve (the lack-of-fit reference)
-        self.batches, self.index = np.unique(self.log_b, return_inverse=True)
-        self.x0 = float(np.mean(np.unique(self.log_b)))
-        self.x = self.log_b - self.x0
-        self.log_lr = np.log(obs.lr) if bowl else np.zeros_like(self.x)
-        low = np.where(obs.low > 0, np.log(np.maximum(obs.low, 1e-300)), -np.inf)
-        high = np.where(np.isfinite(obs.high), np.log(np.where(np.isfinite(obs.high), obs.high, 1.0)), np.inf)
-        self.exact = np.isfinite(high) & (high - low < 1e-9)
-        self.right = ~np.isfinite(high)
-        self.interval = ~self.exact & ~self.right
-        self.y = np.where(self.exact, high, 0.0)
-        self.a, self.b = low, high
-        # which entries of the full vector are free: 7 named ones, then a free level of log S per batch
-        # (`levels`), then a free log lr* per batch (lr_form 'free'); lr_form 'saturating' reads the alpha entry
-        # as log B_lr of lr* = eps_max / (1 + B_lr / B), l0 as log eps_max
-        nb = len(self.batches)
-        free_lr = bowl and lr_form == "free"
-        self.lr_off = 7 + (nb if levels else 0)
-        self.free = np.array([not levels, not levels, bowl and not free_lr, bowl and not free_lr, bowl, True, slope]
-                             + [levels] * (nb if levels else 0) + [free_lr] * (nb if free_lr else 0))
-
-    def nll(self, theta: np.ndarray, grad: bool = True):
-        from scipy.special import expit, log_ndtr
-
-        ls, lb, l0, alpha, lk, v0, v1 = theta[:7]
-        u = lb - self.log_b
-        mu = theta[7:][self.index] if self.levels else ls + np.logaddexp(0.0, u)
-        if self.bowl:
-            k = math.exp(lk)
-            if self.lr_form == "free":
-                d = self.log_lr - theta[self.lr_off:][self.index]
-            elif self.lr_form == "saturating":
-                d = self.log_lr - l0 + np.logaddexp(0.0, alpha - self.log_b)
-            else:
-                d = self.log_lr - l0 - alpha * self.x
-            kd2 = k * d * d
-            mu = mu + np.log1p(kd2)
-        log_s = v0 + v1 * self.x
-        s = np.exp(log_s)
-        out = 0.0
-        gm = np.zeros_like(mu)  # d nll / d mu
-        gs = np.zeros_like(mu)  # d nll / d log s
-        e = self.exact
-        if e.any():
-            z = (self.y[e] - mu[e]) / s[e]
-            out += float(np.sum(log_s[e] + 0.5 * z * z))
-            gm[e], gs[e] = -z / s[e], 1.0 - z * z
-        r = self.right
-        if r.any():
-            w = (self.a[r] - mu[r]) / s[r]  # P(steps > low) = Phi(-w)
-            lp = log_ndtr(-w)
-            out -= float(np.sum(lp))
-            h = np.exp(np.minimum(_norm_logpdf(w) - lp, 300.0))  # inverse Mills ratio (~w far in the tail)
-            gm[r], gs[r] = -h / s[r], -h * w
-        i = self.interval
-        if i.any():
-            za, zb = (self.a[i] - mu[i]) / s[i], (self.b[i] - mu[i]) / s[i]
-            lp = _log_diff_ndtr(za, zb)
-            # an interval too narrow for the difference of two CDFs: its density times its width
-            fa = np.where(np.isfinite(za), za, zb - 1.0)
-            narrow = _norm_logpdf(0.5 * (fa + zb)) + np.log(zb - fa)
-            lp = np.where(np.isfinite(lp) & (lp > narrow - 20), lp, narrow)
-            out -= float(np.sum(lp))
-            pa = np.where(np.isfinite(za), np.exp(np.minimum(_norm_logpdf(fa) - lp, 300.0)), 0.0)
-            pb = np.exp(np.minimum(_norm_logpdf(zb) - lp, 300.0))
-            gm[i] = (pb - pa) / s[i]
-            gs[i] = pb * zb - pa * fa
-        if not grad:
-            return out
-        g = np.zeros(len(theta))
-        if self.levels:
-            g[7:7 + len(self.batches)] = np.bincount(self.index, weights=gm, minlength=len(self.batches))
-        else:
-            g[0] = gm.sum()
-            g[1] = float(gm @ expit(u))
-        if self.bowl:
-            dg = 2 * k * d / (1 + kd2)  # d mu / d d; d d / d log lr* = -1
-            if self.lr_form == "free":
-                g[self.lr_off:] = -np.bincount(self.index, weights=gm * dg, minlength=len(self.batches))
-            elif self.lr_form == "saturating":
-                g[2] = -float(gm @ dg)
-                g[3] = float(gm @ (dg * expit(alpha - self.log_b)))
-            else:
-                g[2] = -float(gm @ dg)
-                g[3] = -float(gm @ (dg * self.x))
-            g[4] = float(gm @ (kd2 / (1 + kd2)))
-        g[5] = gs.sum()
-        g[6] = float(gs @ self.x)
-        return out, g
-
-
 # --- fitting ---------------------------------------------------------------------------------------------------
 
 
-class _Fitter:
-    """Minimises the likelihood with some parameters held fixed (a profile), warm-started from the last solution."""
-
-    def __init__(self, problem: _Problem, span: tuple[float, float]):
-        self.problem = problem
-        lo, hi = span
-        wide = (lo - REACH - 2, hi + REACH + 2)  # log B_crit (and log B_lr): past the batches by ~e^9
-        nb = len(problem.batches)
-        self.bounds = [(None, None), wide, (None, None), wide if problem.lr_form == "saturating" else (-6.0, 6.0),
-                       (-9.0, 6.0), (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] \
-            + [(-5.0, 40.0)] * (nb if problem.levels else 0) + [(None, None)] * (len(problem.free) - problem.lr_off)
-
-    def minimise(self, start: np.ndarray, fixed: dict[int, float] | None = None,
-                 solve: tuple[int, object] | None = None) -> tuple[float, np.ndarray]:
-        """min nll over the free parameters not in `fixed` ({index: value}); `solve` (j, fn): parameter j follows
-        the others, fn(theta) -> (its value, its gradient over theta) (a constraint on a combination: E_min's
-        log S_min + log B_crit, or log S(B) at a batch)."""
-        from scipy.optimize import minimize
-
-        free = self.problem.free.copy()
-        fixed = fixed or {}
-        for j in fixed:
-            free[j] = False
-        if solve is not None:
-            free[solve[0]] = False
-        idx = np.flatnonzero(free)
-        theta = start.copy()
-        for j, v in fixed.items():
-            theta[j] = v
-
-        def full(v):
-            t = theta.copy()
-            t[idx] = v
-            if solve is not None:
-                t[solve[0]] = solve[1](t)[0]
-            return t
-
-        def f(v):
-            t = full(v)
-            val, g = self.problem.nll(t)
-            if solve is not None:  # the solved entry moves with the others: chain rule
-                g = g + g[solve[0]] * solve[1](t)[1]
-            return val, g[idx]
-
-        if not len(idx):
-            return self.problem.nll(full(np.array([])), grad=False), full(np.array([]))
-        bounds = [self.bounds[j] for j in idx]
-        x = np.clip(theta[idx], [b[0] if b[0] is not None else -np.inf for b in bounds],
-                    [b[1] if b[1] is not None else np.inf for b in bounds])
-        r = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
-                     options={"maxiter": 400, "ftol": 1e-11, "gtol": 1e-6})
-        return float(r.fun), full(r.x)
-
-
-def _log_s_min_for(value: float, log_batch: float | None):
-    """log S_min as the rest of the vector fixes it where log S_min + log B_crit = value (log_batch None: E_min)
-    or log S(B) = log S_min + log(1 + B_crit / B) = value at B = exp(log_batch)."""
-    from scipy.special import expit
-
-    def fn(t):
-        g = np.zeros_like(t)
-        if log_batch is None:
-            g[1] = -1.0
-            return value - t[1], g
-        u = t[1] - log_batch
-        g[1] = -float(expit(u))
-        return value - float(np.logaddexp(0.0, u)), g
-    return fn
-
-
-def _start(obs: Observations, problem: _Problem, bowl: bool) -> list[np.ndarray]:
+def _start(obs: Observations, problem: Problem, bowl: bool) -> list[np.ndarray]:
     """Starting points: per batch the fewest steps any trial reached the target in (and its LR), lr* from those
     LRs, and a few B_crit values across the batches (S_min by the mean there)."""
     theta = np.zeros(7)
@@ -331,62 +125,6 @@ def _start(obs: Observations, problem: _Problem, bowl: bool) -> list[np.ndarray]
     return starts
 
 
-def threshold(n: int, p: int, level: float) -> float | None:
-    """The deviance a profile must rise by for an end of a `level` interval: n log(1 + t^2 / (n - p)), t the
-    two-sided t quantile with n - p degrees of freedom (the exact interval of a Gaussian linear model, expressed
-    as a likelihood ratio); None without a residual degree of freedom."""
-    dof = n - p
-    if dof < 1:
-        return None
-    t = t_quantile(dof, level)
-    return n * math.log1p(t * t / dof)
-
-
-def _profile_end(fitter: _Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, hat: float, constrain,
-                 direction: int, scale: float, limit: float) -> tuple[float, bool]:
-    """The end of a quantity's profile interval on one side: (the value, False) where the deviance reaches `thr`,
-    (limit, True) where it does not before `limit`. `constrain(v)`: minimise's keywords that hold the quantity
-    at v; `hat` its estimate."""
-    from scipy.optimize import brentq
-
-    warm = {"theta": theta_hat}
-
-    def deviance(v):
-        val, t = fitter.minimise(warm["theta"], **constrain(v))
-        warm["theta"] = t
-        return 2 * (val - nll_hat) - thr
-
-    step, inside = scale, hat
-    while True:
-        v = hat + direction * step
-        if direction * (v - limit) >= 0:
-            v = limit
-        dv = deviance(v)
-        if dv >= 0:
-            break
-        if v == limit:
-            return limit, True
-        # the next probe where a parabola through the estimate and this point reaches the threshold (a profile
-        # is about quadratic near its minimum), at least twice as far: few refits before the crossing is bracketed
-        rise = dv + thr
-        inside, step = v, max(2.0 * step, 1.2 * step * math.sqrt(thr / rise) if rise > 0 else 4.0 * step)
-    lo, hi = sorted((inside, v))
-    try:
-        return float(brentq(deviance, lo, hi, xtol=0.01, rtol=1e-6, maxiter=40)), False
-    except ValueError:  # the deviance crossed between the two (a rough profile): the outer point is the end
-        return v, False
-
-
-def _profile(fitter: _Fitter, theta: np.ndarray, nll_hat: float, thr: float, hat: float, constrain, scale: float,
-             limits: tuple[float, float]) -> tuple[float | None, float | None]:
-    """Both ends of a profile interval (None where open)."""
-    ends = []
-    for direction, limit in ((-1, limits[0]), (1, limits[1])):
-        v, open_ = _profile_end(fitter, theta, nll_hat, thr, hat, constrain, direction, scale, limit)
-        ends.append(None if open_ else v)
-    return ends[0], ends[1]
-
-
 def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", "s_min", "e_min"),
         noise_slope: bool | None = None) -> ModelFit | None:
     """The model's maximum-likelihood fit to one arm with profile intervals of `quantities`; None where fewer
@@ -402,9 +140,9 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
         obs = Observations(obs.batch, None, obs.low, obs.high)
     if noise_slope is None:
         noise_slope = sum(int((reached & (obs.batch == b)).sum() >= 2) for b in batches) >= 3
-    problem = _Problem(obs, bowl, noise_slope)
+    problem = Problem(obs, bowl, noise_slope)
     span = (float(np.log(batches.min())), float(np.log(batches.max())))
-    fitter = _Fitter(problem, span)
+    fitter = Fitter(problem, span)
     best = None
     starts = sorted(_start(obs, problem, bowl), key=lambda t: problem.nll(t, grad=False))
     for s in starts[:2]:  # refined from the two likeliest starting points
@@ -448,7 +186,7 @@ def _open_with_b_crit(estimates: dict) -> None:
 MIN_LR_BATCHES = 6  # reached batches before the LR's form is tested at all
 
 
-def lr_forms(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: float, slope: bool, span,
+def lr_forms(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat: float, slope: bool, span,
              level: float) -> dict:
     """Which form of lr*(B) the data support: the power law c B^alpha and the saturating eps_max / (1 + B_lr / B)
     (McCandlish et al.'s eps_opt), each tested for lack of fit against a free lr* per batch (the rest of the model
@@ -457,16 +195,16 @@ def lr_forms(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: f
     With the saturating form, B_lr and its profile interval."""
     batches = np.unique(obs.batch[obs.reached])
     out = {"batches": len(batches), "named": None, "tested": False}
-    free = _Problem(obs, True, slope, lr_form="free")
+    free = Problem(obs, True, slope, lr_form="free")
     if len(batches) < MIN_LR_BATCHES or int(obs.reached.sum()) - int(free.free.sum()) < 3:
         return out
     from scipy.special import chdtrc
 
     dof = len(batches) - 2
     lstar = theta[2] + theta[3] * (free.batches - problem.x0)
-    val_free, _ = _Fitter(free, span).minimise(np.concatenate([theta, lstar]))
-    sat = _Problem(obs, True, slope, lr_form="saturating")
-    sat_fitter = _Fitter(sat, span)
+    val_free, _ = Fitter(free, span).minimise(np.concatenate([theta, lstar]))
+    sat = Problem(obs, True, slope, lr_form="saturating")
+    sat_fitter = Fitter(sat, span)
     best = None
     for log_blr in np.linspace(span[0] - 1, span[1] + 2, 4):  # l0 so that lr* matches the power law at B_max
         t = theta.copy()
@@ -483,7 +221,7 @@ def lr_forms(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: f
     if named == "saturating":
         thr = threshold(int(obs.reached.sum()), int(sat.free.sum()), level)
         hat = float(theta_sat[3])
-        lo, hi = (None, None) if thr is None else _profile(
+        lo, hi = (None, None) if thr is None else profile(
             sat_fitter, theta_sat, val_sat, thr, hat, lambda v: {"fixed": {3: v}}, 0.3,
             (span[0] - REACH, span[1] + REACH))
         out.update({"b_lr": math.exp(hat), "b_lr_lo": 0.0 if lo is None else math.exp(lo),
@@ -494,13 +232,7 @@ def lr_forms(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: f
     return out
 
 
-def t_quantile(dof: int, level: float) -> float:
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.5 + level / 2))
-
-
-def lack_of_fit(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat: float, bowl: bool,
+def lack_of_fit(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat: float, bowl: bool,
                 slope: bool, span) -> dict:
     """The curve S_min (1 + B_crit / B) against a free level of log S at each batch (the rest of the model
     alike): the deviance between them on batches - 2 degrees of freedom, rejected at 10% by chi^2, where the
@@ -511,25 +243,25 @@ def lack_of_fit(obs: Observations, problem: _Problem, theta: np.ndarray, nll_hat
     from scipy.special import chdtrc
 
     dof = len(problem.batches[np.isin(problem.batches, np.log(np.unique(obs.batch[obs.reached])))]) - 2
-    free = _Problem(obs, bowl, slope, levels=True)
+    free = Problem(obs, bowl, slope, levels=True)
     pure = int(obs.reached.sum()) - int(free.free.sum())  # what is left for the noise within the batches
     if dof < 1 or pure < 3:  # no replicates to judge the scatter by: the curve's own residuals are the noise
         return {"dof": max(dof, 0), "deviance": math.nan, "p": math.nan, "phi": 1.0, "rejected": False}
     start = np.concatenate([theta, theta[0] + np.logaddexp(0.0, theta[1] - free.batches)])
-    val, _ = _Fitter(free, span).minimise(start)
+    val, _ = Fitter(free, span).minimise(start)
     deviance = max(2 * (nll_hat - val), 0.0)
     pval = float(chdtrc(dof, deviance))
     return {"dof": dof, "deviance": deviance, "p": pval, "phi": max(1.0, deviance / dof), "rejected": pval < 0.1}
 
 
-def _estimate(q: str, fitter: _Fitter, theta: np.ndarray, nll_hat: float, thr: float | None,
+def _estimate(q: str, fitter: Fitter, theta: np.ndarray, nll_hat: float, thr: float | None,
               span: tuple[float, float], n: int, p: int) -> Estimate:
     if q == "e_min":
         hat, scale, exp = float(theta[0] + theta[1]), 0.2, True
         limits = (hat - 2 * REACH, hat + 2 * REACH)
 
         def constrain(v):
-            return {"solve": (0, _log_s_min_for(v, None))}
+            return {"solve": (0, log_s_min_for(v, None))}
     else:
         j, scale, exp = {"b_crit": (1, 0.3, True), "s_min": (0, 0.2, True), "alpha": (3, 0.1, False)}[q]
         hat = float(theta[j])
@@ -542,7 +274,7 @@ def _estimate(q: str, fitter: _Fitter, theta: np.ndarray, nll_hat: float, thr: f
     if thr is None:
         return Estimate(q, value, None, None, "none", f"{n} trials reached the target for {p} parameters: no "
                                                          "residual degree of freedom")
-    lo, hi = _profile(fitter, theta, nll_hat, thr, hat, constrain, scale, limits)
+    lo, hi = profile(fitter, theta, nll_hat, thr, hat, constrain, scale, limits)
     f = math.exp if exp else float
     lo_v = (0.0 if exp else -math.inf) if lo is None else f(lo)
     hi_v = math.inf if hi is None else f(hi)
@@ -563,8 +295,8 @@ def steps_at(model: ModelFit, batches) -> pd.DataFrame:
         if thr is None or not math.isfinite(thr):
             lo = hi = None
         else:
-            lo, hi = _profile(fitter, theta, model.nll, thr, hat,
-                              lambda v, lb=lb: {"solve": (0, _log_s_min_for(v, lb))}, 0.1, (hat - 2 * REACH,
+            lo, hi = profile(fitter, theta, model.nll, thr, hat,
+                              lambda v, lb=lb: {"solve": (0, log_s_min_for(v, lb))}, 0.1, (hat - 2 * REACH,
                                                                                             hat + 2 * REACH))
         rows.append({"global_batch": b, "steps": math.exp(hat), "steps_lo": 0.0 if lo is None else math.exp(lo),
                      "steps_hi": math.inf if hi is None else math.exp(hi)})

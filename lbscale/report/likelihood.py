@@ -1,0 +1,304 @@
+"""The likelihood of the steps model (`report.steps_model`): one arm's trials as censored observations of log
+steps, the negative log-likelihood with its gradient in the full parameter vector, a minimiser that holds some
+parameters (or a combination) fixed, and the profile-likelihood search for an interval's ends. Pure numpy /
+scipy: arrays in, numbers out.
+
+A trial's steps to the target S lie in (low, high]: an exact crossing where low == high (a normal density of
+log S), a crossing between two evaluations (a difference of two normal CDFs), a trial that did not reach the
+target at all where high is inf (the survival function at its last evaluation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
+
+
+@dataclass(frozen=True)
+class Observations:
+    """One arm's trials: batch, LR (None: one LR per batch, no bowl), and what each trial measured of its steps
+    to the target: `low` < steps <= `high` (low 0: no evaluation before the one that met it; high inf: not
+    reached, at least `low` steps; low == high: an exact crossing)."""
+
+    batch: np.ndarray
+    lr: np.ndarray | None
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def of(cls, batch, lr, low, high) -> "Observations":
+        b = np.asarray(batch, dtype=float)
+        lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+        keep = np.isfinite(b) & (b > 0) & ((hi > 0) | (lo > 0)) & ~(np.isinf(hi) & ~(lo > 0))
+        rates = None if lr is None else np.asarray(lr, dtype=float)
+        if rates is not None:
+            keep &= np.isfinite(rates) & (rates > 0)
+        return cls(b[keep], None if rates is None else rates[keep], np.maximum(lo[keep], 0.0), hi[keep])
+
+    @property
+    def reached(self) -> np.ndarray:
+        return np.isfinite(self.high)
+
+
+
+def _norm_logpdf(z):
+    return -0.5 * z * z - 0.5 * math.log(2 * math.pi)
+
+
+def _log_diff_ndtr(za, zb):
+    """log(Phi(zb) - Phi(za)) for za < zb, stable in both tails (flipped where za > 0)."""
+    from scipy.special import log_ndtr
+
+    flip = za > 0
+    lo, hi = np.where(flip, -zb, za), np.where(flip, -za, zb)
+    lhi, llo = log_ndtr(hi), log_ndtr(lo)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return lhi + np.log1p(-np.exp(np.minimum(llo - lhi, 0.0)) + 0.0)
+
+
+class Problem:
+    """The negative log-likelihood of one arm's observations and its gradient, in the full parameter vector."""
+
+    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False, lr_form: str = "power"):
+        self.bowl, self.slope, self.levels, self.lr_form = bowl, slope, levels, lr_form
+        self.log_b = np.log(obs.batch)
+        # levels: each batch its own free level of log S in place of the curve (the lack-of-fit reference)
+        self.batches, self.index = np.unique(self.log_b, return_inverse=True)
+        self.x0 = float(np.mean(np.unique(self.log_b)))
+        self.x = self.log_b - self.x0
+        self.log_lr = np.log(obs.lr) if bowl else np.zeros_like(self.x)
+        low = np.where(obs.low > 0, np.log(np.maximum(obs.low, 1e-300)), -np.inf)
+        high = np.where(np.isfinite(obs.high), np.log(np.where(np.isfinite(obs.high), obs.high, 1.0)), np.inf)
+        self.exact = np.isfinite(high) & (high - low < 1e-9)
+        self.right = ~np.isfinite(high)
+        self.interval = ~self.exact & ~self.right
+        self.y = np.where(self.exact, high, 0.0)
+        self.a, self.b = low, high
+        # which entries of the full vector are free: 7 named ones, then a free level of log S per batch
+        # (`levels`), then a free log lr* per batch (lr_form 'free'); lr_form 'saturating' reads the alpha entry
+        # as log B_lr of lr* = eps_max / (1 + B_lr / B), l0 as log eps_max
+        nb = len(self.batches)
+        free_lr = bowl and lr_form == "free"
+        self.lr_off = 7 + (nb if levels else 0)
+        self.free = np.array([not levels, not levels, bowl and not free_lr, bowl and not free_lr, bowl, True, slope]
+                             + [levels] * (nb if levels else 0) + [free_lr] * (nb if free_lr else 0))
+
+    def mean(self, theta: np.ndarray) -> tuple[np.ndarray, dict]:
+        """mu = E[log S] of every trial, and what its gradient needs."""
+        ls, lb, l0, alpha, lk = theta[:5]
+        u = lb - self.log_b
+        mu = theta[7:][self.index] if self.levels else ls + np.logaddexp(0.0, u)
+        parts = {"u": u}
+        if self.bowl:
+            k = math.exp(lk)
+            if self.lr_form == "free":
+                d = self.log_lr - theta[self.lr_off:][self.index]
+            elif self.lr_form == "saturating":
+                d = self.log_lr - l0 + np.logaddexp(0.0, alpha - self.log_b)
+            else:
+                d = self.log_lr - l0 - alpha * self.x
+            kd2 = k * d * d
+            mu = mu + np.log1p(kd2)
+            parts.update(k=k, d=d, kd2=kd2)
+        return mu, parts
+
+    def censored(self, mu: np.ndarray, log_s: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """The negative log-likelihood of the observations given mu and log sigma, with its derivatives in mu
+        and in log sigma: exact crossings a normal density, interval-censored ones a difference of two CDFs,
+        right-censored ones a survival function."""
+        from scipy.special import log_ndtr
+
+        s = np.exp(log_s)
+        out = 0.0
+        gm = np.zeros_like(mu)  # d nll / d mu
+        gs = np.zeros_like(mu)  # d nll / d log s
+        e = self.exact
+        if e.any():
+            z = (self.y[e] - mu[e]) / s[e]
+            out += float(np.sum(log_s[e] + 0.5 * z * z))
+            gm[e], gs[e] = -z / s[e], 1.0 - z * z
+        r = self.right
+        if r.any():
+            w = (self.a[r] - mu[r]) / s[r]  # P(steps > low) = Phi(-w)
+            lp = log_ndtr(-w)
+            out -= float(np.sum(lp))
+            h = np.exp(np.minimum(_norm_logpdf(w) - lp, 300.0))  # inverse Mills ratio (~w far in the tail)
+            gm[r], gs[r] = -h / s[r], -h * w
+        i = self.interval
+        if i.any():
+            za, zb = (self.a[i] - mu[i]) / s[i], (self.b[i] - mu[i]) / s[i]
+            lp = _log_diff_ndtr(za, zb)
+            # an interval too narrow for the difference of two CDFs: its density times its width
+            fa = np.where(np.isfinite(za), za, zb - 1.0)
+            narrow = _norm_logpdf(0.5 * (fa + zb)) + np.log(zb - fa)
+            lp = np.where(np.isfinite(lp) & (lp > narrow - 20), lp, narrow)
+            out -= float(np.sum(lp))
+            pa = np.where(np.isfinite(za), np.exp(np.minimum(_norm_logpdf(fa) - lp, 300.0)), 0.0)
+            pb = np.exp(np.minimum(_norm_logpdf(zb) - lp, 300.0))
+            gm[i] = (pb - pa) / s[i]
+            gs[i] = pb * zb - pa * fa
+        return out, gm, gs
+
+    def nll(self, theta: np.ndarray, grad: bool = True):
+        """The negative log-likelihood at `theta` (and its gradient over the whole vector)."""
+        from scipy.special import expit
+
+        mu, p = self.mean(theta)
+        out, gm, gs = self.censored(mu, theta[5] + theta[6] * self.x)
+        if not grad:
+            return out
+        g = np.zeros(len(theta))
+        nb = len(self.batches)
+        if self.levels:
+            g[7:7 + nb] = np.bincount(self.index, weights=gm, minlength=nb)
+        else:
+            g[0] = gm.sum()
+            g[1] = float(gm @ expit(p["u"]))
+        if self.bowl:
+            dg = 2 * p["k"] * p["d"] / (1 + p["kd2"])  # d mu / d d; d d / d log lr* = -1
+            if self.lr_form == "free":
+                g[self.lr_off:] = -np.bincount(self.index, weights=gm * dg, minlength=nb)
+            else:
+                g[2] = -float(gm @ dg)
+                g[3] = (float(gm @ (dg * expit(theta[3] - self.log_b))) if self.lr_form == "saturating"
+                        else -float(gm @ (dg * self.x)))
+            g[4] = float(gm @ (p["kd2"] / (1 + p["kd2"])))
+        g[5] = gs.sum()
+        g[6] = float(gs @ self.x)
+        return out, g
+
+
+class Fitter:
+    """Minimises the likelihood with some parameters held fixed (a profile), warm-started from the last solution."""
+
+    def __init__(self, problem: Problem, span: tuple[float, float]):
+        self.problem = problem
+        lo, hi = span
+        wide = (lo - REACH - 2, hi + REACH + 2)  # log B_crit (and log B_lr): past the batches by ~e^9
+        nb = len(problem.batches)
+        self.bounds = [(None, None), wide, (None, None), wide if problem.lr_form == "saturating" else (-6.0, 6.0),
+                       (-9.0, 6.0), (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] \
+            + [(-5.0, 40.0)] * (nb if problem.levels else 0) + [(None, None)] * (len(problem.free) - problem.lr_off)
+
+    def minimise(self, start: np.ndarray, fixed: dict[int, float] | None = None,
+                 solve: tuple[int, object] | None = None) -> tuple[float, np.ndarray]:
+        """min nll over the free parameters not in `fixed` ({index: value}); `solve` (j, fn): parameter j follows
+        the others, fn(theta) -> (its value, its gradient over theta) (a constraint on a combination: E_min's
+        log S_min + log B_crit, or log S(B) at a batch)."""
+        from scipy.optimize import minimize
+
+        free = self.problem.free.copy()
+        fixed = fixed or {}
+        for j in fixed:
+            free[j] = False
+        if solve is not None:
+            free[solve[0]] = False
+        idx = np.flatnonzero(free)
+        theta = start.copy()
+        for j, v in fixed.items():
+            theta[j] = v
+
+        def full(v):
+            t = theta.copy()
+            t[idx] = v
+            if solve is not None:
+                t[solve[0]] = solve[1](t)[0]
+            return t
+
+        def f(v):
+            t = full(v)
+            val, g = self.problem.nll(t)
+            if solve is not None:  # the solved entry moves with the others: chain rule
+                g = g + g[solve[0]] * solve[1](t)[1]
+            return val, g[idx]
+
+        if not len(idx):
+            return self.problem.nll(full(np.array([])), grad=False), full(np.array([]))
+        bounds = [self.bounds[j] for j in idx]
+        x = np.clip(theta[idx], [b[0] if b[0] is not None else -np.inf for b in bounds],
+                    [b[1] if b[1] is not None else np.inf for b in bounds])
+        r = minimize(f, x, jac=True, method="L-BFGS-B", bounds=bounds,
+                     options={"maxiter": 400, "ftol": 1e-11, "gtol": 1e-6})
+        return float(r.fun), full(r.x)
+
+
+def log_s_min_for(value: float, log_batch: float | None):
+    """log S_min as the rest of the vector fixes it where log S_min + log B_crit = value (log_batch None: E_min)
+    or log S(B) = log S_min + log(1 + B_crit / B) = value at B = exp(log_batch)."""
+    from scipy.special import expit
+
+    def fn(t):
+        g = np.zeros_like(t)
+        if log_batch is None:
+            g[1] = -1.0
+            return value - t[1], g
+        u = t[1] - log_batch
+        g[1] = -float(expit(u))
+        return value - float(np.logaddexp(0.0, u)), g
+    return fn
+
+
+def threshold(n: int, p: int, level: float) -> float | None:
+    """The deviance a profile must rise by for an end of a `level` interval: n log(1 + t^2 / (n - p)), t the
+    two-sided t quantile with n - p degrees of freedom (the exact interval of a Gaussian linear model, expressed
+    as a likelihood ratio); None without a residual degree of freedom."""
+    dof = n - p
+    if dof < 1:
+        return None
+    t = t_quantile(dof, level)
+    return n * math.log1p(t * t / dof)
+
+
+def t_quantile(dof: int, level: float) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof, 0.5 + level / 2))
+
+
+def profile_end(fitter: Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, hat: float, constrain,
+                 direction: int, scale: float, limit: float) -> tuple[float, bool]:
+    """The end of a quantity's profile interval on one side: (the value, False) where the deviance reaches `thr`,
+    (limit, True) where it does not before `limit`. `constrain(v)`: minimise's keywords that hold the quantity
+    at v; `hat` its estimate."""
+    from scipy.optimize import brentq
+
+    warm = {"theta": theta_hat}
+
+    def deviance(v):
+        val, t = fitter.minimise(warm["theta"], **constrain(v))
+        warm["theta"] = t
+        return 2 * (val - nll_hat) - thr
+
+    step, inside = scale, hat
+    while True:
+        v = hat + direction * step
+        if direction * (v - limit) >= 0:
+            v = limit
+        dv = deviance(v)
+        if dv >= 0:
+            break
+        if v == limit:
+            return limit, True
+        # the next probe where a parabola through the estimate and this point reaches the threshold (a profile
+        # is about quadratic near its minimum), at least twice as far: few refits before the crossing is bracketed
+        rise = dv + thr
+        inside, step = v, max(2.0 * step, 1.2 * step * math.sqrt(thr / rise) if rise > 0 else 4.0 * step)
+    lo, hi = sorted((inside, v))
+    try:
+        return float(brentq(deviance, lo, hi, xtol=0.01, rtol=1e-6, maxiter=40)), False
+    except ValueError:  # the deviance crossed between the two (a rough profile): the outer point is the end
+        return v, False
+
+
+def profile(fitter: Fitter, theta: np.ndarray, nll_hat: float, thr: float, hat: float, constrain, scale: float,
+             limits: tuple[float, float]) -> tuple[float | None, float | None]:
+    """Both ends of a profile interval (None where open)."""
+    ends = []
+    for direction, limit in ((-1, limits[0]), (1, limits[1])):
+        v, open_ = profile_end(fitter, theta, nll_hat, thr, hat, constrain, direction, scale, limit)
+        ends.append(None if open_ else v)
+    return ends[0], ends[1]
