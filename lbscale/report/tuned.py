@@ -223,8 +223,8 @@ def resolve_hint(kind: str, batches: list[float], edges: str, seeds_best: int, d
         more.append(f"batches above {hi}, where the steps stop falling in proportion")
     if kind in ("upper", "none"):
         more.append(f"batches below {lo}, where they still fall in proportion")
-    if dof is not None and dof < 5:
-        more.append(f"more trials that reach the target ({dof} left over the model's parameters)")
+    if dof is not None and 1 <= dof < 5:  # below 1 the reason says so already (no residual degree of freedom)
+        more.append(f"more trials that reach the target (only {dof} left over the model's parameters)")
     if kind == "none":
         more.append("more seeds at each batch's best LR" + (f" (now {seeds_best})" if seeds_best else ""))
         if edges:
