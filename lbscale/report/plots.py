@@ -459,7 +459,9 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         ax.plot(b, s, "o-", color=color, ms=7, label=f"{variant}: optimum of each batch")
         _perfect_scaling(ax, b, s, color, variant)
         f = _fit_of(fits, variant)
-        if f is not None and pd.notna(f.get("b_crit")) and pd.notna(f.get("s_min")) and len(b):
+        if f is not None and f.get("b_crit_kind") == "none":  # no curve for a number the study does not resolve
+            bounds.append(f"{variant}: B_crit not resolved by this study")
+        elif f is not None and pd.notna(f.get("b_crit")) and pd.notna(f.get("s_min")) and len(b):
             xs = np.geomspace(b.min(), b.max(), 50)
             name = estimate_cell(f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["b_crit_kind"], whole)
             ax.plot(xs, f["s_min"] * (1 + f["b_crit"] / xs), "-", color=color, alpha=0.6,

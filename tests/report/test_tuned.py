@@ -383,3 +383,16 @@ def test_the_best_trials_test_figures_are_shown_beside_them(tmp_path):
         assert r["final_test_top1"] == pytest.approx(b / 10000 + p / 100)
     md = (out / "report.md").read_text()
     assert "Final Accuracy (test)" in md and "not used to choose" in md
+
+
+def test_the_steps_figure_draws_no_model_curve_for_an_unresolved_critical_batch():
+    # make demo-real drew the model's curve, labelled "B_crit not resolved", through two batches: a confident line
+    # for a number the study does not resolve; now the title says so and no curve is drawn
+    trials, steps = tuned_frames([64, 256, 1024], [-1, 0, 1], 0.5)
+    outcomes = trial_outcomes(trials, steps, "val_top1", 0.9, True)
+    optima = optima_of(outcomes, 0.9, True)
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True).assign(b_crit_kind="none")
+    fig = plots.steps_to_result(optima, outcomes, fits, "val_top1", 0.9)
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
+    assert not any("model" in name for name in labels)
+    assert "sgd: B_crit not resolved by this study" in fig.axes[0].get_title()
