@@ -129,13 +129,15 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
         noise_slope: bool | None = None) -> ModelFit | None:
     """The model's maximum-likelihood fit to one arm with profile intervals of `quantities`; None where fewer
     than two batches reached the target (nothing to fit a curve through). The bowl is fitted where the arm
-    searched more than one LR at a batch that reached the target; the noise slope v1 where three batches or more
+    searched more than one LR at a batch; the noise slope v1 where three batches or more
     each have two observations that reached it (else one sigma for all)."""
     reached = obs.reached
     batches = np.unique(obs.batch[reached])
     if len(batches) < 2:
         return None
-    bowl = obs.lr is not None and any(len(np.unique(obs.lr[reached & (obs.batch == b)])) > 1 for b in batches)
+    # a search: more than one LR at some batch, whether or not each reached the target (a trial that missed it at
+    # another LR still says the steps were more there)
+    bowl = obs.lr is not None and any(len(np.unique(obs.lr[obs.batch == b])) > 1 for b in np.unique(obs.batch))
     if obs.lr is not None and not bowl:
         obs = Observations(obs.batch, None, obs.low, obs.high)
     if noise_slope is None:

@@ -177,3 +177,18 @@ def test_mlperf_reference_convergence_points_give_b_crit_with_an_interval():
     e = model.estimates["b_crit"]
     assert model.n == 130 and not model.bowl and model.extra["lack_of_fit"]["rejected"]
     assert e.kind == "interval" and 30000 < e.lo < 47065 < e.hi < 70000, e
+
+
+def test_a_search_whose_other_lrs_missed_the_target_is_still_a_search():
+    # three LRs per batch, only the middle one reached the target (the others stopped unreached at 2x its steps):
+    # the LR was tuned, and the model keeps its bowl (the verdict said "LR not tuned (one LR per batch)")
+    b, lr, low, high = [], [], [], []
+    for x in BATCHES:
+        need = 200 * (1 + 128 / x)
+        for f in (-1.5, 0.0, 1.5):
+            b.append(x)
+            lr.append(0.01 * x ** 0.5 * math.exp(f))
+            low.append(need * 0.98 if f == 0 else 2 * need)
+            high.append(need if f == 0 else math.inf)
+    model = fit(Observations.of(b, lr, low, high))
+    assert model.bowl and "alpha" in model.estimates
