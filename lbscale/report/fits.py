@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lbscale.report.likelihood import t_quantile
 from lbscale.report.steps_model import LEVEL  # one level for every interval of the report
 
 MIN_BATCHES = 3  # two parameters and one residual degree of freedom
@@ -45,14 +46,6 @@ def _pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x[keep][order], y[keep][order]
 
 
-def _t(level: float, dof: int) -> float:
-    """The t quantile of a two-sided `level` interval: scipy.stats.t.ppf's own function, without importing
-    scipy.stats (a second of a report's time)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.5 + level / 2))
-
-
 def _too_few(n: int, what: str) -> Fit:
     return Fit("none", reason=f"{n} {what}{'' if n == 1 else 'es'}; a fit needs {MIN_BATCHES} (two parameters "
                               "and a residual)")
@@ -74,7 +67,7 @@ def _t_interval(p: np.ndarray, res: np.ndarray, jac: np.ndarray, index: int, lev
     if cov is None:
         return -math.inf, math.inf
     se = math.sqrt(max(float(cov[index, index]), 0.0))
-    q = _t(level, dof)
+    q = t_quantile(dof, level)
     return float(p[index] - q * se), float(p[index] + q * se)
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 import numpy as np
 
+from lbscale.report.likelihood import t_quantile
 from lbscale.report.numbers import estimate_cell, number, whole
 from lbscale.report.steps_model import LEVEL, steps_at
 from lbscale.report.tables import Table, arm_model, batch_label
@@ -47,14 +48,12 @@ def reached_per_batch(per_trial: pd.DataFrame, level: float = LEVEL) -> pd.DataF
     batch): steps_star the geometric mean over its trials where every one reached the target (else the batch is
     unreached), with the seeds' spread as steps_lo / steps_hi (the t-interval of the mean log steps at `level`;
     open with one seed)."""
-    from scipy.special import stdtrit
-
     rows = []
     for (variant, b), g in per_trial.groupby([arm(per_trial), "global_batch"], sort=True):
         s = pd.to_numeric(g["steps"], errors="coerce")
         reached = bool(len(s)) and bool(s.notna().all())
         y = np.log(s.to_numpy(float)) if reached else np.array([])
-        half = (float(stdtrit(len(y) - 1, 0.5 + level / 2)) * y.std(ddof=1) / math.sqrt(len(y))
+        half = (t_quantile(len(y) - 1, level) * y.std(ddof=1) / math.sqrt(len(y))
                 if len(y) >= 2 else math.inf)
         rows.append({"variant": variant, "global_batch": float(b), "reached": reached,
                      "steps_star": float(np.exp(y.mean())) if reached else math.nan,

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.analysis.commmodel import DDP_BUCKET_BYTES, ring_allreduce_seconds
+from lbscale.report.likelihood import t_quantile
 from lbscale.report.steps_model import LEVEL
 
 STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds", "train_seconds")
@@ -176,11 +177,7 @@ def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus, le
 
 def _t(dof: int, level: float) -> float:
     """The two-sided t quantile; infinite without a residual degree of freedom."""
-    if dof < 1:
-        return math.inf
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.5 + level / 2))
+    return t_quantile(dof, level) if dof >= 1 else math.inf
 
 
 def _joined(steps: float, steps_lo: float, steps_hi: float, step: float, err: float) -> tuple[float, float]:

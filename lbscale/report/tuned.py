@@ -167,19 +167,17 @@ def batch_searches(o: pd.DataFrame, lr: str, target: float | None, maximize: boo
 
 def batch_optima(o: pd.DataFrame, lr: str, target: float | None, maximize: bool) -> pd.DataFrame:
     """Per batch of one variant's outcomes: the optimum of its search (`optimum.optimum`): LR*, S* (the seed mean
-    of log steps at it, where a target is given), the best point's LR and trial, the best single trial's steps,
-    whether the parabola placed it, whether the best point is on the edge of the search (low / high), the
-    searched LR range, the seeds at the best point and at the others."""
+    of log steps at it, where a target is given), the best point's LR and trial, whether the parabola placed it,
+    whether the best point is on the edge of the search (low / high), the searched LR range, the seeds at the best
+    point and at the others."""
     rows = []
     for s in batch_searches(o, lr, target, maximize):
         full = optimum(s["x"], s["index"], s["y"], np.ones((1, len(s["index"]))))
         best = int(full["best"][0])
         reached = best >= 0
-        single = np.nanmin(s["y"]) if target is not None and np.isfinite(s["y"]).any() else np.nan
         others = np.delete(s["counts"], best) if reached else s["counts"]
         rows.append({"global_batch": s["batch"], "reached": reached, "lr_star": float(np.exp(full["log_lr"][0])),
                      "steps_star": float(np.exp(full["log_steps"][0])) if target is not None else np.nan,
-                     "steps_single": float(np.exp(single)) if np.isfinite(single) else np.nan,
                      "best_lr": float(np.exp(s["x"][best])) if reached else np.nan,
                      "trial": s["trials"][s["index"] == best][0] if reached else None,
                      "refined": bool(full["refined"][0]),
@@ -343,7 +341,7 @@ def optima_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: 
     """Per (variant, batch) the optimum of its search (`batch_optima`): for the tables and figures."""
     frames = [batch_optima(o, "peak_lr", target, maximize).assign(**{by: name}) for name, o in _by(outcomes, by)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["global_batch", "reached", "lr_star", "steps_star", "steps_single", "best_lr", "trial", "refined",
+        columns=["global_batch", "reached", "lr_star", "steps_star", "best_lr", "trial", "refined",
                  "edge", "lr_lo", "lr_hi", "points", "seeds", "seeds_best", "seeds_others", by])
 
 
