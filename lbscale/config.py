@@ -115,6 +115,10 @@ class TrialConfig:
     eval_every_samples: int = _f(None, "Or: evaluate whenever this many more training samples have been seen (the "
                                        "same cost relative to training, and the same resolution in samples, at "
                                        "every batch).")
+    eval_spacing: float = _f(None, "Or: evaluate at optimizer steps spaced geometrically, each at most this fraction "
+                                   "of the steps after the previous one (0.05: steps to target within 5% at every "
+                                   "batch, about 14 evaluations per doubling of the steps; one step apart below 1/x).")
+    eval_first: int = _f(None, "With --eval-spacing: the first evaluation's optimizer step (default 1).")
     eval_subset: int = _f(None, "Step evaluations on this many samples of the evaluation split (the same fixed, "
                                 "seeded subset every time; the epoch evaluations stay whole).")
     eval_batch: int = _f(None, "Evaluation batch per process (default: the local batch; evaluation keeps no "
@@ -322,15 +326,21 @@ def _check_batch_schedule(cfg: TrialConfig) -> None:
 
 def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
     """Step evaluations, stopping at the target and successive halving: what each needs besides itself."""
-    for name in ("eval_every", "eval_every_samples", "eval_subset", "eval_batch", "prune_min_steps"):
+    for name in ("eval_every", "eval_every_samples", "eval_first", "eval_subset", "eval_batch", "prune_min_steps"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise LbscaleError(f"--{name.replace('_', '-')} must be >= 1")
-    if cfg.eval_every is not None and cfg.eval_every_samples is not None:
-        raise LbscaleError("--eval-every and --eval-every-samples: give one of them")
-    if cfg.eval_subset is not None and cfg.eval_every is None and cfg.eval_every_samples is None \
+    if cfg.eval_spacing is not None and not 0 < cfg.eval_spacing <= 1:  # NaN fails both comparisons
+        raise LbscaleError("--eval-spacing must be > 0 and <= 1 (the largest gap between evaluations, relative)")
+    if cfg.eval_first is not None and cfg.eval_spacing is None:
+        raise LbscaleError("--eval-first goes with --eval-spacing")
+    spacing = [cfg.eval_every, cfg.eval_every_samples, cfg.eval_spacing]
+    if sum(x is not None for x in spacing) > 1:
+        raise LbscaleError("--eval-every, --eval-every-samples and --eval-spacing: give one of --eval-every, "
+                           "--eval-every-samples, --eval-spacing")
+    if cfg.eval_subset is not None and all(x is None for x in spacing) \
             and cfg.prune == "none" and cfg.branch_samples is None:
         raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples, "
-                           "or --prune) too")
+                           "--eval-spacing or --prune) too")
     if cfg.stop_at_target and cfg.target is None:
         raise LbscaleError("--stop-at-target needs --target-metric and --target")
     if cfg.prune == "none":

@@ -31,7 +31,8 @@ RULES = {"linear": lambda k: k, "sqrt": math.sqrt, "none": lambda k: 1.0}
 TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
 # options of the parent that a branch does not share: its own evaluation, no pruning, no target, no checkpoints
 RESET = {"keep_checkpoints": None, "prune": "none", "prune_group": None, "prune_min_steps": None,
-         "stop_at_target": False, "eval_every": None, "eval_every_samples": None, "preempt_after_steps": None,
+         "stop_at_target": False, "eval_every": None, "eval_every_samples": None,
+         "eval_spacing": None, "eval_first": None, "preempt_after_steps": None,
          "gns_every": None, "tensorboard": False, "accum_steps": None, "lr_scaling": "none", "resume": False}
 
 

@@ -27,6 +27,7 @@ class DataFit:
 def evaluation_needs(cfg: TrialConfig) -> list[str]:
     """The options that evaluate the evaluation split inside training (each needs it to exist)."""
     needs = [flag for flag, on in (("--eval-every", cfg.eval_every), ("--eval-every-samples", cfg.eval_every_samples),
+                                   ("--eval-spacing", cfg.eval_spacing),
                                    ("--prune", cfg.prune != "none")) if on]
     if cfg.target_metric:
         needs.append(f"--target-metric {cfg.target_metric}")

@@ -1,5 +1,6 @@
 """Evaluation in a trial: the passes themselves (`Evaluator`) and the schedule of evaluations inside an epoch
-(`EvalSchedule`: every N steps, every N training samples, at a successive-halving rung), with what follows from
+(`EvalSchedule`: every N steps, every N training samples, at geometrically spaced steps, at a successive-halving
+rung), with what follows from
 one: the target reached, a rung's decision.
 
 Every pass runs through the unwrapped module, never the DDP wrapper: DDP's forward broadcasts buffers, so a rank
@@ -9,6 +10,7 @@ through the metrics' sync, which every rank joins whatever its shard.
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -53,6 +55,32 @@ class Evaluator:
         return self.evaluate("test")
 
 
+def geometric_steps(first: int, spacing: float, total_steps: int) -> list[int]:
+    """The optimizer steps below `total_steps` that --eval-spacing evaluates at: `first`, then each at most
+    `spacing` of the steps after the previous one (floor of s (1 + spacing)), and at least one step on. The crossing
+    of a target then lies in a bracket no wider than `spacing` of its upper end, or one step."""
+    out, s = [], first
+    while s < total_steps:
+        out.append(s)
+        s = max(s + 1, math.floor(s * (1 + spacing) + 1e-9))
+    return out
+
+
+NEAR_SE = 2.0  # standard errors of a subset's value within which the whole split is evaluated too
+
+
+def near_target(value: float, target: float, n: int, maximize: bool) -> bool:
+    """Whether a value on an evaluation subset of `n` samples meets `target` or could, within NEAR_SE binomial
+    standard errors (p (1 - p) at least 1/n; task metrics that grow with quality are proportions in [0, 1]); a loss
+    has no such error, so only a met target counts."""
+    if value is None or not math.isfinite(value):
+        return False
+    if not maximize:
+        return value <= target
+    se = math.sqrt(max(value * (1 - value), 1 / n) / n)
+    return value >= target - NEAR_SE * se
+
+
 class EvalSchedule:
     """When a trial evaluates inside an epoch, and what it does with the result: records it, notes the first
     evaluation at the target, publishes a rung and takes the rung's decision."""
@@ -61,11 +89,13 @@ class EvalSchedule:
                  pruner: Pruner | None, is_main: bool, decide, gns=None):
         self.cfg, self.plan, self.task, self.evaluator, self.book = cfg, plan, task, evaluator, book
         self.pruner, self.is_main, self.decide, self.gns = pruner, is_main, decide, gns
+        self.geometric = (set(geometric_steps(cfg.eval_first or 1, cfg.eval_spacing, plan.total_steps))
+                          if cfg.eval_spacing else set())
 
     @property
     def any(self) -> bool:
         """Whether the trial evaluates inside epochs at all (its records then carry step_eval_seconds)."""
-        return bool(self.cfg.eval_every or self.cfg.eval_every_samples or self.pruner)
+        return bool(self.cfg.eval_every or self.cfg.eval_every_samples or self.geometric or self.pruner)
 
     def due(self, step: int, samples_before: int, samples_after: int) -> bool:
         """After optimizer step `step`, which took the training samples seen from `samples_before` to
@@ -73,6 +103,7 @@ class EvalSchedule:
         every, samples = self.cfg.eval_every, self.cfg.eval_every_samples
         return (bool(every and step % every == 0)
                 or bool(samples and samples_after // samples > samples_before // samples)
+                or step in self.geometric
                 or bool(self.pruner and self.pruner.rung_at(step)))
 
     def run(self, progress: Progress, trained_seconds: float, samples_seen: int) -> str | None:
@@ -84,7 +115,7 @@ class EvalSchedule:
         rung = self.pruner.rung_at(progress.step) if self.pruner else None
         if rung and self.is_main:  # published first: a trial that stops at its target is still a peer
             self.pruner.publish(rung, progress.step, record.get(self.pruner.metric, float("nan")))
-        if record["subset"] is not None and self._missed(progress, record):
+        if record["subset"] is not None and self._near(progress, record):
             record = self._evaluate(progress, trained_seconds, samples_seen, subset=False)
         if self.note_target(record, progress) and self.cfg.stop_at_target:
             return "target"
@@ -105,6 +136,16 @@ class EvalSchedule:
             {**metrics, **(self.gns.now() if self.gns else {}), **(extra or {})}, trained_seconds,
             time.perf_counter() - te,
             self.evaluator.inputs.step_subset if subset else None)
+
+    def _near(self, progress: Progress, record: dict) -> bool:
+        """Whether a subset's `record` meets a target no whole-split evaluation has met yet, or comes within its
+        noise of one (`near_target`): the whole split then decides, and a miss there is the evaluation before the
+        crossing."""
+        metric, n = self.cfg.target_metric, record["subset"]
+        if not metric or metric not in record:
+            return False
+        return any(near_target(record[metric], t, n, self.task.higher_is_better(metric)) for t in self.cfg.targets
+                   if f"{t:g}" not in progress.target_hits)
 
     def _missed(self, progress: Progress, record: dict) -> list[float]:
         """The targets `record` meets that no whole-split evaluation has met yet."""
