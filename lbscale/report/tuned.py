@@ -24,7 +24,7 @@ from lbscale.task import reaches
 
 TRIAL = ("results", "trial")
 GROUP = ("variant", "global_batch")
-REACHED = ["steps_to_target", "epochs_to_target", "seconds_to_target", "steps_before"]
+REACHED = ["steps_to_target", "epochs_to_target", "seconds_to_target", "steps_before", "steps_crossing"]
 TRIAL_COLUMNS = ["gpus", "warmup", "seed", "state", "peak_lr", "base_lr", "momentum", "point"]
 
 
@@ -32,6 +32,11 @@ def _first_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """The first row of each group in the frame's order, groups sorted by their keys."""
     return (df.groupby(keys, sort=False, dropna=False).head(1)
             .sort_values(keys, kind="stable").reset_index(drop=True))
+
+
+def _last_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The last row of each group in the frame's order."""
+    return df.groupby(keys, sort=False, dropna=False).tail(1).reset_index(drop=True)
 
 
 def whole_split(df: pd.DataFrame) -> pd.DataFrame:
@@ -54,9 +59,24 @@ def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
     hit = _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
     # the evaluation before the crossing: the steps to target lie in (step_before, step] (NaN: none before it)
-    ev = evaluated[keys + ["step"]].merge(hit[keys + ["step"]].rename(columns={"step": "_hit"}), on=keys)
-    before = ev[ev["step"] < ev["_hit"]].groupby(keys, sort=False)["step"].max().rename("step_before")
-    return hit.merge(before.reset_index(), on=keys, how="left")
+    ev = evaluated[keys + ["step", col]].merge(
+        hit[keys + ["step"]].rename(columns={"step": "_hit"}), on=keys)
+    ev = ev[ev["step"] < ev["_hit"]].sort_values("step", kind="stable")
+    before = _last_per_group(ev, keys)[keys + ["step", col]].rename(columns={"step": "step_before", col: "_before"})
+    at = _first_per_group(d, keys)[keys + [col]].rename(columns={col: "_at"})
+    out = hit.merge(before, on=keys, how="left").merge(at, on=keys, how="left")
+    out["crossing"] = crossing(out["step_before"], out["_before"], out["step"], out["_at"], threshold)
+    return out.drop(columns=["_before", "_at"])
+
+
+def crossing(s0, v0, s1, v1, threshold: float) -> np.ndarray:
+    """Where the metric crosses `threshold` between the evaluation before it (step s0, value v0; NaN: none) and the
+    one that reached it (s1, v1): linear in log steps; s1 where there is no evaluation before, or no slope."""
+    s0, v0, s1, v1 = (np.asarray(pd.to_numeric(x, errors="coerce"), float) for x in (s0, v0, s1, v1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.clip((threshold - v0) / (v1 - v0), 0.0, 1.0)
+        at = np.exp(np.log(s0) + f * (np.log(s1) - np.log(s0)))
+    return np.where(np.isfinite(at) & (s0 > 0), at, s1)
 
 
 def best_measurement(df: pd.DataFrame, col: str, maximize: bool, group_by) -> pd.DataFrame:
@@ -109,7 +129,7 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
         out = out.assign(**{c: np.nan for c in REACHED})
     else:
         hit = steps_to_result(steps, metric, target, maximize, keys)
-        names = dict(zip(["step", "epoch", "elapsed_seconds", "step_before"], REACHED))
+        names = dict(zip(["step", "epoch", "elapsed_seconds", "step_before", "crossing"], REACHED))
         out = out.merge(hit.rename(columns=names), on=keys, how="left")
     out["reached"] = out["steps_to_target"].notna()
     cols = [c for c in dict.fromkeys([*group_by, *GROUP, *TRIAL_COLUMNS, *hp_columns(trials)]) if c in trials]
@@ -141,11 +161,14 @@ def best_trials(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: 
 
 
 def _objective(o: pd.DataFrame, target: float | None, maximize: bool) -> np.ndarray:
-    """What a batch's search minimises per trial: log steps to the target (NaN where not reached); without a
+    """What a batch's search minimises per trial: log steps to the target, at the crossing interpolated between
+    the two evaluations that bracket it (NaN where not reached); without a
     target the best value (negated where higher is better), NaN for a trial pruned before its first whole-split
     evaluation: like a seed that missed the target, it keeps its point from counting (`optimum.optimum`)."""
-    if target is not None:
-        return np.where(o["reached"].astype(bool), np.log(o["steps_to_target"].astype(float)), np.nan)
+    if target is not None:  # the crossing interpolated between its two evaluations, where there are two
+        steps = pd.to_numeric(o.get("steps_crossing", o["steps_to_target"]), errors="coerce")
+        steps = steps.fillna(pd.to_numeric(o["steps_to_target"], errors="coerce")).astype(float)
+        return np.where(o["reached"].astype(bool), np.log(steps), np.nan)
     v = o["best_value"].astype(float).to_numpy()
     return -v if maximize else v
 
@@ -308,7 +331,7 @@ def tuned_fits(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: f
     return fits_of(trial_outcomes(trials, steps, metric, target, maximize), target, maximize, by, level)
 
 
-def _by(outcomes: pd.DataFrame, by: str):
+def arms(outcomes: pd.DataFrame, by: str):
     """The arms: `by` (the variant), with the grid's warm-up axis where it has several values (an arm each: a
     warm-up study is never pooled into one model; a warm-up searched per batch is a hyperparameter, not an axis)."""
     key = outcomes[by].fillna("-").astype(str) if by in outcomes else pd.Series("-", index=outcomes.index)
@@ -321,7 +344,7 @@ def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: st
             level: float = LEVEL, models: dict | None = None) -> pd.DataFrame:
     """`tuned_fits` of `trial_outcomes` already taken; `models` (a dict) collects each arm's `ModelFit`."""
     rows = []
-    for name, o in _by(outcomes, by):
+    for name, o in arms(outcomes, by):
         fitted = variant_fits(o, target, maximize, level)
         if models is not None:
             models[name] = fitted["model"]
@@ -339,7 +362,7 @@ def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: st
 
 def optima_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant") -> pd.DataFrame:
     """Per (variant, batch) the optimum of its search (`batch_optima`): for the tables and figures."""
-    frames = [batch_optima(o, "peak_lr", target, maximize).assign(**{by: name}) for name, o in _by(outcomes, by)]
+    frames = [batch_optima(o, "peak_lr", target, maximize).assign(**{by: name}) for name, o in arms(outcomes, by)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["global_batch", "reached", "lr_star", "steps_star", "best_lr", "trial", "refined",
                  "edge", "lr_lo", "lr_hi", "points", "seeds", "seeds_best", "seeds_others", by])

@@ -52,8 +52,20 @@ def test_steps_to_result_is_the_first_evaluation_at_the_threshold_both_direction
     down = steps_to_result(steps, "val_loss", 0.2 + 1e-12, maximize=False).set_index("trial")
     assert down["step"].to_dict() == {"a": 30, "b": 20, "c": 20, "d": 20, "e": 20}
     by_batch = steps_to_result(steps, "val_top1", 0.92, maximize=True, group_by=["global_batch"])
-    assert by_batch.to_dict("records") == [{"global_batch": 256, "step": 30, "epoch": 1.5, "elapsed_seconds": 3.5,
-                                            "step_before": 20}]  # the evaluation before the crossing: 20
+    assert by_batch.drop(columns="crossing").to_dict("records") == [
+        {"global_batch": 256, "step": 30, "epoch": 1.5, "elapsed_seconds": 3.5, "step_before": 20}]  # before: 20
+
+
+def test_the_crossing_is_interpolated_in_log_steps_between_its_two_evaluations():
+    """0.6 at step 10, 0.9 at step 40: a target of 0.8 lies two thirds of the way in log steps,
+    10 * 4^(2/3) = 25.2; with no evaluation before the crossing, the crossing is the evaluation's own step."""
+    steps = pd.DataFrame({"results": "r", "trial": ["a", "a", "b"], "step": [10, 40, 5], "epoch": [1.0, 4.0, 0.5],
+                          "elapsed_seconds": [1.0, 4.0, 0.5], "val_top1": [0.6, 0.9, 0.95], "subset": None})
+    hit = steps_to_result(steps, "val_top1", 0.8, maximize=True).set_index("trial")
+    assert hit.loc["a", "crossing"] == pytest.approx(10 * 4 ** (2 / 3))
+    assert hit.loc["b", "crossing"] == 5
+    down = steps_to_result(steps.assign(val_loss=1 - steps["val_top1"]), "val_loss", 0.2, maximize=False)
+    assert down.set_index("trial").loc["a", "crossing"] == pytest.approx(10 * 4 ** (2 / 3))
 
 
 def test_best_measurement_and_the_epoch_budget_by_hand():
@@ -302,11 +314,19 @@ def test_several_targets_give_b_crit_per_target(tmp_path):
     assert "; val_top1 0.9: " in first
     fits = pd.read_csv(out / "tables" / "tuned-fits.csv").set_index("target")
     assert sorted(fits.index) == [0.45, 0.9] and fits.loc[0.9, "b_crit"] == pytest.approx(256, rel=0.15)
-    # at 0.45 each batch's optimum needs half the steps, rounded up to the evaluations every 125 steps
+    # at 0.45 each batch's optimum needs half the steps: the crossing between the evaluations every 125 steps that
+    # bracket it (0.9 t / S at each), interpolated in log steps
     study = load_results([res])
     easy = optima_of(trial_outcomes(study.trials, study.steps, "val_top1", 0.45, True), 0.45, True)
-    expected = [125 * np.ceil(critical_steps(b) / 2 / 125) for b in (256, 512, 1024, 2048)]
-    np.testing.assert_allclose(easy.sort_values("global_batch")["steps_star"], expected)
+
+    def bracketed(s):
+        t1 = 125 * np.ceil(s / 2 / 125)
+        t0 = t1 - 125
+        f = (0.45 - 0.9 * t0 / s) / (0.9 * t1 / s - 0.9 * t0 / s)
+        return t0 * (t1 / t0) ** f
+
+    expected = [bracketed(critical_steps(b)) for b in (256, 512, 1024, 2048)]
+    np.testing.assert_allclose(easy.sort_values("global_batch")["steps_star"], expected, rtol=5e-3)  # 4 digits
     lines = {ln.get_label() for ln in plots.steps_to_result(
         optima_of(trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True), 0.9, True),
         trial_outcomes(study.trials, study.steps, "val_top1", 0.9, True), fits.reset_index().iloc[[1]], "val_top1",
@@ -396,3 +416,17 @@ def test_the_steps_figure_draws_no_model_curve_for_an_unresolved_critical_batch(
     labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
     assert not any("model" in name for name in labels)
     assert "sgd: B_crit not resolved by this study" in fig.axes[0].get_title()
+
+
+def test_the_evaluation_share_of_training_is_measured_per_trial():
+    """step_eval_seconds over train_seconds, summed over each trial's epochs: the median and the largest share,
+    with the batch where it was largest."""
+    from lbscale.report.tuned_tables import eval_share_line
+
+    epochs = pd.DataFrame({"trial": ["a", "a", "b", "c"], "global_batch": [16, 16, 64, 256],
+                           "train_seconds": [10.0, 10.0, 4.0, 8.0], "step_eval_seconds": [1.0, 3.0, 0.2, 0.4]})
+    # a: 4 / 20 = 20%; b: 5%; c: 5%
+    assert eval_share_line(epochs) == ("Evaluations inside epochs took 5.0% of training time (median over 3 trials; "
+                                       "the most 20.0%, at batch 16): docs/reproducing.md says how to choose the "
+                                       "spacing")
+    assert eval_share_line(epochs.drop(columns="step_eval_seconds")) is None
