@@ -172,6 +172,12 @@ def train(config_path, **options):
 @click.option("--trial", help="Run the trial with this id (inside a SLURM array task).")
 @click.option("--wait-for-lock", is_flag=True, help="Where another sweep runs into the same results directory, wait "
                                                     "for it to end instead of refusing.")
+@click.option("--until-resolved", is_flag=True, help="After the grid, fit B_crit and run rounds of trials (batches "
+              "past an open side, LRs past an edge, seeds where it is wide) until its interval's hi / lo <= --ratio "
+              "or --budget is spent; each round is written to rounds.json and shown in the report.")
+@click.option("--budget", help="With --until-resolved: N trials in all (the grid's included), or H GPU-hours (12h).")
+@click.option("--ratio", type=float, default=4.0, show_default=True,
+              help="With --until-resolved: stop once B_crit's interval has hi / lo at most this.")
 @quiet_option
 def sweep(spec, nproc, no_submit, **options):
     """Train the grid of SPEC: batch x GPUs x variant x warm-up x seed, locally or as SLURM job arrays."""
@@ -181,7 +187,10 @@ def sweep(spec, nproc, no_submit, **options):
         if options["gpus"] is not None:
             raise LbscaleError("give --gpus or --nproc-per-node, not both")
         options["gpus"] = str(nproc)
-    code = run_sweep(spec, SweepOptions(submit=not no_submit, **options))
+    decide = None
+    if options["until_resolved"]:
+        from lbscale.studies.resolve import decider as decide
+    code = run_sweep(spec, SweepOptions(submit=not no_submit, **options), decide)
     if code:
         sys.exit(code)
 

@@ -294,6 +294,9 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
           partial(tuned_tables.fits_table, study, every, target, at_target),
           partial(tuned_tables.budget_table, view, m), partial(tables.time_table, study, trials=winners),
           partial(tables.time_split_table, study), *scaling, partial(tables.trials_table, study)]
+    rounds = tuned_tables.study_rounds(study)
+    if rounds:
+        ts.insert(2, partial(tuned_tables.rounds_table, rounds))
     figs = {}
     reached = target is not None and bool(optima["reached"].any()) if len(optima) else False
     if reached:
@@ -312,6 +315,11 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
         lines.append(tuned_tables.per_target_line({**{t: f for t, (f, _) in by_target.items()}, target: fits}, m))
     if advice:
         lines.append(advice)
+    share = tuned_tables.eval_share_line(study.epochs)
+    if share:
+        lines.append(share)
+    if rounds:
+        lines.append(tuned_tables.rounds_line(rounds))
     return Built(m, target, None, lines, line, ts, figs, next(iter(figs)), _joined(prediction, advice),
                  tuned_tables.headline(fits, target))
 

@@ -325,3 +325,72 @@ def per_target_line(fits: dict, metric: str) -> str:
             variant = "" if len(f) == 1 else f" ({r['variant']})"
             parts.append(f"{metric} {t:g}{variant}: {value}")
     return "B_crit by target (it grows as the target tightens, McCandlish et al. 2018): " + "; ".join(parts)
+
+
+ROUNDS_FILE = "rounds.json"  # written by `lbscale sweep --until-resolved` (sweep/rounds.py) in its results directory
+
+
+def study_rounds(study: Study) -> list[dict]:
+    """The rounds of `sweep --until-resolved` recorded in the study's results directories (none without)."""
+    import json
+    from pathlib import Path
+
+    out = []
+    for p in study.sources:
+        f = Path(p) / ROUNDS_FILE
+        if f.is_file():
+            try:
+                out += json.loads(f.read_text()).get("rounds", [])
+            except (OSError, ValueError, AttributeError):
+                continue
+    return out
+
+
+def _round_answer(answer: dict) -> str:
+    def one(a):
+        return {"interval": f"{a.get('value') or 0:,.0f} [{a['lo']:,.0f}, {a['hi']:,.0f}]",
+                "lower": f"> {a['lo']:,.0f}", "upper": f"< {a['hi']:,.0f}"}.get(a.get("kind"), "not resolved")
+    return "; ".join(one(a) if len(answer) == 1 else f"{arm}: {one(a)}" for arm, a in answer.items())
+
+
+def rounds_table(rounds: list[dict]) -> Table:
+    """Each round of `sweep --until-resolved`: B_crit as fitted after it, what it added and why, or why it stopped."""
+    rows = []
+    for r in rounds:
+        added = [f"{a['action']['kind']} {a['action']['batch']}: {len(a['trials'])} trial(s) ({a['action']['why']})"
+                 for a in r.get("added", [])]
+        rows.append({"Round": r["round"], f"B_crit ({LEVEL:.0%} interval) before it": _round_answer(r["answer"]),
+                     "Decision": r["stop"] or "; ".join(added), "Trials added": sum(len(a["trials"])
+                                                                                   for a in r.get("added", []))})
+    notes = [f"{n} (round {r['round']})" for r in rounds for n in r.get("notes", [])]
+    return Table("rounds", "Rounds (--until-resolved): what each round added, and why", pd.DataFrame(rows),
+                 pd.DataFrame(rows), notes)
+
+
+def rounds_line(rounds: list[dict]) -> str | None:
+    """The verdict's line on the rounds: how many, and how they ended."""
+    if not rounds:
+        return None
+    last = rounds[-1]
+    added = sum(len(a["trials"]) for r in rounds for a in r.get("added", []))
+    end = last["stop"] or "still running (the last round's trials are not all in)"
+    return f"Rounds (--until-resolved): {len(rounds)}, {added} trials added; {end}."
+
+
+def eval_share_line(epochs: pd.DataFrame) -> str | None:
+    """The time the evaluations inside epochs took, as a share of each trial's training time (measured: the epoch
+    records' step_eval_seconds over train_seconds); None where no trial evaluated inside its epochs."""
+    if "step_eval_seconds" not in epochs or "train_seconds" not in epochs or epochs.empty:
+        return None
+    e = epochs.assign(step_eval_seconds=pd.to_numeric(epochs["step_eval_seconds"], errors="coerce"),
+                      train_seconds=pd.to_numeric(epochs["train_seconds"], errors="coerce"))
+    per = e.groupby([c for c in ("results", "trial") if c in e]).agg(eval=("step_eval_seconds", "sum"), train=("train_seconds", "sum"),
+                                 batch=("global_batch", "first"))
+    per = per[(per["train"] > 0) & (per["eval"] > 0)]
+    if per.empty:
+        return None
+    share = per["eval"] / per["train"]
+    top = share.idxmax()
+    return (f"Evaluations inside epochs took {100 * share.median():.1f}% of training time (median over {len(per)} "
+            f"trials; the most {100 * share[top]:.1f}%, at batch {per.loc[top, 'batch']:.0f}): docs/reproducing.md "
+            "says how to choose the spacing")

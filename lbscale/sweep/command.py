@@ -19,16 +19,20 @@ from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.sweep.lock import live_sweep, sweep_lock
 from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, plan_table
+from lbscale.sweep.rounds import Rounds, check_adaptive, parse_budget, replayed
 from lbscale.sweep.spec import load_sweep_spec
 from lbscale.sweep.state import count_line, sweep_states, trial_dirs
 from lbscale.sweep.systems import get_system
 
 
-def run_sweep(spec_path, o: SweepOptions) -> int:
+def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
     """Plan the grid of `spec_path` and check its data files, then print it (--dry-run, with --estimate its
-    expected duration), launch it, or run one of its trials."""
+    expected duration), launch it, or run one of its trials. With --until-resolved, `decide` (studies.resolve)
+    (`studies.resolve.decider`) fits the results after each round and plans the next (sweep/rounds.py)."""
     spec = load_sweep_spec(spec_path)
     _check_options(o)
+    if o.until_resolved:
+        check_adaptive(spec)
     prof = get_system(o.system or spec.system, o.systems_file, account=o.account, partition=o.partition,
                       time=o.time_limit)
     one_task = o.array_task is not None or o.trial is not None
@@ -36,12 +40,19 @@ def run_sweep(spec_path, o: SweepOptions) -> int:
     results = Path(o.results or spec.results or Path("results") / spec.name).resolve()
     plans = build_plan(spec, results, gpn, batch=o.batch, gpus=o.gpus, local_batch=o.local_batch, seeds=o.seeds,
                        epochs=o.epochs)
+    overrides = {"gpus": o.gpus, "local_batch": o.local_batch, "seeds": o.seeds, "epochs": o.epochs}
+    if o.until_resolved:  # the rounds decided so far, as rounds.json recorded them
+        plans += replayed(spec, plans, results, gpn, overrides)
     plans += confirmation(spec, plans)  # the cells whose search has finished: their best points, more seeds
     # absolute paths: array tasks may start in another directory
     if o.systems_file is not None:
         o = replace(o, systems_file=str(Path(o.systems_file).resolve()))
-    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o,
-                   more=(lambda done: confirmation(spec, done)) if _confirms(spec) else None)
+    more = (lambda done: confirmation(spec, done)) if _confirms(spec) else None
+    if o.until_resolved and not one_task and not o.dry_run:
+        cfg = plans[0].config  # the hardest target: the steps to it are what the rounds resolve
+        more = Rounds(spec, o, results, gpn, overrides,
+                      decide(cfg.target_metric, cfg.targets[-1], o.ratio) if decide else None).more
+    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o, more=more)
     if one_task:  # checked at submission; a trial's own failure is recorded in its directory (status, report)
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
     samples = check_plan_data(spec.path, plans)  # before anything is written or started
@@ -70,6 +81,13 @@ def _check_options(o: SweepOptions) -> None:
         raise LbscaleError("--max-concurrent must be >= 1")
     if o.max_requeues < 0:
         raise LbscaleError("--max-requeues must be >= 0")
+    if (o.budget is not None or o.ratio != 4.0) and not o.until_resolved:
+        raise LbscaleError("--budget and --ratio go with --until-resolved")
+    if not o.ratio > 1 or o.ratio == float("inf"):  # NaN fails the comparison
+        raise LbscaleError("--ratio must be a number > 1 (the widest hi / lo of B_crit's interval that stops the "
+                           "rounds)")
+    if o.budget is not None:
+        parse_budget(o.budget)
     if o.estimate and not o.dry_run:
         raise LbscaleError("--estimate goes with --dry-run: it times the plan's trial shapes instead of running it")
 

@@ -24,6 +24,7 @@ from lbscale.errors import LbscaleError, error_line
 from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUMMARY, TRIAL_YAML,
                              WAITING, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
 from lbscale.sweep import warm as warm_start
+from lbscale.sweep.budget import budget_warnings
 from lbscale.sweep.follow import SweepProgress
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan, trial_yaml
@@ -241,13 +242,18 @@ class LocalLauncher:
         write_trial_files(plans)
         todo = arrival_order(select(plans, run.options.retry_failed))
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
-        failures, progress = 0, SweepProgress()
+        failures, progress, warned = 0, SweepProgress(), set()
         while todo:
             failures += self.run_rounds(todo, progress)
+            for line in budget_warnings(plans):  # batches that cannot reach the target within their epochs
+                if line not in warned:
+                    print(f"warning: {line}", flush=True)
+                    warned.add(line)
             more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in {q.trial_id for q in plans}]
-            if more:  # the confirmation stage of the cells whose search just finished
-                print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
-                      flush=True)
+            if more:  # the confirmation stage of the cells whose search finished, or a round (--until-resolved)
+                if all(p.confirms for p in more):
+                    print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
+                          flush=True)
                 write_trial_files(more)
                 plans = plans + more
             todo = select(more, run.options.retry_failed)

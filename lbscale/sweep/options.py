@@ -34,6 +34,9 @@ class SweepOptions:
     max_requeues: int = 3  # after this many requeues a preempted trial is marked failed
     array_task: int | None = None
     trial: str | None = None
+    until_resolved: bool = False  # rounds of trials until B_crit is bounded within `ratio` (sweep/rounds.py)
+    budget: str | None = None  # with until_resolved: N trials in all, or H GPU-hours ('12h')
+    ratio: float = 4.0
 
     def plan_args(self) -> list[str]:
         """The overrides as CLI flags, for the array tasks' own `lbscale sweep` call."""
@@ -43,6 +46,9 @@ class SweepOptions:
                             ("--partition", self.partition), ("--time", self.time_limit)):
             if value is not None:
                 args += [flag, str(value)]
+        if self.until_resolved:  # the follow-up job decides the next round with the same settings
+            args += ["--until-resolved", "--ratio", str(self.ratio)]
+            args += ["--budget", self.budget] if self.budget else []
         return args
 
 

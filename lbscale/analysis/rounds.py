@@ -1,0 +1,160 @@
+"""The round planner of `lbscale sweep --until-resolved`: from the critical batch as the last fit gives it and each
+batch's search, the trials of the next round, or why the sweep stops. Pure: states in, actions out, so its
+benchmark (benchmarks/bench_adaptive.py) needs no training.
+
+The rules, in order (each action says why it was taken):
+1. stop where B_crit is an interval with hi / lo <= ratio (resolved), where the budget is spent, or where no batch
+   reached the target (nothing to fit: a longer budget or an easier target would);
+2. an open side gets a batch past it: the next doubling above the largest batch where the upper end is open (a
+   lower bound, or not resolved), half the smallest where the lower end is; never past a batch that missed the
+   target (a larger one would miss it too: its budget is the cause) nor past the limits the data set;
+3. a batch whose best LR sits at the edge of its searched range gets a point one grid step past that edge (the
+   points' mean ratio), so the optimum is bracketed;
+4. where the answer is still wide (an interval wider than the ratio, or nothing resolved), one more seed at the best
+   point of each batch that decides it (within [lo / 2, 2 hi]; all batches where an end is open) and its two
+   neighbours: the seeds narrow both the bowl and the curve.
+The budget cuts the round in that order of priority.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Point:
+    lr: float
+    key: str  # the trial that stands for the point (its id without the seed): what the sweep reruns or extends
+    seeds: int = 1
+
+
+@dataclass(frozen=True)
+class BatchState:
+    batch: int
+    reached: bool  # a trial at this batch reached the target
+    points: tuple  # Points, by increasing LR
+    best: int | None  # the index of the best point (None: none reached)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """B_crit as the fit gives it: kind interval / lower / upper / none, with its ends (0 and inf where open)."""
+
+    kind: str
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # batch: a new batch with the spec's points; lr: a new point past an edge; seeds: more seeds
+    batch: int
+    why: str
+    key: str | None = None  # lr, seeds: the point's trial (without the seed)
+    lr: float | None = None  # lr: the new point's LR
+    seeds: int = 1
+
+    def trials(self, trials_per_batch: int) -> int:
+        return trials_per_batch if self.kind == "batch" else self.seeds
+
+
+@dataclass(frozen=True)
+class Round:
+    stop: str | None
+    actions: tuple = ()
+    notes: tuple = field(default_factory=tuple)  # what could not be done, and why
+
+
+def plan_round(answer: Answer, batches: list[BatchState], ratio: float = 4.0, trials_left: int | None = None,
+               trials_per_batch: int = 1, min_batch: int = 1, max_batch: int | None = None) -> Round:
+    """The next round of an adaptive sweep (the rules in the module's docstring)."""
+    batches = sorted(batches, key=lambda s: s.batch)
+    if answer.kind == "interval" and answer.lo > 0 and answer.hi / answer.lo <= ratio:
+        return Round(f"resolved: B_crit in [{answer.lo:,.0f}, {answer.hi:,.0f}], hi / lo = "
+                     f"{answer.hi / answer.lo:.1f} <= {ratio:g}")
+    if trials_left is not None and trials_left <= 0:
+        return Round("budget spent: B_crit is still " + _said(answer))
+    reached = [s for s in batches if s.reached]
+    if not reached:
+        return Round("no batch reached the target: nothing to fit (a longer budget in epochs, or an easier target, "
+                     "would give one)")
+    actions, notes = [], []
+    sides = _sides(answer, batches, min_batch, max_batch, notes)
+    actions += sides
+    actions += _edges(reached)
+    if answer.kind == "none" or (answer.kind == "interval") or not sides:
+        actions += _seeds(answer, reached)
+    if not actions:
+        return Round("nothing left to add: " + "; ".join(notes), notes=tuple(notes))
+    return Round(None, tuple(_within(actions, trials_left, trials_per_batch)), tuple(notes))
+
+
+def _said(answer: Answer) -> str:
+    return {"interval": f"[{answer.lo:,.0f}, {answer.hi:,.0f}]", "lower": f"> {answer.lo:,.0f}",
+            "upper": f"< {answer.hi:,.0f}", "none": "not resolved"}[answer.kind]
+
+
+def _sides(answer: Answer, batches: list[BatchState], min_batch: int, max_batch: int | None,
+           notes: list) -> list[Action]:
+    out = []
+    largest, smallest = batches[-1], batches[0]
+    if answer.kind in ("lower", "none"):
+        new = largest.batch * 2
+        if not largest.reached:
+            notes.append(f"batch {largest.batch} did not reach the target: no larger batch is added (raise the "
+                         "budget in epochs for the large batches)")
+        elif max_batch is not None and new > max_batch:
+            notes.append(f"{largest.batch} is the largest batch the data allow here: no larger one is added")
+        else:
+            out.append(Action("batch", new, f"B_crit {_said(answer)}: its upper end is open past batch "
+                                            f"{largest.batch}"))
+    if answer.kind in ("upper", "none"):
+        new = smallest.batch // 2
+        if new < max(min_batch, 1) or smallest.batch % 2:
+            notes.append(f"{smallest.batch} is the smallest batch here: no smaller one is added")
+        else:
+            out.append(Action("batch", new, f"B_crit {_said(answer)}: its lower end is open below batch "
+                                            f"{smallest.batch}"))
+    return out
+
+
+def _edges(reached: list[BatchState]) -> list[Action]:
+    out = []
+    for s in reached:
+        if len(s.points) < 2 or s.best not in (0, len(s.points) - 1):
+            continue
+        lrs = [p.lr for p in s.points]
+        step = (lrs[-1] / lrs[0]) ** (1 / (len(lrs) - 1))
+        p = s.points[s.best]
+        low = s.best == 0
+        side = "lowest" if low else "highest"
+        out.append(Action("lr", s.batch, f"the best LR at batch {s.batch} ({p.lr:.4g}) is the {side} searched (an "
+                                         "edge): the range is extended past it", key=p.key,
+                          lr=p.lr / step if low else p.lr * step))
+    return out
+
+
+def _seeds(answer: Answer, reached: list[BatchState]) -> list[Action]:
+    lo = answer.lo / 2 if answer.kind in ("interval", "lower") else 0.0
+    hi = answer.hi * 2 if answer.kind in ("interval", "upper") else math.inf
+    where = [s for s in reached if lo <= s.batch <= hi] or reached
+    out = []
+    for s in where:
+        for i in sorted({max(s.best - 1, 0), s.best, min(s.best + 1, len(s.points) - 1)}):
+            out.append(Action("seeds", s.batch, f"B_crit {_said(answer)} is wider than asked: one more seed at "
+                                                f"batch {s.batch}'s best LR and its neighbours", key=s.points[i].key))
+    return out
+
+
+def _within(actions: list[Action], trials_left: int | None, trials_per_batch: int) -> list[Action]:
+    """The actions in order of priority while the budget lasts."""
+    if trials_left is None:
+        return actions
+    out, left = [], trials_left
+    for a in actions:
+        cost = a.trials(trials_per_batch)
+        if cost <= left:
+            out.append(a)
+            left -= cost
+    return out

@@ -1,0 +1,73 @@
+"""The decisions of `lbscale sweep --until-resolved`: after each round, the report's fit of every arm
+(`report.tuned.fits_of`: the steps model's B_crit with its profile interval) and each batch's search, handed to the
+round planner (`analysis.rounds.plan_round`). The sweep (sweep/command.py) turns the actions into trials and writes
+them down; this module only reads results and decides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lbscale.analysis.rounds import Action, Answer, BatchState, Point, Round, plan_round
+from lbscale.report.load import load_results
+from lbscale.report.tuned import arms, batch_optima, fits_of, trial_outcomes
+from lbscale.task import Task
+
+
+def decider(metric: str, target: float, ratio: float):
+    """decide(results, trials_left, trials_per_batch, max_batch) -> ({arm: answer}, Round) for a sweep's rounds."""
+    maximize = Task.higher_is_better(metric)
+
+    def decide(results: Path, trials_left: int | None, trials_per_batch: int, max_batch: int | None):
+        study = load_results([results])
+        outcomes = trial_outcomes(study.trials, study.steps, metric, target, maximize)
+        fits = fits_of(outcomes, target, maximize).set_index("variant")
+        answers, rounds = {}, []
+        for arm, o in arms(outcomes, "variant"):
+            row = fits.loc[arm]
+            kind = row["b_crit_kind"] if isinstance(row["b_crit_kind"], str) else "none"
+            answer = Answer(kind, float(row["b_crit_lo"]) if kind != "none" else 0.0,
+                            float(row["b_crit_hi"]) if kind != "none" else float("inf"))
+            answers[str(arm)] = {"kind": kind, "value": _num(row["b_crit"]), "lo": answer.lo, "hi": answer.hi}
+            rounds.append(plan_round(answer, states(o, target, maximize), ratio, trials_left, trials_per_batch,
+                                     max_batch=max_batch))
+        return answers, merged(rounds, list(answers))
+    return decide
+
+
+def _num(x):
+    return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
+
+
+def states(o, target: float, maximize: bool) -> list[BatchState]:
+    """Each batch's search of one arm: its points by increasing peak LR (each named by a trial of it, without the
+    seed), and the best one (`batch_optima`)."""
+    optima = batch_optima(o, "peak_lr", target, maximize).set_index("global_batch")
+    out = []
+    for b, g in o.groupby("global_batch", sort=True):
+        lrs = sorted(g["peak_lr"].astype(float).unique())
+        points = []
+        for lr in lrs:
+            at = g[g["peak_lr"].astype(float) == lr]
+            points.append(Point(lr, str(sorted(at["trial"])[0]).rsplit("-s", 1)[0], len(at)))
+        best = None
+        if b in optima.index and bool(optima.loc[b, "reached"]):
+            best = int(np.argmin([abs(np.log(lr / optima.loc[b, "best_lr"])) for lr in lrs]))
+        out.append(BatchState(int(b), best is not None, tuple(points), best))
+    return out
+
+
+def merged(rounds: list[Round], names: list[str]) -> Round:
+    """One round for several arms: it stops where every arm's stops; else every arm's actions (a batch once)."""
+    if all(r.stop for r in rounds):
+        stops = [r.stop for r in rounds]
+        text = stops[0] if len(set(stops)) == 1 else "; ".join(f"{a}: {s}" for a, s in zip(names, stops))
+        return Round(text, (), tuple(n for r in rounds for n in r.notes))
+    actions: list[Action] = []
+    for r in rounds:
+        for a in r.actions:
+            if a.kind == "batch" and any(x.kind == "batch" and x.batch == a.batch for x in actions):
+                continue
+            actions.append(a)
+    return Round(None, tuple(actions), tuple(n for r in rounds for n in r.notes))

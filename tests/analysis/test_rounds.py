@@ -1,0 +1,92 @@
+"""The round planner of `sweep --until-resolved`: a pure function from the fit's answer and each batch's search to
+the trials of the next round (or why it stops), on hand-made states."""
+
+import math
+
+import pytest
+
+from lbscale.analysis.rounds import Answer, BatchState, Point, plan_round
+
+
+def _batch(b, reached=True, lrs=(0.01, 0.03, 0.1, 0.3), best=1, seeds=1):
+    points = tuple(Point(lr, f"b{b}-p{i}", seeds if i == best else 1) for i, lr in enumerate(lrs))
+    return BatchState(b, reached, points, best if reached else None)
+
+
+STUDY = [_batch(b) for b in (32, 64, 128, 256)]
+
+
+def _kinds(r):
+    return [(a.kind, a.batch) for a in r.actions]
+
+
+def test_a_narrow_interval_stops_the_sweep():
+    r = plan_round(Answer("interval", 60.0, 200.0), STUDY, ratio=4.0)
+    assert r.stop.startswith("resolved") and "3.3" in r.stop and not r.actions
+
+
+def test_a_lower_bound_adds_the_next_doubling_past_the_largest_batch():
+    r = plan_round(Answer("lower", 300.0, math.inf), STUDY, trials_per_batch=4)
+    assert r.stop is None and _kinds(r) == [("batch", 512)]
+    assert "B_crit > 300" in r.actions[0].why
+
+
+def test_an_upper_bound_adds_the_half_of_the_smallest_batch():
+    r = plan_round(Answer("upper", 0.0, 20.0), STUDY, trials_per_batch=4)
+    assert _kinds(r) == [("batch", 16)] and "B_crit < 20" in r.actions[0].why
+
+
+def test_not_resolved_adds_both_sides_and_seeds():
+    r = plan_round(Answer("none", 0.0, math.inf), STUDY, trials_per_batch=4)
+    kinds = _kinds(r)
+    assert kinds[:2] == [("batch", 512), ("batch", 16)]
+    # and one more seed at each batch's best point and its two neighbours
+    assert sorted(a.key for a in r.actions if a.kind == "seeds") == sorted(
+        f"b{b}-p{i}" for b in (32, 64, 128, 256) for i in (0, 1, 2))
+
+
+def test_no_batch_past_the_limits():
+    r = plan_round(Answer("lower", 300.0, math.inf), STUDY, max_batch=256, trials_per_batch=4)
+    assert ("batch", 512) not in _kinds(r)
+    assert r.actions and all(a.kind == "seeds" for a in r.actions)  # what is left: seeds
+    assert any("256 is the largest batch" in n for n in r.notes)
+
+
+def test_an_optimum_on_the_edge_of_the_lr_range_extends_it_by_the_grid_step():
+    study = [_batch(32, best=0), _batch(64, best=3), _batch(128), _batch(256)]
+    r = plan_round(Answer("interval", 40.0, 400.0), study)
+    lr = [a for a in r.actions if a.kind == "lr"]
+    assert [(a.batch, a.key) for a in lr] == [(32, "b32-p0"), (64, "b64-p3")]
+    step = (0.3 / 0.01) ** (1 / 3)  # the points' mean ratio
+    assert lr[0].lr == pytest.approx(0.01 / step) and lr[1].lr == pytest.approx(0.3 * step)
+    assert "edge" in lr[0].why
+
+
+def test_a_wide_interval_adds_seeds_where_the_answer_is_decided():
+    r = plan_round(Answer("interval", 40.0, 400.0), STUDY)
+    # batches within [lo / 2, 2 hi]: 32..256 all; the best point and its neighbours, one seed each
+    seeds = [a for a in r.actions if a.kind == "seeds"]
+    assert {a.batch for a in seeds} == {32, 64, 128, 256} and all(a.seeds == 1 for a in seeds)
+    r = plan_round(Answer("interval", 150.0, 700.0), STUDY)
+    assert {a.batch for a in r.actions if a.kind == "seeds"} == {128, 256}
+
+
+def test_the_budget_cuts_a_round_and_stops_the_sweep_when_spent():
+    r = plan_round(Answer("none", 0.0, math.inf), STUDY, trials_per_batch=4, trials_left=5)
+    assert sum(a.trials(4) for a in r.actions) <= 5 and _kinds(r)[0] == ("batch", 512)
+    r = plan_round(Answer("none", 0.0, math.inf), STUDY, trials_per_batch=4, trials_left=0)
+    assert r.stop.startswith("budget spent") and not r.actions
+
+
+def test_no_batch_reached_stops_with_what_to_change():
+    study = [_batch(b, reached=False) for b in (32, 64)]
+    r = plan_round(Answer("none", 0.0, math.inf), study)
+    assert r.stop.startswith("no batch reached the target") and not r.actions
+
+
+def test_a_side_past_a_batch_that_missed_the_target_is_not_extended():
+    # the largest batch never reached the target: a larger one would not either; say so, add seeds instead
+    study = STUDY + [_batch(512, reached=False)]
+    r = plan_round(Answer("lower", 300.0, math.inf), study, trials_per_batch=4)
+    assert ("batch", 1024) not in _kinds(r)
+    assert any("512 did not reach the target" in n for n in r.notes)

@@ -1,0 +1,82 @@
+"""`lbscale sweep --until-resolved` end to end on the tiny set: rounds decided from the fit, written to
+rounds.json, planned again (not decided again) by a rerun, cut by the budget, shown in the report; and its
+refusals."""
+
+import json
+
+import pytest
+
+from lbscale.results import read_json
+from tests.sweep.test_launch import lbscale
+
+SPEC = """
+name: adaptive
+data: {data}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: sgd, lr_scaling: none, check_every: 1, device: cpu, eval_spacing: 0.2, target_metric: val_top1,
+        target: 0.45, stop_at_target: true}}
+grid:
+  batch: [16, 32]
+  gpus: [1]
+  search:
+    {search}
+"""
+
+
+def _spec(tmp_path, data, search="base_lr: [0.02, 0.1]"):
+    path = tmp_path / "adaptive.yaml"
+    path.write_text(SPEC.format(data=data, search=search))
+    return path
+
+
+def test_rounds_are_decided_written_replayed_and_cut_by_the_budget(tiny_h5, tmp_path):
+    results = tmp_path / "results"
+    spec = _spec(tmp_path, tiny_h5)
+    out = lbscale("sweep", spec, "--results", results, "--until-resolved", "--budget", "7", "--ratio", "1.5").stdout
+    rounds = read_json(results / "rounds.json")["rounds"]
+    assert rounds, out
+    last = rounds[-1]
+    # a ratio of 1.5 is not met on 4..7 trials: the budget of 7 trials ends it
+    assert last["stop"].startswith("budget spent") or last["stop"].startswith("no batch reached"), last
+    added = [t["id"] for r in rounds for a in r["added"] for t in a["trials"]]
+    trials = sorted(d.name for d in results.iterdir() if (d / "trial.yaml").exists())
+    assert len(trials) <= 7 and set(added) <= set(trials) and len(trials) == 4 + len(added)
+    for r in rounds[:-1]:
+        assert r["stop"] is None and r["added"] and all(a["action"]["why"] for a in r["added"])
+        assert set(r["answer"]) and {"kind", "lo", "hi"} <= set(next(iter(r["answer"].values())))
+    assert f"until resolved: {last['stop']}" in out and "sweep done" in out.splitlines()[-1]
+    # a rerun plans the rounds' trials from rounds.json and decides nothing new
+    again = lbscale("sweep", spec, "--results", results, "--until-resolved", "--budget", "7", "--ratio", "1.5").stdout
+    assert f"{len(trials)} of {len(trials)} trials already finished" in again
+    assert read_json(results / "rounds.json")["rounds"] == rounds
+    # the report shows the rounds
+    rep = lbscale("report", results, "--out", tmp_path / "rep").stdout
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "Rounds (--until-resolved)" in text and last["stop"] in text, rep
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "7"], "--budget and --ratio go with --until-resolved"),
+    (["--until-resolved", "--budget", "x"], "--budget 'x': give N trials in all (60) or H GPU-hours (12h)"),
+    (["--until-resolved", "--budget", "0"], "--budget '0'"),
+    (["--until-resolved", "--ratio", "1"], "--ratio must be a number > 1"),
+    (["--until-resolved", "--ratio", "nan"], "--ratio must be a number > 1"),
+])
+def test_refusals(tiny_h5, tmp_path, args, message):
+    r = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", tmp_path / "r", "--dry-run", *args, check=False)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_spec_without_a_search_of_base_lr_is_refused(tiny_h5, tmp_path):
+    spec = _spec(tmp_path, tiny_h5, search="momentum: [0.8, 0.9]")
+    r = lbscale("sweep", spec, "--results", tmp_path / "r", "--until-resolved", check=False)
+    assert r.returncode == 2 and "needs a tuned grid.search over base_lr" in r.stderr
+
+
+def test_the_rounds_file_is_json_a_program_can_read(tiny_h5, tmp_path):
+    """rounds.json is one JSON object with a list of rounds (nothing else is promised here)."""
+    results = tmp_path / "results"
+    lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved", "--budget", "4")
+    data = json.loads((results / "rounds.json").read_text())
+    assert list(data) == ["rounds"] and data["rounds"][0]["stop"].startswith("budget spent")
