@@ -128,6 +128,8 @@ class TrialConfig:
     prune: str = _choice("none", "Stop hopeless trials by successive halving against the trials of --prune-group.",
                          PRUNE_MODES)
     prune_min_steps: int = _f(None, "First rung, in optimizer steps (rungs at r, r*eta, r*eta^2, ...).")
+    prune_min_samples: int = _f(None, "Or: first rung, in training samples (rungs where r, r*eta, r*eta^2, ... samples "
+                                      "have been trained: the same training at every batch).")
     prune_eta: int = _f(3, "Successive halving's reduction factor: the top 1/eta of a rung goes on.")
     prune_metric: str = _f(None, "Metric compared at the rungs (default: --target-metric, else the primary metric).")
     prune_group: str = _f(None, "The trials compared with each other (required with --prune): siblings in the results "
@@ -181,6 +183,9 @@ class TrialConfig:
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrialConfig)}
 CHOICES = {name: f.metadata["choices"] for name, f in FIELDS.items() if "choices" in f.metadata}
+# a trial of a pruned search that must not be pruned (a confirmation, a branch, a timing run): halving off, and none
+# of its group or rungs left behind in its trial.yaml
+NO_PRUNING = {"prune": "none", "prune_group": None, "prune_min_steps": None, "prune_min_samples": None}
 
 
 def _coerce(name: str, value):
@@ -326,7 +331,8 @@ def _check_batch_schedule(cfg: TrialConfig) -> None:
 
 def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
     """Step evaluations, stopping at the target and successive halving: what each needs besides itself."""
-    for name in ("eval_every", "eval_every_samples", "eval_first", "eval_subset", "eval_batch", "prune_min_steps"):
+    for name in ("eval_every", "eval_every_samples", "eval_first", "eval_subset", "eval_batch", "prune_min_steps",
+                 "prune_min_samples"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise LbscaleError(f"--{name.replace('_', '-')} must be >= 1")
     if cfg.eval_spacing is not None and not 0 < cfg.eval_spacing <= 1:  # NaN fails both comparisons
@@ -345,8 +351,11 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
         raise LbscaleError("--stop-at-target needs --target-metric and --target")
     if cfg.prune == "none":
         return
-    if cfg.prune_min_steps is None:
-        raise LbscaleError(f"--prune {cfg.prune}: give --prune-min-steps (the first rung, in optimizer steps)")
+    if cfg.prune_min_steps is None and cfg.prune_min_samples is None:
+        raise LbscaleError(f"--prune {cfg.prune}: give --prune-min-steps or --prune-min-samples (the first rung, in "
+                           "optimizer steps or in training samples)")
+    if cfg.prune_min_steps is not None and cfg.prune_min_samples is not None:
+        raise LbscaleError("--prune-min-steps and --prune-min-samples: give one of them")
     if cfg.prune_eta < 2:
         raise LbscaleError("--prune-eta must be >= 2")
     if not cfg.prune_group:  # never "every sibling of --out": a directory of other studies would be compared

@@ -72,6 +72,31 @@ class Task:
     def best(self, metric: str, values) -> float:
         return max(values) if self.higher_is_better(metric) else min(values)
 
+    def chance_bound(self, metric: str, num_classes: int | None) -> float | None:
+        """The value at or below which (a loss: at or above) `metric` is no better than guessing among `num_classes`
+        classes; None where that is not defined here (multilabel, whose chance depends on the labels' frequencies,
+        or the classes unknown). Top-k accuracy: at most 1.5 x the guessing rate k / K and at most 0.05 above it
+        (the noise of a small evaluation; 0.15 at 10 classes, 0.55 at 2); cross-entropy: ln K or more, what
+        predicting every class as equally likely gives. Balanced classes are assumed: with unbalanced ones,
+        predicting the commonest scores its share, which can lie above this."""
+        base = metric.split("_", 1)[-1]
+        if self.name != "multiclass" or not num_classes or num_classes < 2:
+            return None
+        if base == LOSS:
+            return math.log(num_classes)
+        if base.startswith("top") and base[3:].isdigit():
+            guess = min(1.0, int(base[3:]) / num_classes)
+            return min(1.5 * guess, guess + 0.05)
+        return None
+
+    def at_chance(self, metric: str, value: float, num_classes: int | None) -> bool:
+        """Whether a finite `value` of `metric` is at chance level (`chance_bound`); a value that is not finite is
+        a divergence, not a model that has learnt nothing yet."""
+        bound = self.chance_bound(metric, num_classes)
+        if bound is None or value is None or not math.isfinite(value):
+            return False
+        return value >= bound if metric.endswith(LOSS) else value <= bound
+
     def check_target_metric(self, metric: str, num_classes: int | None = None, splits=("val",),
                             option: str = "--target-metric") -> None:
         """A time-to-target metric this task never produces would silently never fire: refuse it, naming the

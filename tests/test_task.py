@@ -28,6 +28,22 @@ def test_target_metric_the_task_does_not_produce_is_refused():
         get_task("regression")
 
 
+def test_chance_level_is_guessing_with_a_margin_for_noise():
+    mc, ml = TASKS["multiclass"], TASKS["multilabel"]
+    # accuracy: at most 1.5 x the guessing rate k / K and at most 0.05 above it, whichever is lower
+    assert mc.chance_bound("val_top1", 10) == pytest.approx(0.15)  # both margins agree at 10 classes
+    assert mc.chance_bound("val_top1", 6) == pytest.approx(1 / 6 + 0.05)
+    assert mc.chance_bound("test_top1", 2) == pytest.approx(0.55)  # 1.5 x 0.5 would call 0.75 chance
+    assert mc.chance_bound("val_top1", 100) == pytest.approx(0.015)
+    assert mc.chance_bound("val_top5", 10) == pytest.approx(0.55)
+    assert mc.chance_bound("val_loss", 10) == pytest.approx(2.302585)  # no better than every class equally likely
+    assert mc.at_chance("val_top1", 0.15, 10) and not mc.at_chance("val_top1", 0.16, 10)
+    assert mc.at_chance("val_loss", 2.5, 10) and not mc.at_chance("val_loss", 2.2, 10)
+    assert not mc.at_chance("val_loss", float("nan"), 10)  # diverged: a bad LR, not an early rung
+    assert mc.chance_bound("val_top1", None) is None and not mc.at_chance("val_top1", 0.1, None)
+    assert ml.chance_bound("val_f1_micro", 19) is None  # multilabel: chance depends on label frequencies
+
+
 def test_loss_targets_and_metrics_per_task():
     torch.manual_seed(0)
     logits = torch.randn(8, 3)

@@ -311,6 +311,9 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
     lines = tuned_tables.verdict(fits, m, target, searches) + tuned_tables.ratio_lines(tuned.arm_ratios(models))
+    chance = tuned_tables.chance_line(*tuned.pruned_at_chance(study.trials, study.task))
+    if chance:
+        lines.append(chance)
     if by_target:
         lines.append(tuned_tables.per_target_line({**{t: f for t, (f, _) in by_target.items()}, target: fits}, m))
     if advice:

@@ -136,6 +136,22 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     return trials[keys + cols].merge(out, on=keys, how="inner")
 
 
+def pruned_at_chance(trials: pd.DataFrame, task) -> tuple[pd.DataFrame, int]:
+    """The trials pruned at a rung where their value was at chance level (`Task.at_chance` with each trial's
+    classes), with that level as `chance_bound`, and how many trials ran under successive halving."""
+    pruned = trials["state"].eq("pruned")
+    halved = int((pruned | (trials["prune"].notna() & trials["prune"].ne("none")) if "prune" in trials
+                  else pruned).sum())
+    if task is None or "pruned_value" not in trials:
+        return trials.iloc[:0].assign(chance_bound=[]), halved
+    rows = trials[pruned]
+    known = [(m, v, int(k)) if isinstance(m, str) and pd.notna(k) else (None, None, None)
+             for m, v, k in zip(rows["pruned_metric"], rows["pruned_value"], rows["num_classes"])]
+    at = [m is not None and task.at_chance(m, float(v), k) for m, v, k in known]
+    bounds = [task.chance_bound(m, k) if m is not None else None for m, _, k in known]
+    return rows.assign(chance_bound=bounds)[at], halved
+
+
 def _ranked(outcomes: pd.DataFrame, maximize: bool) -> pd.DataFrame:
     """Trials best first: reached before not, then fewer steps, the better value, the name. Not the seconds:
     measured time is noise on a shared machine, and the best trial must be the same in a rerun."""

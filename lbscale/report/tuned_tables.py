@@ -288,6 +288,18 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
     return lines
 
 
+def chance_line(at: pd.DataFrame, halved: int) -> str | None:
+    """A warning where trials were pruned at chance level (`tuned.pruned_at_chance`): their first rung may have
+    come before any LR had learnt anything, and then halving ranks noise."""
+    if at.empty:
+        return None
+    levels = "; ".join(f"{m} {'>=' if m.endswith('loss') else '<='} "
+                       + " or ".join(f"{b:#.2g}" for b in sorted(g["chance_bound"].unique()))
+                       for m, g in at.groupby("pruned_metric"))
+    return (f"{len(at)} of {halved} trials were pruned at chance level ({levels} at their rung): the first rung may "
+            "be too early; give --prune-min-samples a larger value")
+
+
 def ratio_lines(ratios: pd.DataFrame) -> list[str]:
     """One line per arm against the reference arm: B_crit's ratio with its interval, and what it says."""
     lines = []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lbscale.config import FIELDS, load_config
+from lbscale.config import FIELDS, NO_PRUNING, load_config
 from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import TrialPlan
@@ -30,9 +30,8 @@ from lbscale.train.plan import resolve_plan
 RULES = {"linear": lambda k: k, "sqrt": math.sqrt, "none": lambda k: 1.0}
 TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
 # options of the parent that a branch does not share: its own evaluation, no pruning, no target, no checkpoints
-RESET = {"keep_checkpoints": None, "prune": "none", "prune_group": None, "prune_min_steps": None,
-         "stop_at_target": False, "eval_every": None, "eval_every_samples": None,
-         "eval_spacing": None, "eval_first": None, "preempt_after_steps": None,
+RESET = {"keep_checkpoints": None, **NO_PRUNING, "stop_at_target": False, "eval_every": None,
+         "eval_every_samples": None, "eval_spacing": None, "eval_first": None, "preempt_after_steps": None,
          "gns_every": None, "tensorboard": False, "accum_steps": None, "lr_scaling": "none", "resume": False}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from lbscale.config import NO_PRUNING
 from lbscale.results import FINISHED, METRICS, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import TrialPlan
 from lbscale.sweep.spec import SweepSpec
@@ -61,6 +62,5 @@ def _again(p: TrialPlan, seed: int) -> TrialPlan:
     """The search trial `p` with another seed, not pruned (it is no candidate any more: its point was chosen)."""
     trial_id = p.trial_id.rsplit("-s", 1)[0] + f"-s{seed}"
     out = p.out.parent / trial_id
-    cfg = dataclasses.replace(p.config, seed=seed, out=str(out), prune="none", prune_group=None,
-                              prune_min_steps=None)
+    cfg = dataclasses.replace(p.config, seed=seed, out=str(out), **NO_PRUNING)
     return dataclasses.replace(p, trial_id=trial_id, config=cfg, peers=(), confirms=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from lbscale.config import to_dict
+from lbscale.config import NO_PRUNING, to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.errors import LbscaleError, error_line
 from lbscale.results import METRICS, REQUEUE_EXIT, read_jsonl
@@ -34,9 +34,8 @@ from lbscale.sweep.plan import TrialPlan, trial_yaml
 
 TIMED_STEPS = 5  # W: steps before the first timing record, and again before the second
 # options of the timing run: no pruning, target, TensorBoard or step subset of the trial's own
-TIMING_OFF = {"eval_every_samples": None, "eval_subset": None, "prune": "none", "prune_group": None,
-              "prune_min_steps": None, "prune_metric": None, "stop_at_target": False, "target_metric": None,
-              "target": None, "tensorboard": False}
+TIMING_OFF = {"eval_every_samples": None, "eval_subset": None, **NO_PRUNING, "prune_metric": None,
+              "stop_at_target": False, "target_metric": None, "target": None, "tensorboard": False}
 
 
 @dataclass

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from lbscale.analysis.rounds import Action, Round
+from lbscale.config import NO_PRUNING
 from lbscale.errors import LbscaleError
 from lbscale.results import read_json, write_json
 from lbscale.sweep.plan import TrialPlan, build_plan
@@ -105,7 +106,7 @@ def trials_of(spec, plans: list[TrialPlan], added: list[dict], results: Path, gp
 def _again(p: TrialPlan, t: dict, results: Path) -> TrialPlan:
     """The trial `t` of a round from its template `p`: another seed, or another base_lr as a new point; never
     pruned (it is no candidate of the halving that ran before it)."""
-    changes = {"out": str(Path(results) / t["id"]), "prune": "none", "prune_group": None, "prune_min_steps": None}
+    changes = {"out": str(Path(results) / t["id"]), **NO_PRUNING}
     if "seed" in t:
         changes["seed"] = t["seed"]
     if "base_lr" in t:

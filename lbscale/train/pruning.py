@@ -1,7 +1,10 @@
 """Successive halving of hopeless trials (ASHA: Li et al., "A System for Massively Parallel Hyperparameter
 Tuning", MLSys 2020), decided from the peers' records in the results directory.
 
-Rungs sit at r, r*eta, r*eta^2, ... optimizer steps (below the trial's last step). At a rung a trial publishes
+Rungs sit at r, r*eta, r*eta^2, ... optimizer steps (--prune-min-steps r), or at the steps by which r, r*eta,
+r*eta^2, ... training samples have been trained (--prune-min-samples r: the same amount of training at every
+batch, where a rung in steps is 16 times more training at batch 512 than at batch 32), below the trial's last
+step. At a rung a trial publishes
 its metric in its own `rungs.json` (atomically, so a reader sees a whole file), and only then reads its peers'
 (the trials of its group, e.g. one batch and variant of a sweep: the siblings its sweep's current plan lists in
 the trial's peers.json, or for a standalone trial the siblings that name the same --prune-group). So of two
@@ -43,6 +46,18 @@ def rung_steps(min_steps: int, eta: int, total_steps: int) -> list[int]:
     return out
 
 
+def rung_steps_in_samples(min_samples: int, eta: int, global_batch: int, total_steps: int) -> list[int]:
+    """The optimizer steps by which r, r*eta, r*eta^2, ... samples have been trained at `global_batch`:
+    ceil(samples / global_batch), at least 1, each once (small rungs of a large batch share a step), below
+    `total_steps`."""
+    out, samples = [], min_samples
+    while (step := max(1, -(-samples // global_batch))) < total_steps:
+        if not out or step != out[-1]:
+            out.append(step)
+        samples *= eta
+    return out
+
+
 def keep_count(n: int, eta: int) -> int:
     """How many of n trials at a rung go on: the top 1/eta, at least one."""
     return max(1, n // eta)
@@ -76,6 +91,7 @@ class Pruner:
     metric: str
     maximize: bool
     steps: list[int]
+    rung_samples: list[int] = field(default_factory=list)  # trained by each rung's step (step x global batch)
     records: list[dict] = field(default_factory=list)  # one per rung reached: value, peers, decision
 
     def rung_at(self, step: int) -> int | None:
@@ -141,7 +157,8 @@ class Pruner:
     def _write(self) -> None:
         write_json(self.out / RUNGS_FILE, {"group": self.group, "mode": self.mode, "eta": self.eta,
                                            "metric": self.metric, "maximize": self.maximize,
-                                           "rung_steps": self.steps, "rungs": self.records})
+                                           "rung_steps": self.steps, "rung_samples": self.rung_samples,
+                                           "rungs": self.records})
 
     def collective_decision(self, is_main: bool, all_reduce_sum, device) -> str | None:
         """Rank 0 decides from the peers' records; every rank learns the decision ('pruned', 'wait' or None to
@@ -160,13 +177,18 @@ class Pruner:
 
 
 def make_pruner(cfg, task, total_steps: int) -> Pruner | None:
-    """A trial's pruner from its config (`TrialConfig`), or None without --prune: rungs below the last step, the
-    metric (--prune-metric, else the target's, else the task's primary one) and its direction from the task."""
+    """A trial's pruner from its config (`TrialConfig`), or None without --prune: rungs below the last step (from
+    --prune-min-samples at the trial's global batch, or --prune-min-steps), the metric (--prune-metric, else the
+    target's, else the task's primary one) and its direction from the task."""
     if cfg.prune == "none":
         return None
     metric = cfg.prune_metric or cfg.target_metric or task.primary_on(cfg.eval_split)
+    if cfg.prune_min_samples is not None:
+        steps = rung_steps_in_samples(cfg.prune_min_samples, cfg.prune_eta, cfg.global_batch, total_steps)
+    else:
+        steps = rung_steps(cfg.prune_min_steps, cfg.prune_eta, total_steps)
     return Pruner(Path(cfg.out), cfg.prune, cfg.prune_group, cfg.prune_eta, metric, task.higher_is_better(metric),
-                  rung_steps(cfg.prune_min_steps, cfg.prune_eta, total_steps))
+                  steps, [s * cfg.global_batch for s in steps])
 
 
 def _declared_group(d: Path) -> str | None:

@@ -84,11 +84,12 @@ def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, se
                      variant: str = "sgd-none", epochs: int = 10, train_samples: int = 2 ** 18, every: int = 125,
                      target: float = 0.9, state: str = "completed", pruned_step: int | None = None,
                      momentum: float = 0.9, step_seconds: float = 0.01, c: float = 0.02, alpha: float = 0.5,
-                     own_target: bool = True):
+                     own_target: bool = True, pruned_value: float | None = None):
     """One trial directory of a tuned sweep: step evaluations every `every` steps and an epoch record per epoch;
     a completed trial stops at its first evaluation at or past the target (`stopped: target`), a pruned one after
-    step `pruned_step`; state "pending": grid.json only. own_target=False: the trial names no target (its curve
-    is the same) and runs all its epochs."""
+    step `pruned_step` (its rung's value the curve's there, or `pruned_value`); state "pending": grid.json only.
+    own_target=False: the trial names no target (its curve is the same) and runs all its epochs. A search point
+    runs with successive halving (`prune: asha`), as a sweep's would."""
     tid = f"b{batch}-{variant}-p{point}-s{seed}"
     d = Path(results) / tid
     d.mkdir(parents=True)
@@ -104,7 +105,8 @@ def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, se
         "config": {"data": "x.h5", "out": str(d), "model": "resnet18", "global_batch": batch, "optimizer": "sgd",
                    "base_lr": lr, "momentum": momentum, "ref_batch": batch, "lr_scaling": "none",
                    "warmup_epochs": "0", "schedule": "constant", "epochs": epochs, "seed": seed,
-                   "target_metric": "val_top1" if own_target else None, "target": target if own_target else None},
+                   "target_metric": "val_top1" if own_target else None, "target": target if own_target else None,
+                   "prune": "asha" if point is not None else "none"},
         "plan": {"world_size": 1, "global_batch": batch, "local_batch": batch, "accum_steps": 1,
                  "train_samples": train_samples, "steps_per_epoch": spe, "total_steps": spe * epochs,
                  "peak_lr": lr, "warmup_epochs": 0.0, "warmup_steps": 0},
@@ -129,7 +131,8 @@ def make_tuned_trial(results: Path, batch: int, lr: float, point: int | None, se
               **(hit if hit and own_target else {"steps_to_target": None, "epochs_to_target": None,
                                                  "seconds_to_target": None})}
     if state == "pruned":
-        fields["pruned_at"] = {"rung": 1, "step": last, "metric": "val_top1", "value": curve(last, need, target)}
+        value = curve(last, need, target) if pruned_value is None else pruned_value
+        fields["pruned_at"] = {"rung": 1, "step": last, "metric": "val_top1", "value": value}
     elif hit and own_target:
         fields["stopped"] = "target"
     write_columns(d)  # as the trial writes it, just before its summary

@@ -15,7 +15,7 @@ from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_tri
                                   optima_of, steps_to_result, trial_outcomes, tuned_fits)
 from tests.fixtures.make_results import make_study
 from tests.report.pictures import assert_drawn
-from tests.report.make_tuned import critical_steps, make_tuned_study, tuned_frames
+from tests.report.make_tuned import critical_steps, make_tuned_study, make_tuned_trial, tuned_frames
 
 
 def _frame(rows):
@@ -181,6 +181,33 @@ def test_old_results_load_as_before(tmp_path):
     study = load_results([make_study(tmp_path / "sat4", seeds=1)])
     assert not study.tuned and set(study.steps["kind"]) == {"epoch"}
     assert len(study.steps) == int((~study.epochs["partial"]).sum())  # every full epoch, no partial one
+
+
+def test_pruned_at_chance_counts_the_rungs_values_at_guessing_level():
+    from lbscale.report.tuned import pruned_at_chance
+    from lbscale.task import TASKS
+
+    rows = [("a", "pruned", "asha", "val_top1", 0.11, 10), ("b", "pruned", "asha", "val_top1", 0.40, 10),
+            ("c", "pruned", "asha", "val_loss", 2.4, 10), ("d", "pruned", "asha", "val_top1", math.nan, 10),
+            ("e", "completed", "asha", None, None, 10), ("f", "completed", "none", None, None, 10),
+            ("g", "pruned", "asha", "val_top1", 0.2, None)]  # classes unknown: no chance level
+    trials = pd.DataFrame(rows, columns=["trial", "state", "prune", "pruned_metric", "pruned_value", "num_classes"])
+    at, halved = pruned_at_chance(trials, TASKS["multiclass"])
+    assert sorted(at["trial"]) == ["a", "c"] and halved == 6  # f trained without halving
+    assert at.set_index("trial")["chance_bound"].round(4).to_dict() == {"a": 0.15, "c": 2.3026}
+
+
+def test_the_verdict_warns_when_trials_were_pruned_at_chance_level(tmp_path):
+    res = make_tuned_study(tmp_path / "tuned")  # 4 classes: chance is val_top1 <= 0.30
+    make_tuned_trial(res, 1024, 0.02 * 1024 ** 0.5 * 4, 3, state="pruned", pruned_step=500, pruned_value=0.31)
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md",)))
+    first = _sections((out / "report.md").read_text())[1]
+    # (256, f=1) and (512, f=1) pruned at step 500 with val_top1 0.15 and 0.2; the new one at 0.31 is above it
+    assert ("- 2 of 13 trials were pruned at chance level (val_top1 <= 0.30 at their rung): the first rung may be "
+            "too early; give --prune-min-samples a larger value") in first
+    calm = make_tuned_study(tmp_path / "calm", prune=())
+    out, _ = write_report([calm], ReportOptions(out=tmp_path / "rep2", formats=("md",)))
+    assert "chance level" not in (out / "report.md").read_text()
 
 
 def _sections(md: str) -> list[str]:

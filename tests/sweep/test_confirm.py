@@ -87,6 +87,19 @@ def test_bad_confirm_is_one_line(tmp_path, confirm, message):
         build_plan(load_sweep_spec(spec), tmp_path / "r", 4)
 
 
+def test_a_confirmation_trial_is_not_pruned_whatever_unit_the_rungs_had(tmp_path):
+    from lbscale.sweep.confirm import _again
+
+    spec = tmp_path / "c.yaml"
+    for option, value in (("prune_min_steps", 4), ("prune_min_samples", 512)):
+        spec.write_text(SPEC.format(data="x.h5").replace(
+            "target: 0.35}", f"target: 0.35, prune: asha, {option}: {value}}}"))
+        search = build_plan(load_sweep_spec(spec), tmp_path / "r", 4)[0]  # the spec's option reaches the trial
+        assert search.config.prune_group == "b32-g1-sgd-none" and getattr(search.config, option) == value
+        cfg = _again(search, 1).config
+        assert (cfg.prune, cfg.prune_group, cfg.prune_min_steps, cfg.prune_min_samples) == ("none", None, None, None)
+
+
 def test_a_local_asynchronous_search_meets_its_points_in_a_seeded_order_per_batch(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text(SPEC.format(data="x.h5").replace("batch: [32]", "batch: [32, 64, 128, 256]").replace(

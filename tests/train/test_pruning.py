@@ -1,18 +1,33 @@
-"""Successive halving: the rung arithmetic and the decision rule by hand, the asynchronous and synchronous forms
-from real rungs.json files of sibling trials, and a real trial pruned against a peer."""
+"""Successive halving: the rung arithmetic (in steps and in samples) and the decision rule by hand, the
+asynchronous and synchronous forms from real rungs.json files of sibling trials, and real trials pruned against a
+peer."""
 
 import json
 import math
 
 import pytest
 
-from lbscale.train.pruning import RUNGS_FILE, Pruner, keep_count, promoted, rung_steps
+from lbscale.train.pruning import RUNGS_FILE, Pruner, keep_count, promoted, rung_steps, rung_steps_in_samples
 
 
 def test_rungs_at_r_times_powers_of_eta_below_the_last_step():
     assert rung_steps(4, 3, 100) == [4, 12, 36]
     assert rung_steps(4, 3, 36) == [4, 12]  # a rung at the last step would prune nothing
     assert rung_steps(50, 2, 40) == []
+
+
+def test_rungs_in_samples_are_the_same_training_at_every_batch():
+    assert rung_steps_in_samples(2048, 3, 512, 1000) == [4, 12, 36, 108, 324, 972]
+    assert rung_steps_in_samples(2048, 3, 16, 10000) == [128, 384, 1152, 3456]
+    assert rung_steps_in_samples(2048, 3, 512, 36) == [4, 12]  # the total cuts them; none at the last step
+    assert rung_steps_in_samples(2048, 3, 512, 4) == []
+
+
+def test_rungs_in_samples_round_up_to_a_whole_step_once_each():
+    # 1,000 / 3,000 / 9,000 samples at batch 512: 1.95, 5.86, 17.6 steps, trained by the end of steps 2, 6, 18
+    assert rung_steps_in_samples(1000, 3, 512, 100) == [2, 6, 18, 53]
+    # 100 and 300 samples both fall in the first step at batch 512: one rung there, at least step 1
+    assert rung_steps_in_samples(100, 3, 512, 20) == [1, 2, 6, 16]
 
 
 def test_the_top_one_over_eta_goes_on_at_least_one():
@@ -93,8 +108,28 @@ def test_a_preemption_at_a_rung_step_publishes_the_rung_first(tiny_h5, tmp_path,
     assert [r["step"] for r in rungs] == [4, 8, 16]  # every rung judged once, none skipped by the resume
 
 
+def test_a_trial_with_rungs_in_samples_records_steps_and_samples(tiny_h5, tmp_path, run_cli):
+    # 560 train images at batch 32: 17 steps; a first rung of 100 samples is trained by step 4 (128 samples)
+    prune = ["--prune", "asha", "--prune-min-samples", "100", "--prune-eta", "2", "--prune-group", "g",
+             "--prune-metric", "val_loss", "--eval-subset", "40"]
+    base = ["train", "--data", tiny_h5, "--epochs", "1", "--global-batch", "32", "--model", "test_resnet",
+            "--quiet", "--device", "cpu", "--optimizer", "sgd", *prune]
+    rc, _, err = run_cli(*base, "--out", tmp_path / "good", "--base-lr", "0.05")
+    assert rc == 0, err
+    rc, _, err = run_cli(*base, "--out", tmp_path / "bad", "--base-lr", "1e6", "--on-divergence", "continue")
+    assert rc == 0, err
+    good = json.loads((tmp_path / "good" / RUNGS_FILE).read_text())
+    assert good["rung_steps"] == [4, 7, 13] and good["rung_samples"] == [128, 224, 416]  # 100, 200, 400 samples
+    assert [r["step"] for r in good["rungs"]] == [4, 7, 13]
+    bad = json.loads((tmp_path / "bad" / "summary.json").read_text())
+    assert bad["status"] == "pruned" and bad["steps"] == 4 and bad["pruned_at"]["rung"] == 1
+
+
 @pytest.mark.parametrize("option, message", [
-    (["--prune", "asha"], "--prune-min-steps"),
+    (["--prune", "asha"], "give --prune-min-steps or --prune-min-samples"),
+    (["--prune", "asha", "--prune-min-steps", "4", "--prune-min-samples", "512", "--prune-group", "g"],
+     "--prune-min-steps and --prune-min-samples: give one of them"),
+    (["--prune", "asha", "--prune-min-samples", "0", "--prune-group", "g"], "--prune-min-samples must be >= 1"),
     (["--prune", "sha", "--prune-min-steps", "2", "--prune-eta", "1"], "--prune-eta must be >= 2"),
     (["--prune", "asha", "--prune-min-steps", "2"], "--prune-group NAME"),  # never every sibling of --out
     (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples, or --prune) too"),
