@@ -396,8 +396,8 @@ def eval_share_line(epochs: pd.DataFrame) -> str | None:
         return None
     e = epochs.assign(step_eval_seconds=pd.to_numeric(epochs["step_eval_seconds"], errors="coerce"),
                       train_seconds=pd.to_numeric(epochs["train_seconds"], errors="coerce"))
-    per = e.groupby([c for c in ("results", "trial") if c in e]).agg(eval=("step_eval_seconds", "sum"), train=("train_seconds", "sum"),
-                                 batch=("global_batch", "first"))
+    per = e.groupby([c for c in ("results", "trial") if c in e]).agg(
+        eval=("step_eval_seconds", "sum"), train=("train_seconds", "sum"), batch=("global_batch", "first"))
     per = per[(per["train"] > 0) & (per["eval"] > 0)]
     if per.empty:
         return None
