@@ -21,3 +21,26 @@ def test_the_tightest_line_counts_and_smaller_batches_are_not_judged():
     assert [ln.split(" trains")[0] for ln in lines] == ["a: batch 128", "a: batch 512"]
     assert "below the 250 that perfect scaling from batch 32" in lines[0]
     assert "below the 100 that perfect scaling from batch 256" in lines[1]
+
+
+def test_the_sweep_reads_the_reached_steps_from_its_summaries(tmp_path):
+    """budget_warnings on a planned grid: batch 16 reached the target in 300 steps; batch 256's 2 epochs of a
+    560-sample split are 4 steps, below 300 x 16 / 256 = 19."""
+    import json
+
+    from lbscale.sweep.plan import build_plan
+    from lbscale.sweep.spec import load_sweep_spec
+    from lbscale.sweep.budget import budget_warnings
+    from lbscale.train.plan import resolve_plan
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ndata: d.h5\nmodel: test_resnet\nepochs: 2\ntrial: {optimizer: sgd, base_lr: 0.1}\n"
+                    "grid: {batch: [16, 256], gpus: [1]}\n")
+    plans = build_plan(load_sweep_spec(spec), tmp_path / "r", 1)
+    for p in plans:
+        p.plan = resolve_plan(p.config, 1, 560)
+        p.out.mkdir(parents=True)
+    (plans[0].out / "summary.json").write_text(json.dumps({"status": "completed", "steps_to_target": 300}))
+    assert [p.plan.total_steps for p in plans] == [70, 4]
+    lines = budget_warnings(plans)
+    assert len(lines) == 1 and lines[0].startswith("sgd-linear: batch 256 trains 4 steps, below the 19 that")

@@ -50,6 +50,20 @@ def test_rounds_are_decided_written_replayed_and_cut_by_the_budget(tiny_h5, tmp_
     again = lbscale("sweep", spec, "--results", results, "--until-resolved", "--budget", "7", "--ratio", "1.5").stdout
     assert f"{len(trials)} of {len(trials)} trials already finished" in again
     assert read_json(results / "rounds.json")["rounds"] == rounds
+    # an array task finds a round's trial by its id (the rounds replayed from rounds.json), and runs it
+    if added:
+        import shutil
+
+        redo = results / added[-1]
+        for name in ("summary.json", "metrics.jsonl", "checkpoint", "config.json"):
+            target = redo / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+        flags = ["--results", results, "--until-resolved", "--budget", "7", "--ratio", "1.5"]
+        script = lbscale("sweep", spec, *flags, "--launcher", "slurm", "--no-submit").stdout
+        text = next((results / "slurm").glob("adaptive-g1.sh")).read_text()
+        assert added[-1] in text and "--until-resolved" in text, script
+        lbscale("sweep", spec, *flags, "--trial", added[-1])
+        assert read_json(redo / "summary.json")["status"] in ("completed", "pruned")
     # the report shows the rounds
     rep = lbscale("report", results, "--out", tmp_path / "rep").stdout
     text = (tmp_path / "rep" / "report.md").read_text()
