@@ -104,7 +104,7 @@ def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = Fals
         print(f"the warm-start server's start: {server:.3g} s, once", flush=True)
     confirming = len(to_come)
     print(f"confirmation trials counted: {confirming} still to come"
-          f"{' (its best points again with more seeds, at full length)' if confirming else ''}"
+          f"{' (the best points of each batch again with more seeds, at full length)' if confirming else ''}"
           f"{'; adaptive rounds (--until-resolved) are not in this estimate' if adaptive else ''}", flush=True)
     print(f"expected duration: about {clock(total + server)} ({clock(fastest + server)}..{clock(slowest + server)} "
           f"at the fastest and slowest window's pace) for {len(todo)} trials one after another"
