@@ -25,7 +25,8 @@ def run_trial(cfg: TrialConfig) -> int:
     env = dist.detect_env()
     # its share of the CPUs, not one thread per core of the node for every process (threads.py)
     threads = trial_threads(os.environ, usable_cpus(), env.local_world_size,
-                            SlurmEnv.current().cpus_per_task if env.launcher == "slurm" else None)
+                            SlurmEnv.current().cpus_per_task if env.launcher == "slurm" else None,
+                            most=torch.get_num_threads())
     if threads is not None:
         torch.set_num_threads(threads)
     out = Path(cfg.out)

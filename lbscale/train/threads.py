@@ -18,15 +18,17 @@ def omp_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def trial_threads(environ: Mapping[str, str], usable_cpus: int, local_processes: int = 1,
-                  cpus_per_task: int | None = None) -> int | None:
+                  cpus_per_task: int | None = None, most: int | None = None) -> int | None:
     """The intra-op threads of one trial process, None where OMP_NUM_THREADS is set (the user's, or torchrun's one
     per process): SLURM's CPUs per task inside an srun step (`cpus_per_task`), else its share of the CPUs it may
-    use (`usable_cpus`, the affinity mask) among the trial's `local_processes` on this node; at least 1."""
+    use (`usable_cpus`, the affinity mask) among the trial's `local_processes` on this node, at most `most` (torch's
+    own default, one per physical core: hyper-threads do not add compute); at least 1."""
     if environ.get("OMP_NUM_THREADS"):
         return None
     if cpus_per_task:
         return cpus_per_task
-    return max(1, usable_cpus // max(1, local_processes))
+    share = usable_cpus // max(1, local_processes)
+    return max(1, min(share, most) if most else share)
 
 
 def usable_cpus() -> int:

@@ -12,6 +12,7 @@ def test_a_trial_takes_its_share_of_the_cpus_it_may_use():
     assert trial_threads({}, usable_cpus=2) == 2  # a local sweep: one trial at a time
     assert trial_threads({}, usable_cpus=16, local_processes=4) == 4  # 4 ranks of one trial on a node
     assert trial_threads({}, usable_cpus=2, local_processes=4) == 1  # never below one
+    assert trial_threads({}, usable_cpus=32, most=16) == 16  # 16 cores with 2 hyper-threads each: torch's 16
     assert trial_threads({"SLURM_CPUS_PER_TASK": "8"}, usable_cpus=64, local_processes=4, cpus_per_task=8) == 8
 
 
