@@ -126,6 +126,9 @@ def _trial_options(fn):
 @quiet_option
 def train(config_path, **options):
     """Train one trial (1 process, or one rank under torchrun / srun) and write its result files."""
+    from lbscale.train.threads import prepare_process
+
+    prepare_process()  # before torch is imported: OpenMP reads its wait policy once
     from lbscale.config import check_given, load_config
     from lbscale.train.distributed import detect_env
     from lbscale.train.entry import run_trial

@@ -13,7 +13,7 @@ from lbscale.results import CONFIG, FINISHED, read_json
 from lbscale.slurm import SlurmEnv
 from lbscale.sweep.array import run_array_task
 from lbscale.sweep.checks import check_plan_data, data_line
-from lbscale.sweep.confirm import confirmation
+from lbscale.sweep.confirm import confirmation, confirmation_to_come
 from lbscale.sweep.eta import clock, pace_of, since_news, trial_left
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.sweep.lock import live_sweep, sweep_lock
@@ -63,7 +63,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
         if o.estimate:
             from lbscale.sweep.estimate import print_estimate
 
-            print_estimate(plans, o.retry_failed, warm=o.launcher == "local")
+            print_estimate(plans, o.retry_failed, warm=o.launcher == "local", to_come=confirmation_to_come(spec, plans),
+                           adaptive=bool(getattr(o, "until_resolved", False)))
         return 0
     with sweep_lock(results, o.wait_for_lock):
         return LAUNCHERS[o.launcher]().launch(plans, run)

@@ -36,26 +36,47 @@ def _rank(p: TrialPlan) -> tuple:
     return (steps is None, steps if steps is not None else math.inf, key, p.trial_id)
 
 
+def _search_cells(plans: list[TrialPlan]) -> dict[tuple, list[TrialPlan]]:
+    """The search trials of each cell, never its confirmations."""
+    cells: dict[tuple, list[TrialPlan]] = {}
+    for p in plans:
+        if p.point is not None and p.tune and not p.confirms:
+            cells.setdefault(_cell(p), []).append(p)
+    return cells
+
+
+def _rerun(spec: SweepSpec, members: list[TrialPlan], ranked: list[TrialPlan]) -> list[TrialPlan]:
+    """The confirmation trials of one cell: the first K points of `ranked`, each with S new seeds (none where the
+    spec asks for none)."""
+    confirm = getattr(spec.variant_search.get(members[0].variant, spec.search), "confirm", None)
+    if not confirm:
+        return []
+    top, seeds = confirm
+    first = max(p.config.seed for p in members) + 1
+    out = []
+    for point in list(dict.fromkeys(p.point for p in ranked))[:top]:
+        template = next(p for p in members if p.point == point)
+        out += [_again(template, seed) for seed in range(first, first + seeds)]
+    return out
+
+
 def confirmation(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialPlan]:
     """The confirmation trials of every cell whose search has finished (none where the spec asks for none, or
     while a search trial of the cell still runs or waits)."""
-    cells: dict[tuple, list[TrialPlan]] = {}
-    for p in plans:
-        if p.point is not None and p.tune and not p.confirms:  # the search itself, never its confirmations
-            cells.setdefault(_cell(p), []).append(p)
     out = []
-    for members in cells.values():
-        space = spec.variant_search.get(members[0].variant, spec.search)
-        confirm = getattr(space, "confirm", None)
-        if not confirm or not all((read_json(p.out / SUMMARY) or {}).get("status") in FINISHED for p in members):
-            continue
-        top, seeds = confirm
-        points = list(dict.fromkeys(p.point for p in sorted(members, key=_rank)))[:top]
-        first = max(p.config.seed for p in members) + 1
-        for point in points:
-            template = next(p for p in members if p.point == point)
-            out += [_again(template, seed) for seed in range(first, first + seeds)]
+    for members in _search_cells(plans).values():
+        if all((read_json(p.out / SUMMARY) or {}).get("status") in FINISHED for p in members):
+            out += _rerun(spec, members, sorted(members, key=_rank))
     return out
+
+
+def confirmation_to_come(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialPlan]:
+    """Stand-ins for the confirmation trials a sweep will add to `plans` (K points x S seeds in each cell whose
+    confirmations are not planned yet): the cell's first K points, whose trials cost what the winners' will, for
+    `--estimate` to price."""
+    planned = {_cell(p) for p in plans if p.confirms}
+    return [q for cell, members in _search_cells(plans).items() if cell not in planned
+            for q in _rerun(spec, members, members)]
 
 
 def _again(p: TrialPlan, seed: int) -> TrialPlan:

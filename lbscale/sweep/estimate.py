@@ -1,24 +1,29 @@
 """`lbscale sweep --dry-run --estimate`: the sweep's expected duration from steps timed here.
 
 For each distinct trial shape (`eta.shape_key`: data, model, batch, processes, precision, ...), its first trial
-runs for real in a temporary directory: `lbscale train` with the trial's own options but one epoch, an
-evaluation of the whole evaluation split every W optimizer steps and a preemption after 2 W, so it exits 75
-with two step records. The seconds per step come from between them (past start-up and compile), an evaluation's
-seconds from the second, the start-up from the process's wall time beyond both. The sweep's duration is the sum
-over the trials still to run of steps x seconds per step, their evaluations (the whole split after each epoch,
-and the step evaluations they ask for, by their subset) and one start-up each; a trial whose batch grows is
-priced at its first batch's seconds per sample, an upper bound (`trial_seconds`).
+runs for real in a temporary directory: `lbscale train` with the trial's own options, an evaluation of the whole
+evaluation split every W optimizer steps and a preemption after (1 + R) W steps, so it exits 75 with 1 + R step
+records. The first W steps (compile, cold caches, the loader's first reads) are not timed; the seconds per step
+are the median of the R windows after them, and the fastest and slowest window are printed as its spread (one
+window of 5 steps used to decide it, and a disturbed one moved a plan's estimate from 4:21 to 1:53:16). The
+start-up is the process's wall time beyond its steady steps and its evaluations: the first window's extra time is
+in it, paid once by every trial. The sweep's duration is the sum over the trials still to run, and the
+confirmation trials still to come, of steps x seconds per step, their evaluations (the whole split after each
+epoch, and the step evaluations they ask for, by their subset) and one start-up each, plus the warm-start
+server's start once; a trial whose batch grows is priced at its first batch's seconds per sample, an upper bound
+(`trial_seconds`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -32,7 +37,8 @@ from lbscale.sweep import warm as warm_start
 from lbscale.sweep.launch import TRAIN_MODULE, select
 from lbscale.sweep.plan import TrialPlan, trial_yaml
 
-TIMED_STEPS = 5  # W: steps before the first timing record, and again before the second
+WINDOW_STEPS = 5  # W: the optimizer steps of one window (the first window is not timed)
+WINDOWS = 6  # R: the timed windows after it, whose median is the pace
 # options of the timing run: no pruning, target, TensorBoard or step subset of the trial's own
 TIMING_OFF = {"eval_every_samples": None, "eval_subset": None, **NO_PRUNING, "prune_metric": None,
               "stop_at_target": False, "target_metric": None, "target": None, "tensorboard": False}
@@ -42,31 +48,65 @@ TIMING_OFF = {"eval_every_samples": None, "eval_subset": None, **NO_PRUNING, "pr
 class ShapeTiming:
     """What one shape's timing run measured."""
 
-    step_seconds: float
-    eval_seconds: float  # one evaluation of the whole evaluation split
+    step_seconds: float  # the median window's seconds per step
+    eval_seconds: float  # one evaluation of the whole evaluation split (the median)
     eval_samples: int
-    startup: float  # the process's wall time beyond its steps and evaluations: start-up, checkpoint, exit
-    steps: tuple[int, int]  # timed from this step to that (from 0: start-up and compile included)
+    startup: float  # the process's wall time beyond its steady steps and evaluations: start-up, first steps, exit
+    steps: tuple[int, int]  # timed from this step to that
+    step_range: tuple[float, float] = (math.nan, math.nan)  # the fastest and slowest window's seconds per step
+    windows: int = 1
+
+    @property
+    def spread(self) -> float:
+        """(slowest - fastest window) / median, 0 with one window."""
+        lo, hi = self.step_range
+        return (hi - lo) / self.step_seconds if self.step_seconds > 0 and lo == lo else 0.0
 
 
-def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = False) -> None:
+def median_spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max) of repeated timings."""
+    if not values:
+        raise ValueError("no timings")
+    v = sorted(values)
+    mid = len(v) // 2
+    median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+    return median, v[0], v[-1]
+
+
+def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = False,
+                   to_come: list[TrialPlan] = (), adaptive: bool = False) -> None:
     """Time each shape of the trials still to run and print one line per shape, then the sweep's expected
-    duration and what it rests on. `warm`: a local sweep's one-process trials start warm (sweep/warm.py), and are
-    timed so; the warm-start server's own start-up (its imports, once per sweep) is left out."""
-    todo = select(plans, retry_failed)
+    duration and what it rests on. `to_come`: the confirmation trials the sweep will add (stand-ins of their
+    shape, `confirm.confirmation_to_come`), priced like the others; `adaptive`: the sweep runs adaptive rounds,
+    which no estimate can price before their fits. `warm`: a local sweep's one-process trials start warm
+    (sweep/warm.py), and are timed so, the warm-start server's own start (its imports) counted once."""
+    todo = select(plans, retry_failed) + list(to_come)
     shapes = _shapes(todo)
-    print(f"timing {len(shapes)} trial shapes on {socket.gethostname()}: {TIMED_STEPS} + {TIMED_STEPS} optimizer "
-          "steps of each (fewer where an epoch is shorter) ...", flush=True)
-    total = 0.0
+    print(f"timing {len(shapes)} trial shapes on {socket.gethostname()}: {WINDOW_STEPS} optimizer steps of each, "
+          f"then {WINDOWS} timed windows of {WINDOW_STEPS} (fewer steps a window where a batch schedule's first "
+          "epoch is shorter) ...", flush=True)
+    total, fastest, slowest, server = 0.0, 0.0, 0.0, 0.0
     for group in shapes.values():
-        t = time_shape(group[0], warm)
+        t, started = time_shape(group[0], warm)
+        server = max(server, started)
         count = f"{len(group)} trial{'s' if len(group) != 1 else ''}"
-        print(f"shape {_name(group[0], shapes)} ({count}): {t.step_seconds:.4g} s per step (steps {t.steps[0]} to "
-              f"{t.steps[1]}), evaluation {t.eval_seconds:.3g} s ({t.eval_samples:,} samples of "
+        lo, hi = t.step_range
+        print(f"shape {_name(group[0], shapes)} ({count}): {t.step_seconds:.4g} s per step (the median of "
+              f"{t.windows} windows, steps {t.steps[0]} to {t.steps[1]}; {lo:.4g}..{hi:.4g}, spread "
+              f"{t.spread:.0%}), evaluation {t.eval_seconds:.3g} s ({t.eval_samples:,} samples of "
               f"{group[0].config.eval_split}), start-up {t.startup:.3g} s", flush=True)
         total += sum(trial_seconds(p, t) for p in group)
-    done = len(plans) - len(todo)
-    print(f"expected duration: about {clock(total)} for {len(todo)} trials one after another"
+        fastest += sum(trial_seconds(p, replace(t, step_seconds=lo)) for p in group)
+        slowest += sum(trial_seconds(p, replace(t, step_seconds=hi)) for p in group)
+    done = len(plans) - len(select(plans, retry_failed))
+    if server:
+        print(f"the warm-start server's start: {server:.3g} s, once", flush=True)
+    confirming = len(to_come)
+    print(f"confirmation trials counted: {confirming} still to come"
+          f"{' (the best points of each batch again with more seeds, at full length)' if confirming else ''}"
+          f"{'; adaptive rounds (--until-resolved) are not in this estimate' if adaptive else ''}", flush=True)
+    print(f"expected duration: about {clock(total + server)} ({clock(fastest + server)}..{clock(slowest + server)} "
+          f"at the fastest and slowest window's pace) for {len(todo)} trials one after another"
           f"{f' ({done} finished already)' if done else ''}: steps x seconds per step, the evaluations after "
           "every epoch and during training, a start-up each (a trial whose batch grows: its first batch's seconds per "
           "sample, an upper bound); timed here, so another machine (a SLURM node) runs at its own pace; pruning and "
@@ -95,24 +135,25 @@ def trial_seconds(p: TrialPlan, t: ShapeTiming) -> float:
             + step_evals * t.eval_seconds * subset)
 
 
-def time_shape(p: TrialPlan, warm: bool = False) -> ShapeTiming:
-    """Run trial `p` here for 2 W optimizer steps in a temporary directory and read its records; with `warm`, a
-    one-process trial is forked from the warm-start server as a local sweep would start it."""
+def time_shape(p: TrialPlan, warm: bool = False) -> tuple[ShapeTiming, float]:
+    """Run trial `p` here for (1 + R) W optimizer steps in a temporary directory and read its records; with
+    `warm`, a one-process trial is forked from the warm-start server as a local sweep would start it. Also the
+    seconds the server took to start (0 where it ran already or is not used)."""
     if p.nodes > 1 or p.gpus > (os.cpu_count() or 1):
         raise LbscaleError(f"--estimate: trial {p.trial_id} needs {p.gpus} processes on {p.nodes} nodes; this "
                            f"machine has {os.cpu_count()} CPUs: estimate inside an allocation of that shape "
                            "(--batch and --gpus select it)")
-    w = max(1, min(TIMED_STEPS, p.plan.steps_per_epoch // 2))
+    w, epochs = timing_steps(p.plan.steps_per_epoch, bool(p.config.batch_schedule))
     with tempfile.TemporaryDirectory(prefix="lbscale-estimate-") as tmp:
-        options = {**trial_yaml(p), **TIMING_OFF, "out": tmp, "epochs": 1, "eval_every": w,
-                   "preempt_after_steps": 2 * w}
+        options = {**trial_yaml(p), **TIMING_OFF, "out": tmp, "epochs": epochs, "eval_every": w,
+                   "preempt_after_steps": (1 + WINDOWS) * w}
         config = Path(tmp) / "trial.yaml"
         config.write_text(yaml.safe_dump({k: v for k, v in options.items() if v is not None}))
         argv = [sys.executable, "-m", TRAIN_MODULE, "train", "--config", str(config), "--quiet"]
         if p.gpus > 1:
             argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={p.gpus}",
                     *argv[1:]]
-        code, wall, output = _timed_run(argv, Path(tmp) / "train.log", warm and p.gpus == 1)
+        code, wall, output, started = _timed_run(argv, Path(tmp) / "train.log", warm and p.gpus == 1)
         records = [r for r in read_jsonl(Path(tmp) / METRICS) if r.get("kind") == "step"]
     if code not in (0, REQUEUE_EXIT) or not records:
         lines = output.splitlines()
@@ -120,34 +161,51 @@ def time_shape(p: TrialPlan, warm: bool = False) -> ShapeTiming:
         raise LbscaleError(f"--estimate: trial {p.trial_id} did not run here: {why}")
     with open_prepared(p.config.data) as data:
         eval_samples = data.size(p.config.eval_split) if data.has_split(p.config.eval_split) else 0
-    return timing_from(records, wall, eval_samples)
+    return timing_from(records, wall, eval_samples), started
 
 
-def _timed_run(argv: list[str], log: Path, warm: bool) -> tuple[int, float, str]:
-    """(exit code, wall seconds, output) of the timing run: forked warm (the server made ready first, untimed)
-    or a fresh process."""
+def timing_steps(steps_per_epoch: int, batch_schedule: bool) -> tuple[int, int]:
+    """(W steps a window, epochs) of a timing run: as many epochs as its (1 + R) W steps need; a batch schedule's
+    within its first epoch, where its batch is the first (windows shrink to fit, one step at the least)."""
+    if batch_schedule:
+        return max(1, min(WINDOW_STEPS, steps_per_epoch // (1 + WINDOWS))), 1
+    return WINDOW_STEPS, max(1, math.ceil((1 + WINDOWS) * WINDOW_STEPS / max(steps_per_epoch, 1)))
+
+
+def _timed_run(argv: list[str], log: Path, warm: bool) -> tuple[int, float, str, float]:
+    """(exit code, wall seconds, output, seconds the warm-start server took to start) of the timing run: forked
+    warm (the server made ready first, timed apart) or a fresh process."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     command = warm_start.command(argv, TRAIN_MODULE) if warm and warm_start.enabled() else None
     if command is None:
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=env)
-        return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr
+        return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr, 0.0
+    t0 = time.perf_counter()
     warm_start.ready(command[0])
+    started = time.perf_counter() - t0
     t0 = time.perf_counter()
     code = warm_start.WarmTrial(*command, str(log), env).wait()
     wall = time.perf_counter() - t0
-    return code, wall, log.read_text(errors="replace") if log.exists() else ""
+    return code, wall, log.read_text(errors="replace") if log.exists() else "", started
 
 
 def timing_from(records: list[dict], wall: float, eval_samples: int) -> ShapeTiming:
-    """A shape's timing from its run's step records (elapsed seconds leave evaluations out) and wall time."""
+    """A shape's timing from its run's step records (elapsed seconds leave evaluations out) and wall time: the
+    median window after the first (with one record, the pace from step 0), the median evaluation, and the wall
+    time beyond the steady steps and the evaluations as start-up."""
+    marks = [{"step": 0, "elapsed_seconds": 0.0}, *records]
+    paces = [(b["elapsed_seconds"] - a["elapsed_seconds"]) / (b["step"] - a["step"])
+             for a, b in zip(marks, marks[1:]) if b["step"] > a["step"]]
+    timed = paces[1:] or paces
+    step_seconds, lo, hi = median_spread(timed)
     last = records[-1]
-    first = records[-2] if len(records) > 1 else {"step": 0, "elapsed_seconds": 0.0}
-    step_seconds = (last["elapsed_seconds"] - first["elapsed_seconds"]) / (last["step"] - first["step"])
-    evals = sum(r.get("eval_seconds", 0.0) for r in records)
-    startup = max(0.0, wall - last["elapsed_seconds"] - evals)
-    return ShapeTiming(step_seconds, last.get("eval_seconds", 0.0), eval_samples, startup,
-                       (first["step"], last["step"]))
+    evals = [r.get("eval_seconds", 0.0) for r in records]
+    first = records[0] if len(records) > 1 else marks[0]
+    startup = max(0.0, wall - last["elapsed_seconds"] - sum(evals)
+                  + max(0.0, first["elapsed_seconds"] - first["step"] * step_seconds))
+    return ShapeTiming(step_seconds, median_spread(evals)[0], eval_samples, startup, (first["step"], last["step"]),
+                       (lo, hi), len(timed))
 
 
 def _shapes(plans: list[TrialPlan]) -> dict[tuple, list[TrialPlan]]:

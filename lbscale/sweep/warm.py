@@ -15,6 +15,8 @@ import multiprocessing
 import os
 import sys
 
+from lbscale.train.threads import prepare_process
+
 PRELOAD = ["lbscale.train.entry", "lbscale.data.loader"]  # the trial's code, beside the module it is run by
 ENV_SWITCH = "LBSCALE_WARM_START"
 STARTED = "LBSCALE_STARTED_WARM"  # set in a forked trial: its config.json says "started": "warm"
@@ -40,6 +42,8 @@ def main_is_safe() -> bool:
 
 
 def _context(module: str):
+    # the server imports torch, and OpenMP reads its wait policy then, once for every trial forked from it
+    prepare_process()
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([module, *PRELOAD])
     return ctx

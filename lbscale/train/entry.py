@@ -16,16 +16,19 @@ from lbscale.results import SUMMARY, read_json, write_json
 from lbscale.slurm import SlurmEnv
 from lbscale.train import distributed as dist
 from lbscale.train.columns import write_columns
+from lbscale.train.threads import trial_threads, usable_cpus
 from lbscale.train.trial import Trial
 
 
 def run_trial(cfg: TrialConfig) -> int:
     """Entry point of `lbscale train` in every process; returns the exit code."""
     env = dist.detect_env()
-    if env.launcher == "slurm" and "OMP_NUM_THREADS" not in os.environ:
-        # torchrun sets one thread per process; srun does not: use the allocation's CPUs per task,
-        # else every rank spins one thread per core of the node.
-        torch.set_num_threads(SlurmEnv.current().cpus_per_task or 1)
+    # its share of the CPUs, not one thread per core of the node for every process (threads.py)
+    threads = trial_threads(os.environ, usable_cpus(), env.local_world_size,
+                            SlurmEnv.current().cpus_per_task if env.launcher == "slurm" else None,
+                            most=torch.get_num_threads())
+    if threads is not None:
+        torch.set_num_threads(threads)
     out = Path(cfg.out)
     if (out / SUMMARY).exists() and not cfg.resume:
         raise LbscaleError(f"{out}: holds a finished trial ({read_json(out / SUMMARY)['status']}); "

@@ -106,13 +106,14 @@ def test_the_estimate_of_a_trial_by_hand():
     records = [{"kind": "step", "step": 5, "elapsed_seconds": 2.0, "eval_seconds": 0.5},
                {"kind": "step", "step": 10, "elapsed_seconds": 3.0, "eval_seconds": 0.3}]
     t = timing_from(records, wall=10.0, eval_samples=80)
-    # between the records: 1 s for 5 steps; the second evaluation; the wall time beyond steps and evaluations
-    assert (t.step_seconds, t.eval_seconds, t.startup, t.steps) == (pytest.approx(0.2), 0.3, pytest.approx(6.2),
-                                                                     (5, 10))
+    # between the records: 1 s for 5 steps; the median evaluation; the wall time beyond steps and evaluations, with
+    # the first 5 steps' extra time (2 s where 5 x 0.2 s is the pace)
+    assert (t.step_seconds, t.eval_seconds, t.startup, t.steps) == (pytest.approx(0.2), pytest.approx(0.4),
+                                                                     pytest.approx(7.2), (5, 10))
     cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_every=4, eval_subset=40)
     p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))  # 17 steps an epoch, 51 in all
     # start-up + 51 steps + 3 epoch evaluations + 51 // 4 = 12 step evaluations of 40 of the 80 samples
-    assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 12 * 0.3 * 40 / 80)
+    assert trial_seconds(p, t) == pytest.approx(7.2 + 51 * 0.2 + 3 * 0.4 + 12 * 0.4 * 40 / 80)
 
 
 def test_the_estimate_of_a_trial_whose_batch_grows_by_hand():

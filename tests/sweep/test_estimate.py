@@ -1,0 +1,78 @@
+"""`sweep --dry-run --estimate`: the pace as the median of timed windows with its spread, the first window's extra
+time paid once per trial, and the confirmation trials still to come counted in the total (by hand, no training)."""
+
+import pytest
+
+from lbscale.sweep import estimate
+from lbscale.sweep.checks import check_plan_data
+from lbscale.sweep.confirm import confirmation_to_come
+from lbscale.sweep.estimate import ShapeTiming, median_spread, timing_from, timing_steps, trial_seconds
+from lbscale.sweep.plan import build_plan
+from lbscale.sweep.spec import load_sweep_spec
+
+SPEC = """
+name: est
+data: {data}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: sgd, lr_scaling: none, device: cpu, target_metric: val_top1, target: 0.9}}
+grid:
+  batch: [32, 64]
+  gpus: [1]
+  search:
+    base_lr: [0.003, 0.05, 0.4]
+    confirm: {{top: 2, seeds: 3}}
+"""
+
+
+def test_the_median_and_the_spread_of_repeated_timings():
+    assert median_spread([0.2, 0.1, 5.0]) == (0.2, 0.1, 5.0)  # one disturbed window moves the mean, not the median
+    assert median_spread([0.3, 0.1, 0.2, 0.4]) == (pytest.approx(0.25), 0.1, 0.4)
+    with pytest.raises(ValueError):
+        median_spread([])
+
+
+def test_the_pace_is_the_median_window_after_the_first_and_the_first_windows_extra_is_start_up():
+    # windows of 5 steps: the first (compile, cold caches) 2 s, then 0.5, 0.6, 4.0 (disturbed), 0.5 s
+    elapsed = [2.0, 2.5, 3.1, 7.1, 7.6]
+    records = [{"kind": "step", "step": 5 * (k + 1), "elapsed_seconds": e, "eval_seconds": 0.1 + 0.1 * (k == 0)}
+               for k, e in enumerate(elapsed)]
+    t = timing_from(records, wall=12.0, eval_samples=80)
+    # windows 0.1, 0.12, 0.8, 0.1 s per step: median 0.11, fastest 0.1, slowest 0.8
+    assert t.step_seconds == pytest.approx(0.11) and t.step_range == (pytest.approx(0.1), pytest.approx(0.8))
+    assert t.windows == 4 and t.steps == (5, 25) and t.eval_seconds == pytest.approx(0.1)
+    assert t.spread == pytest.approx(0.7 / 0.11)
+    # 12 s less 7.6 s of training and 0.6 s of evaluations, plus the first window's 2 s beyond 5 x 0.11
+    assert t.startup == pytest.approx(12.0 - 7.6 - 0.6 + 2.0 - 0.55)
+
+
+def test_a_timing_run_spans_the_epochs_its_windows_need_and_a_batch_schedule_stays_in_its_first():
+    assert timing_steps(131, False) == (5, 1)
+    assert timing_steps(4, False) == (5, 9)  # 35 steps of 4 an epoch
+    assert timing_steps(17, True) == (2, 1) and timing_steps(3, True) == (1, 1)
+
+
+def test_confirmation_trials_still_to_come_are_counted_in_the_total(tiny_h5, tmp_path, monkeypatch, capsys):
+    path = tmp_path / "est.yaml"
+    path.write_text(SPEC.format(data=tiny_h5))
+    spec = load_sweep_spec(path)
+    plans = build_plan(spec, tmp_path / "res", 1 << 30)
+    check_plan_data(spec.path, plans)  # resolves their steps, as the sweep does before it estimates
+    to_come = confirmation_to_come(spec, plans)
+    # 2 batches x the 2 best of 3 points x 3 more seeds, each trial as long as its batch's search trials
+    assert len(plans) == 6 and len(to_come) == 12
+    assert all(q.confirms and q.config.seed in (1, 2, 3) and q.config.prune == "none" for q in to_come)
+    assert {q.plan.total_steps for q in to_come if q.plan.global_batch == 32} == {plans[0].plan.total_steps}
+    assert confirmation_to_come(spec, plans + to_come) == []  # planned already: not counted twice
+
+    t = ShapeTiming(step_seconds=0.1, eval_seconds=0.2, eval_samples=80, startup=1.0, steps=(5, 35),
+                    step_range=(0.08, 0.3), windows=6)
+    monkeypatch.setattr(estimate, "time_shape", lambda p, warm: (t, 0.0))
+    estimate.print_estimate(plans, retry_failed=False, to_come=to_come)
+    out = capsys.readouterr().out.splitlines()
+    total = sum(trial_seconds(p, t) for p in plans + to_come)
+    assert "confirmation trials counted: 12 still to come" in out[-2]
+    assert out[-1].startswith(f"expected duration: about {estimate.clock(total)} (")
+    assert " for 18 trials one after another" in out[-1]
+    assert "shape b32-g1 (9 trials): 0.1 s per step (the median of 6 windows, steps 5 to 35; 0.08..0.3, spread " \
+           "220%)" in out[1]
