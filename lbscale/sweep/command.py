@@ -63,8 +63,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
         if o.estimate:
             from lbscale.sweep.estimate import print_estimate
 
-            print_estimate(plans, o.retry_failed, warm=o.launcher == "local", to_come=confirmation_to_come(spec, plans),
-                           adaptive=bool(getattr(o, "until_resolved", False)))
+            print_estimate(plans, o.retry_failed, warm=o.launcher == "local",
+                           to_come=confirmation_to_come(spec, plans), adaptive=o.until_resolved)
         return 0
     with sweep_lock(results, o.wait_for_lock):
         return LAUNCHERS[o.launcher]().launch(plans, run)

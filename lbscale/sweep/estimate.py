@@ -40,7 +40,7 @@ from lbscale.sweep.plan import TrialPlan, trial_yaml
 WINDOW_STEPS = 5  # W: the optimizer steps of one window (the first window is not timed)
 WINDOWS = 6  # R: the timed windows after it, whose median is the pace
 # options of the timing run: no pruning, target, TensorBoard or step subset of the trial's own
-TIMING_OFF = {"eval_every_samples": None, "eval_subset": None, **NO_PRUNING, "prune_metric": None,
+TIMING_OFF = {"eval_every_samples": None, "eval_spacing": None, "eval_first": None, "eval_subset": None, **NO_PRUNING, "prune_metric": None,
               "stop_at_target": False, "target_metric": None, "target": None, "tensorboard": False}
 
 
@@ -128,6 +128,10 @@ def trial_seconds(p: TrialPlan, t: ShapeTiming) -> float:
         step_evals = taken // cfg.eval_every
     elif cfg.eval_every_samples:
         step_evals = plan.total_steps * plan.global_batch // cfg.eval_every_samples
+    elif cfg.eval_spacing:
+        from lbscale.train.evaluation import geometric_steps
+
+        step_evals = len(geometric_steps(cfg.eval_first or 1, cfg.eval_spacing, plan.total_steps))
     else:
         step_evals = 0
     subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0

@@ -133,6 +133,20 @@ def test_the_estimate_of_a_trial_whose_batch_grows_by_hand():
     assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 8 * 0.3 * 40 / 80)
 
 
+def test_the_estimate_of_a_trial_with_geometric_evaluations_by_hand():
+    """--eval-spacing 0.25 from step 2 over 51 steps evaluates at 2..8, 10, 12, 15, 18, 22, 27, 33, 41: 15 step
+    evaluations, priced like any other."""
+    from lbscale.config import load_config
+    from lbscale.sweep.estimate import ShapeTiming, trial_seconds
+    from lbscale.sweep.plan import TrialPlan
+    from lbscale.train.plan import resolve_plan
+
+    t = ShapeTiming(step_seconds=0.2, eval_seconds=0.3, eval_samples=80, startup=6.2, steps=(5, 10))
+    cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_spacing=0.25, eval_first=2)
+    p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))
+    assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 15 * 0.3)
+
+
 @pytest.fixture
 def child_env(monkeypatch):
     from tests.sweep.test_launch import _env
