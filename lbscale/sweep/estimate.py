@@ -41,7 +41,8 @@ WINDOW_STEPS = 5  # W: the optimizer steps of one window (the first window is no
 WINDOWS = 6  # R: the timed windows after it, whose median is the pace
 # options of the timing run: no pruning, target, TensorBoard or step subset of the trial's own
 TIMING_OFF = {"eval_every_samples": None, "eval_spacing": None, "eval_first": None, "eval_subset": None,
-              **NO_PRUNING, "prune_metric": None, "stop_at_target": False, "target_metric": None, "target": None, "tensorboard": False}
+              **NO_PRUNING, "prune_metric": None, "stop_at_target": False, "target_metric": None, "target": None,
+              "tensorboard": False}
 
 
 @dataclass

@@ -251,7 +251,7 @@ class LocalLauncher:
                     warned.add(line)
             more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in {q.trial_id for q in plans}]
             if more:  # the confirmation stage of the cells whose search finished, or a round (--until-resolved)
-                if all(p.confirms for p in more):
+                if all(p.confirms and not p.round for p in more):
                     print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
                           flush=True)
                 write_trial_files(more)

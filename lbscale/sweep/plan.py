@@ -68,13 +68,15 @@ class TrialPlan:
     batch_field: str = "grid.batch"  # where its batch and data come from, for one-line errors
     data_field: str = "data"
     confirms: bool = False  # a confirmation-stage rerun of its point with another seed (sweep.confirm)
+    round: int | None = None  # the --until-resolved round that added it (sweep.rounds)
 
     def axes(self) -> dict:
         """grid.json: where in its sweep's grid this trial sits."""
         return {"sweep": self.sweep, "trial": self.trial_id, "global_batch": self.plan.global_batch,
                 "gpus": self.gpus, "nodes": self.nodes, "variant": self.variant, "warmup": self.warmup,
                 "seed": self.config.seed, "dataset": self.dataset, "point": self.point, "search": self.search,
-                "tune": self.tune, **({"confirms": True} if self.confirms else {})}
+                "tune": self.tune, **({"confirms": True} if self.confirms else {}),
+                **({"round": self.round} if self.round else {})}
 
     @property
     def out(self) -> Path:

@@ -87,7 +87,7 @@ def _template(plans: list[TrialPlan], key: str) -> TrialPlan:
 
 
 def trials_of(spec, plans: list[TrialPlan], added: list[dict], results: Path, gpus_per_node: int,
-              overrides: dict) -> list[TrialPlan]:
+              overrides: dict, number: int) -> list[TrialPlan]:
     """The TrialPlans of one round's recorded actions (`realise`'s output), given the plans before it."""
     out: list[TrialPlan] = []
     for entry in added:
@@ -95,11 +95,11 @@ def trials_of(spec, plans: list[TrialPlan], added: list[dict], results: Path, gp
         if a.kind == "batch":
             new = build_plan(spec, results, gpus_per_node, batch=str(a.batch), **overrides)
             wanted = {t["id"] for t in entry["trials"]}
-            out += [p for p in new if p.trial_id in wanted]
+            out += [dataclasses.replace(p, round=number) for p in new if p.trial_id in wanted]
             continue
         for t in entry["trials"]:
             template = next(p for p in plans + out if p.trial_id == t["from"])
-            out.append(_again(template, t, results))
+            out.append(dataclasses.replace(_again(template, t, results), round=number))
     return out
 
 
@@ -122,7 +122,7 @@ def replayed(spec, plans: list[TrialPlan], results: Path, gpus_per_node: int, ov
     """Every trial the recorded rounds added, in order (each round given the plans before it)."""
     out: list[TrialPlan] = []
     for r in read_rounds(results):
-        out += trials_of(spec, plans + out, r.get("added", []), results, gpus_per_node, overrides)
+        out += trials_of(spec, plans + out, r.get("added", []), results, gpus_per_node, overrides, r["round"])
     return out
 
 
@@ -180,7 +180,8 @@ class Rounds:
                                        max(p.plan.train_samples or 0 for p in plans) or None)
         added = [] if decided.stop else realise(self.spec, plans, decided.actions, self.results, self.gpn,
                                                 self.overrides)
-        new = trials_of(self.spec, plans, added, self.results, self.gpn, self.overrides)
+        new = trials_of(self.spec, plans, added, self.results, self.gpn, self.overrides,
+                        len(read_rounds(self.results)) + 1)
         if new:
             check_plan_data(self.spec.path, new)
         entry = record(self.results, answers, decided, added, {"settings": self.settings},

@@ -98,7 +98,7 @@ class SlurmLauncher:
                 slurm.wait_for_jobs(jobs)
                 more = [p for p in (run.more(plans) if run.more else [])
                         if p.trial_id not in {q.trial_id for q in plans}]
-                if more and all(p.confirms for p in more):
+                if more and all(p.confirms and not p.round for p in more):
                     print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
                           flush=True)
                 plans = plans + more
