@@ -71,7 +71,7 @@ def write_tuned_trial(results: Path, batch: int, lr: float, point: int, seed: in
         "config": {"data": "x.h5", "out": str(d), "model": "resnet18", "global_batch": batch, "optimizer": "sgd",
                    "base_lr": lr, "momentum": momentum, "ref_batch": batch, "lr_scaling": "none",
                    "warmup_epochs": "0", "schedule": "constant", "epochs": epochs, "seed": seed,
-                   "target_metric": "val_top1", "target": target},
+                   "target_metric": "val_top1", "target": target, "prune": "asha"},
         "plan": {"world_size": 1, "global_batch": batch, "local_batch": batch, "accum_steps": 1,
                  "train_samples": train_samples, "steps_per_epoch": spe, "total_steps": spe * epochs,
                  "peak_lr": lr, "warmup_epochs": 0.0, "warmup_steps": 0},
