@@ -143,7 +143,7 @@ def _seeds(answer: Answer, reached: list[BatchState]) -> list[Action]:
     for s in where:
         for i in sorted({max(s.best - 1, 0), s.best, min(s.best + 1, len(s.points) - 1)}):
             out.append(Action("seeds", s.batch, f"B_crit {_said(answer)} is wider than asked: one more seed at "
-                                                f"batch {s.batch}'s best LR and its neighbours", key=s.points[i].key))
+                                                "the best LR and its neighbours", key=s.points[i].key))
     return out
 
 
@@ -158,3 +158,22 @@ def _within(actions: list[Action], trials_left: int | None, trials_per_batch: in
             out.append(a)
             left -= cost
     return out
+
+
+def describe(added: list[dict]) -> list[str]:
+    """A round's actions as rounds.json keeps them ({action, trials}), one line per batch or LR added and one per
+    reason for seeds (their batches together): what the sweep prints and the report's rounds table shows."""
+    lines, seeds = [], {}
+    for entry in added:
+        a, n = entry["action"], len(entry["trials"])
+        if a["kind"] == "batch":
+            lines.append(f"batch {a['batch']} ({n} trials): {a['why']}")
+        elif a["kind"] == "lr":
+            lines.append(f"LR {a['lr']:.4g} at batch {a['batch']}: {a['why']}")
+        else:
+            batches, count = seeds.get(a["why"], ({}, 0))
+            seeds[a["why"]] = ({**batches, a["batch"]: None}, count + n)
+    for why, (batches, count) in seeds.items():
+        lines.append(f"{count} more seed{'s' if count > 1 else ''} at batch{'es' if len(batches) > 1 else ''} "
+                     f"{', '.join(map(str, batches))}: {why}")
+    return lines

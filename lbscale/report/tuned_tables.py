@@ -367,13 +367,13 @@ def _round_answer(answer: dict) -> str:
 
 def rounds_table(rounds: list[dict]) -> Table:
     """Each round of `sweep --until-resolved`: B_crit as fitted after it, what it added and why, or why it stopped."""
+    from lbscale.analysis.rounds import describe
+
     rows = []
     for r in rounds:
-        added = [f"{a['action']['kind']} {a['action']['batch']}: {len(a['trials'])} trial(s) ({a['action']['why']})"
-                 for a in r.get("added", [])]
         rows.append({"Round": r["round"], f"B_crit ({LEVEL:.0%} interval) before it": _round_answer(r["answer"]),
-                     "Decision": r["stop"] or "; ".join(added), "Trials added": sum(len(a["trials"])
-                                                                                   for a in r.get("added", []))})
+                     "Decision": r["stop"] or "; ".join(describe(r.get("added", []))),
+                     "Trials added": sum(len(a["trials"]) for a in r.get("added", []))})
     notes = [f"{n} (round {r['round']})" for r in rounds for n in r.get("notes", [])]
     return Table("rounds", "Rounds (--until-resolved): what each round added, and why", pd.DataFrame(rows),
                  pd.DataFrame(rows), notes)

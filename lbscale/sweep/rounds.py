@@ -16,7 +16,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from lbscale.analysis.rounds import Action, Round
+from lbscale.analysis.rounds import Action, Round, describe
 from lbscale.config import NO_PRUNING
 from lbscale.errors import LbscaleError
 from lbscale.results import read_json, write_json
@@ -192,8 +192,8 @@ class Rounds:
             print(f"until resolved: {decided.stop} (round {entry['round']}, {self.results / ROUNDS})", flush=True)
         else:
             print(f"round {entry['round']}: B_crit {said}; adding {len(new)} trials:", flush=True)
-            for a in added:
-                print(f"  {_action_text(a)}", flush=True)
+            for line in describe(added):
+                print(f"  {line}", flush=True)
         for n in decided.notes:
             print(f"  note: {n}", flush=True)
         return new
@@ -219,15 +219,3 @@ class Rounds:
 def _answer_text(a: dict) -> str:
     return {"interval": f"~ {a['value'] or 0:,.0f} [{a['lo']:,.0f}, {a['hi']:,.0f}]", "lower": f"> {a['lo']:,.0f}",
             "upper": f"< {a['hi']:,.0f}"}.get(a["kind"], "not resolved")
-
-
-def _action_text(entry: dict) -> str:
-    a = entry["action"]
-    n = len(entry["trials"])
-    if a["kind"] == "batch":
-        what = f"batch {a['batch']} ({n} trials)"
-    elif a["kind"] == "lr":
-        what = f"LR {a['lr']:.4g} at batch {a['batch']}"
-    else:
-        what = f"{n} more seed{'s' if n > 1 else ''} of {a['key']}"
-    return f"{what}: {a['why']}"

@@ -90,3 +90,15 @@ def test_a_side_past_a_batch_that_missed_the_target_is_not_extended():
     r = plan_round(Answer("lower", 300.0, math.inf), study, trials_per_batch=4)
     assert ("batch", 1024) not in _kinds(r)
     assert any("512 did not reach the target" in n for n in r.notes)
+
+
+def test_a_rounds_actions_are_described_one_line_per_batch_and_per_reason_for_seeds():
+    from lbscale.analysis.rounds import describe
+
+    added = [{"action": {"kind": "batch", "batch": 512, "why": "open above 256"}, "trials": [{}] * 6},
+             {"action": {"kind": "lr", "batch": 64, "lr": 0.61234, "why": "edge"}, "trials": [{}]},
+             {"action": {"kind": "seeds", "batch": 32, "why": "wide"}, "trials": [{}]},
+             {"action": {"kind": "seeds", "batch": 32, "why": "wide"}, "trials": [{}]},
+             {"action": {"kind": "seeds", "batch": 64, "why": "wide"}, "trials": [{}]}]
+    assert describe(added) == ["batch 512 (6 trials): open above 256", "LR 0.6123 at batch 64: edge",
+                               "3 more seeds at batches 32, 64: wide"]
