@@ -49,6 +49,7 @@ TRUTHS = [
     Truth("B_crit 512 past 32..256, sigma ~ sqrt(B) 0.15..0.42", b_crit=512.0),
 ]
 RATIO, LEVEL = 4.0, 0.9
+MAX_ROUNDS = 30
 
 
 class Study:
@@ -127,7 +128,7 @@ def adaptive(t: Truth, rng, max_trials: int) -> tuple:
 
     s = Study(t, rng)
     s.grid(t.batches, t.lrs, 1)
-    for rounds in range(12):
+    for rounds in range(MAX_ROUNDS):
         answer = s.answer()
         r = plan_round(answer, s.states(), RATIO, trials_left=max_trials - len(s.rows), trials_per_batch=len(t.lrs))
         if r.stop:
@@ -140,7 +141,7 @@ def adaptive(t: Truth, rng, max_trials: int) -> tuple:
             else:
                 s.run(a.batch, float(a.key.split(":")[1]))
     answer = s.answer()
-    return answer, s.cost, 12, "12 rounds"
+    return answer, s.cost, MAX_ROUNDS, f"{MAX_ROUNDS} rounds"
 
 
 def fixed(t: Truth, rng, seeds: int) -> tuple:

@@ -11,8 +11,8 @@ The rules, in order (each action says why it was taken):
 3. a batch whose best LR sits at the edge of its searched range gets a point one grid step past that edge (the
    points' mean ratio), so the optimum is bracketed;
 4. where the answer is still wide (an interval wider than the ratio, or nothing resolved), one more seed at the best
-   point of each batch that decides it (within [lo / 2, 2 hi]; all batches where an end is open) and its two
-   neighbours: the seeds narrow both the bowl and the curve.
+   point of each batch that decides it (within [lo / 2, 2 hi]; all batches where an end is open): the seeds at
+   the optimum narrow the curve, and small rounds stop soon after the interval is narrow enough.
 The budget cuts the round in that order of priority.
 """
 
@@ -139,12 +139,10 @@ def _seeds(answer: Answer, reached: list[BatchState]) -> list[Action]:
     lo = answer.lo / 2 if answer.kind in ("interval", "lower") else 0.0
     hi = answer.hi * 2 if answer.kind in ("interval", "upper") else math.inf
     where = [s for s in reached if lo <= s.batch <= hi] or reached
-    out = []
-    for s in where:
-        for i in sorted({max(s.best - 1, 0), s.best, min(s.best + 1, len(s.points) - 1)}):
-            out.append(Action("seeds", s.batch, f"B_crit {_said(answer)} is wider than asked: one more seed at "
-                                                "the best LR and its neighbours", key=s.points[i].key))
-    return out
+    # the best point only: on the simulator, seeds at its two neighbours too resolved B_crit with 0.61-0.67 of a
+    # fixed grid's budget against 0.55 (docs/benchmarks.md, "Adaptive sweep")
+    return [Action("seeds", s.batch, f"B_crit {_said(answer)} is wider than asked: one more seed at the best LR",
+                   key=s.points[s.best].key) for s in where]
 
 
 def _within(actions: list[Action], trials_left: int | None, trials_per_batch: int) -> list[Action]:
