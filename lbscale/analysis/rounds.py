@@ -141,8 +141,9 @@ def _seeds(answer: Answer, reached: list[BatchState]) -> list[Action]:
     where = [s for s in reached if lo <= s.batch <= hi] or reached
     # the best point only: on the simulator, seeds at its two neighbours too resolved B_crit with 0.61-0.67 of a
     # fixed grid's budget against 0.55 (docs/benchmarks.md, "Adaptive sweep")
-    return [Action("seeds", s.batch, f"B_crit {_said(answer)} is wider than asked: one more seed at the best LR",
-                   key=s.points[s.best].key) for s in where]
+    why = "B_crit not resolved" if answer.kind == "none" else f"B_crit {_said(answer)} is wider than asked"
+    return [Action("seeds", s.batch, f"{why}: one more seed at the best LR", key=s.points[s.best].key)
+            for s in where]
 
 
 def _within(actions: list[Action], trials_left: int | None, trials_per_batch: int) -> list[Action]:
