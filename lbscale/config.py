@@ -341,8 +341,8 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
         raise LbscaleError("--eval-first goes with --eval-spacing")
     spacing = [cfg.eval_every, cfg.eval_every_samples, cfg.eval_spacing]
     if sum(x is not None for x in spacing) > 1:
-        raise LbscaleError("--eval-every, --eval-every-samples and --eval-spacing: give one of --eval-every, "
-                           "--eval-every-samples, --eval-spacing")
+        raise LbscaleError("evaluations inside epochs: give one of --eval-every, --eval-every-samples, "
+                           "--eval-spacing")
     if cfg.eval_subset is not None and all(x is None for x in spacing) \
             and cfg.prune == "none" and cfg.branch_samples is None:
         raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples, "

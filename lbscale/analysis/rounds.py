@@ -176,3 +176,15 @@ def describe(added: list[dict]) -> list[str]:
         lines.append(f"{count} more seed{'s' if count > 1 else ''} at batch{'es' if len(batches) > 1 else ''} "
                      f"{', '.join(map(str, batches))}: {why}")
     return lines
+
+
+def answer_text(a: dict) -> str:
+    """B_crit as rounds.json keeps it ({kind, value, lo, hi}, an open end null): '~ 145 [106, 208]', '> 300',
+    '< 20' or 'not resolved'."""
+    if a.get("kind") == "interval":
+        return f"~ {a.get('value') or 0:,.0f} [{a['lo']:,.0f}, {a['hi']:,.0f}]"
+    if a.get("kind") == "lower" and a.get("lo") is not None:
+        return f"> {a['lo']:,.0f}"
+    if a.get("kind") == "upper" and a.get("hi") is not None:
+        return f"< {a['hi']:,.0f}"
+    return "not resolved"

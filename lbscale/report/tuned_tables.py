@@ -359,10 +359,9 @@ def study_rounds(study: Study) -> list[dict]:
 
 
 def _round_answer(answer: dict) -> str:
-    def one(a):
-        return {"interval": f"{a.get('value') or 0:,.0f} [{a['lo']:,.0f}, {a['hi']:,.0f}]",
-                "lower": f"> {a['lo']:,.0f}", "upper": f"< {a['hi']:,.0f}"}.get(a.get("kind"), "not resolved")
-    return "; ".join(one(a) if len(answer) == 1 else f"{arm}: {one(a)}" for arm, a in answer.items())
+    from lbscale.analysis.rounds import answer_text
+
+    return "; ".join(answer_text(a) if len(answer) == 1 else f"{arm}: {answer_text(a)}" for arm, a in answer.items())
 
 
 def rounds_table(rounds: list[dict]) -> Table:

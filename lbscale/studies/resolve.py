@@ -29,7 +29,8 @@ def decider(metric: str, target: float, ratio: float):
             kind = row["b_crit_kind"] if isinstance(row["b_crit_kind"], str) else "none"
             answer = Answer(kind, float(row["b_crit_lo"]) if kind != "none" else 0.0,
                             float(row["b_crit_hi"]) if kind != "none" else float("inf"))
-            answers[str(arm)] = {"kind": kind, "value": _num(row["b_crit"]), "lo": answer.lo, "hi": answer.hi}
+            answers[str(arm)] = {"kind": kind, "value": _num(row["b_crit"]),  # an open end is null (strict JSON)
+                                 "lo": _num(answer.lo) if answer.lo > 0 else None, "hi": _num(answer.hi)}
             rounds.append(plan_round(answer, states(o, target, maximize), ratio, trials_left, trials_per_batch,
                                      max_batch=max_batch))
         return answers, merged(rounds, list(answers))

@@ -16,7 +16,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from lbscale.analysis.rounds import Action, Round, describe
+from lbscale.analysis.rounds import Action, Round, answer_text, describe
 from lbscale.config import NO_PRUNING
 from lbscale.errors import LbscaleError
 from lbscale.results import read_json, write_json
@@ -186,7 +186,7 @@ class Rounds:
             check_plan_data(self.spec.path, new)
         entry = record(self.results, answers, decided, added, {"settings": self.settings},
                        planned=len(plans) + len(new))
-        said = "; ".join(f"{arm}: {_answer_text(a)}" if len(answers) > 1 else _answer_text(a)
+        said = "; ".join(f"{arm}: {answer_text(a)}" if len(answers) > 1 else answer_text(a)
                          for arm, a in answers.items())
         if decided.stop:
             print(f"until resolved: {decided.stop} (round {entry['round']}, {self.results / ROUNDS})", flush=True)
@@ -214,8 +214,3 @@ class Rounds:
         search = [p for p in plans if not p.confirms]
         first = min(p.plan.global_batch for p in search)
         return sum(p.plan.global_batch == first for p in search)
-
-
-def _answer_text(a: dict) -> str:
-    return {"interval": f"~ {a['value'] or 0:,.0f} [{a['lo']:,.0f}, {a['hi']:,.0f}]", "lower": f"> {a['lo']:,.0f}",
-            "upper": f"< {a['hi']:,.0f}"}.get(a["kind"], "not resolved")

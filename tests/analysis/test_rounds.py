@@ -101,3 +101,12 @@ def test_a_rounds_actions_are_described_one_line_per_batch_and_per_reason_for_se
              {"action": {"kind": "seeds", "batch": 64, "why": "wide"}, "trials": [{}]}]
     assert describe(added) == ["batch 512 (6 trials): open above 256", "LR 0.6123 at batch 64: edge",
                                "3 more seeds at batches 32, 64: wide"]
+
+
+def test_the_answer_as_rounds_json_keeps_it_in_words():
+    from lbscale.analysis.rounds import answer_text
+
+    assert answer_text({"kind": "interval", "value": 145.2, "lo": 106.1, "hi": 2080.4}) == "~ 145 [106, 2,080]"
+    assert answer_text({"kind": "lower", "value": None, "lo": 300.0, "hi": None}) == "> 300"
+    assert answer_text({"kind": "upper", "value": None, "lo": None, "hi": 20.0}) == "< 20"
+    assert answer_text({"kind": "none", "value": 173.0, "lo": None, "hi": None}) == "not resolved"

@@ -89,8 +89,33 @@ def test_a_spec_without_a_search_of_base_lr_is_refused(tiny_h5, tmp_path):
 
 
 def test_the_rounds_file_is_json_a_program_can_read(tiny_h5, tmp_path):
-    """rounds.json is one JSON object with a list of rounds (nothing else is promised here)."""
+    """rounds.json is one strict JSON object with a list of rounds: an open end of B_crit is null, never Infinity."""
     results = tmp_path / "results"
     lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved", "--budget", "4")
-    data = json.loads((results / "rounds.json").read_text())
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    data = json.loads((results / "rounds.json").read_text(), parse_constant=refuse)
     assert list(data) == ["rounds"] and data["rounds"][0]["stop"].startswith("budget spent")
+
+
+def test_rounds_as_slurm_jobs_each_planned_by_a_follow_up_job(slurm, tiny_h5, tmp_path):
+    """Under SLURM a job after the arrays fits the results and submits the next round with a job after it, until
+    the rounds stop: the same rounds.json as a local sweep writes."""
+    import time
+
+    results = tmp_path / "res"
+    out = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", results, "--launcher", "slurm", "--until-resolved",
+                  "--budget", "6", "--ratio", "1.5").stdout
+    assert "submitted job array" in out and "it plans and submits the next round" in out
+    deadline = time.time() + 900
+    rounds = []
+    while time.time() < deadline and not (rounds and rounds[-1]["stop"]):
+        time.sleep(3)
+        rounds = (read_json(results / "rounds.json") or {}).get("rounds", []) if (results / "rounds.json").exists() \
+            else []
+    assert rounds and rounds[-1]["stop"], rounds
+    added = [t["id"] for r in rounds for a in r["added"] for t in a["trials"]]
+    for name in added:
+        assert read_json(results / name / "summary.json")["status"] in ("completed", "pruned"), name

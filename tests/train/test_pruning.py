@@ -132,8 +132,9 @@ def test_a_trial_with_rungs_in_samples_records_steps_and_samples(tiny_h5, tmp_pa
     (["--prune", "asha", "--prune-min-samples", "0", "--prune-group", "g"], "--prune-min-samples must be >= 1"),
     (["--prune", "sha", "--prune-min-steps", "2", "--prune-eta", "1"], "--prune-eta must be >= 2"),
     (["--prune", "asha", "--prune-min-steps", "2"], "--prune-group NAME"),  # never every sibling of --out
-    (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples, or --prune) too"),
-    (["--eval-every", "5", "--eval-every-samples", "100"], "give one of them"),
+    (["--eval-subset", "10"], "give --eval-every (or --eval-every-samples, --eval-spacing or --prune) too"),
+    (["--eval-every", "5", "--eval-every-samples", "100"],
+     "give one of --eval-every, --eval-every-samples, --eval-spacing"),
     (["--stop-at-target"], "--stop-at-target needs"),
 ])
 def test_inconsistent_options_are_one_line(tiny_h5, tmp_path, run_cli, option, message):
