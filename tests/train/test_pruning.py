@@ -77,15 +77,20 @@ def test_synchronous_decisions_wait_for_every_peer_and_do_not_depend_on_order(tm
     assert b.decide() == "prune" and a.decide() == "continue"  # 2 values, keep 1; same in either order
 
 
-def test_a_trial_is_pruned_against_a_peer_and_records_it(tiny_h5, tmp_path, run_cli):
-    prune = ["--prune", "asha", "--prune-min-steps", "4", "--prune-eta", "2", "--prune-group", "g",
-             "--prune-metric", "val_loss", "--eval-subset", "40", "--eval-every", "100"]
-    base = ["train", "--data", tiny_h5, "--epochs", "2", "--global-batch", "32", "--model", "test_resnet",
-            "--quiet", "--device", "cpu", "--optimizer", "sgd", *prune]
+def _good_and_bad(run_cli, data, tmp_path, epochs: int, rungs: list) -> None:
+    """Two trials of one halving group, `good` (LR 0.05) and `bad` (LR 1e6, diverging and trained on), halving
+    on val_loss from `rungs` with eta 2 on a 40-image subset."""
+    base = ["train", "--data", data, "--epochs", str(epochs), "--global-batch", "32", "--model", "test_resnet",
+            "--quiet", "--device", "cpu", "--optimizer", "sgd", "--prune", "asha", "--prune-eta", "2",
+            "--prune-group", "g", "--prune-metric", "val_loss", "--eval-subset", "40", *rungs]
     rc, _, err = run_cli(*base, "--out", tmp_path / "good", "--base-lr", "0.05")
     assert rc == 0, err
     rc, _, err = run_cli(*base, "--out", tmp_path / "bad", "--base-lr", "1e6", "--on-divergence", "continue")
     assert rc == 0, err
+
+
+def test_a_trial_is_pruned_against_a_peer_and_records_it(tiny_h5, tmp_path, run_cli):
+    _good_and_bad(run_cli, tiny_h5, tmp_path, 2, ["--prune-min-steps", "4", "--eval-every", "100"])
     good = json.loads((tmp_path / "good" / RUNGS_FILE).read_text())
     bad = json.loads((tmp_path / "bad" / "summary.json").read_text())
     assert good["rung_steps"] == [4, 8, 16, 32] and [r["decision"] for r in good["rungs"]] == ["continue"] * 4
@@ -110,14 +115,7 @@ def test_a_preemption_at_a_rung_step_publishes_the_rung_first(tiny_h5, tmp_path,
 
 def test_a_trial_with_rungs_in_samples_records_steps_and_samples(tiny_h5, tmp_path, run_cli):
     # 560 train images at batch 32: 17 steps; a first rung of 100 samples is trained by step 4 (128 samples)
-    prune = ["--prune", "asha", "--prune-min-samples", "100", "--prune-eta", "2", "--prune-group", "g",
-             "--prune-metric", "val_loss", "--eval-subset", "40"]
-    base = ["train", "--data", tiny_h5, "--epochs", "1", "--global-batch", "32", "--model", "test_resnet",
-            "--quiet", "--device", "cpu", "--optimizer", "sgd", *prune]
-    rc, _, err = run_cli(*base, "--out", tmp_path / "good", "--base-lr", "0.05")
-    assert rc == 0, err
-    rc, _, err = run_cli(*base, "--out", tmp_path / "bad", "--base-lr", "1e6", "--on-divergence", "continue")
-    assert rc == 0, err
+    _good_and_bad(run_cli, tiny_h5, tmp_path, 1, ["--prune-min-samples", "100"])
     good = json.loads((tmp_path / "good" / RUNGS_FILE).read_text())
     assert good["rung_steps"] == [4, 7, 13] and good["rung_samples"] == [128, 224, 416]  # 100, 200, 400 samples
     assert [r["step"] for r in good["rungs"]] == [4, 7, 13]
