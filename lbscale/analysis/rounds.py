@@ -7,7 +7,9 @@ The rules, in order (each action says why it was taken):
    reached the target (nothing to fit: a longer budget or an easier target would);
 2. an open side gets a batch past it: the next doubling above the largest batch where the upper end is open (a
    lower bound, or not resolved), half the smallest where the lower end is; never past a batch that missed the
-   target (a larger one would miss it too: its budget is the cause) nor past the limits the data set;
+   target (a larger one would miss it too) nor past the limits the data set. Where the largest batch ran its whole
+   budget without reaching the target, its closest point runs again with twice the epochs instead (with a constant
+   LR a longer budget does not move the steps to the target: docs/reproducing.md);
 3. a batch whose best LR sits at the edge of its searched range gets a point one grid step past that edge (the
    points' mean ratio), so the optimum is bracketed;
 4. where the answer is still wide (an interval wider than the ratio, or nothing resolved), one more seed at the best
@@ -35,6 +37,7 @@ class BatchState:
     reached: bool  # a trial at this batch reached the target
     points: tuple  # Points, by increasing LR
     best: int | None  # the index of the best point (None: none reached)
+    short: str | None = None  # where none reached: the point that came closest in a trial that ran its whole budget
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class Answer:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # batch: a new batch with the spec's points; lr: a new point past an edge; seeds: more seeds
+    kind: str  # batch: a new batch with the spec's points; lr: a new point past an edge; seeds: more seeds;
+    # budget: a point again with twice the epochs
     batch: int
     why: str
     key: str | None = None  # lr, seeds: the point's trial (without the seed)
@@ -101,7 +105,11 @@ def _sides(answer: Answer, batches: list[BatchState], min_batch: int, max_batch:
     largest, smallest = batches[-1], batches[0]
     if answer.kind in ("lower", "none"):
         new = largest.batch * 2
-        if not largest.reached:
+        if not largest.reached and largest.short:
+            out.append(Action("budget", largest.batch, f"B_crit {_said(answer)}, and batch {largest.batch} ran its "
+                                                       "budget without reaching the target: its closest LR again "
+                                                       "with twice the epochs", key=largest.short))
+        elif not largest.reached:
             notes.append(f"batch {largest.batch} did not reach the target: no larger batch is added (raise the "
                          "budget in epochs for the large batches)")
         elif max_batch is not None and new > max_batch:
@@ -169,6 +177,8 @@ def describe(added: list[dict]) -> list[str]:
             lines.append(f"batch {a['batch']} ({n} trials): {a['why']}")
         elif a["kind"] == "lr":
             lines.append(f"LR {a['lr']:.4g} at batch {a['batch']}: {a['why']}")
+        elif a["kind"] == "budget":
+            lines.append(f"{a['key']} with twice the epochs ({n} trial{'s' if n > 1 else ''}): {a['why']}")
         else:
             batches, count = seeds.get(a["why"], ({}, 0))
             seeds[a["why"]] = ({**batches, a["batch"]: None}, count + n)

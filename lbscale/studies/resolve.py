@@ -55,8 +55,19 @@ def states(o, target: float, maximize: bool) -> list[BatchState]:
         best = None
         if b in optima.index and bool(optima.loc[b, "reached"]):
             best = int(np.argmin([abs(np.log(lr / optima.loc[b, "best_lr"])) for lr in lrs]))
-        out.append(BatchState(int(b), best is not None, tuple(points), best))
+        out.append(BatchState(int(b), best is not None, tuple(points), best,
+                              short=None if best is not None else _closest(g, maximize)))
     return out
+
+
+def _closest(g, maximize: bool) -> str | None:
+    """Of a batch that never reached the target, the point (a trial's id without the seed) that came closest in a
+    trial that trained its whole budget (completed: not pruned, not diverged); None where none did."""
+    ran = g[(g["state"] == "completed") & ~g["reached"].astype(bool)].dropna(subset=["best_value"])
+    if ran.empty:
+        return None
+    top = ran.sort_values(["best_value", "trial"], ascending=[not maximize, True]).iloc[0]
+    return str(top["trial"]).rsplit("-s", 1)[0]
 
 
 def merged(rounds: list[Round], names: list[str]) -> Round:

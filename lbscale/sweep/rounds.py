@@ -7,12 +7,14 @@ from that file; only the next decision needs a fit.
   any batch);
 - lr: the point `key` again at one LR past the edge of its batch's search (base_lr scaled by the new LR over the
   point's), a new point id, not pruned;
-- seeds: the point `key` with the next seed, not pruned (as the confirmation stage reruns a point).
+- seeds: the point `key` with the next seed, not pruned (as the confirmation stage reruns a point);
+- budget: the point `key` again with twice its trial's epochs (`...-p2-e80-s0`), not pruned.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
 
@@ -61,7 +63,14 @@ def realise(spec, plans: list[TrialPlan], actions, results: Path, gpus_per_node:
         else:
             template = _template(plans, a.key)
             seed = max(p.config.seed for p in plans if stem(p) == a.key) + 1
-            if a.kind == "lr":
+            if a.kind == "budget":  # the point again with twice its trial's epochs, under an id that says so
+                epochs = template.config.epochs * 2
+                head = re.sub(r"-e\d+$", "", a.key)
+                while f"{head}-e{epochs}-s{template.config.seed}" in taken:
+                    epochs *= 2
+                trials = [{"id": f"{head}-e{epochs}-s{template.config.seed}", "from": template.trial_id,
+                           "epochs": epochs}]
+            elif a.kind == "lr":
                 factor = a.lr / template.plan.peak_lr
                 head = template.trial_id.rsplit(f"-p{template.point}", 1)[0]
                 trials = [{"id": f"{head}-p{next_point}-s{template.config.seed}", "from": template.trial_id,
@@ -111,8 +120,10 @@ def _again(p: TrialPlan, t: dict, results: Path) -> TrialPlan:
         changes["seed"] = t["seed"]
     if "base_lr" in t:
         changes["base_lr"] = t["base_lr"]
+    if "epochs" in t:
+        changes["epochs"] = t["epochs"]
     cfg = dataclasses.replace(p.config, **changes)
-    plan = resolve_plan(cfg, p.gpus, p.plan.train_samples) if "base_lr" in t else p.plan
+    plan = resolve_plan(cfg, p.gpus, p.plan.train_samples) if "base_lr" in t or "epochs" in t else p.plan
     search = {**(p.search or {}), "base_lr": t["base_lr"]} if "base_lr" in t else p.search
     return dataclasses.replace(p, trial_id=t["id"], config=cfg, plan=plan, peers=(),
                                point=t.get("point", p.point), search=search, confirms="seed" in t)

@@ -110,3 +110,19 @@ def test_the_answer_as_rounds_json_keeps_it_in_words():
     assert answer_text({"kind": "lower", "value": None, "lo": 300.0, "hi": None}) == "> 300"
     assert answer_text({"kind": "upper", "value": None, "lo": None, "hi": 20.0}) == "< 20"
     assert answer_text({"kind": "none", "value": 173.0, "lo": None, "hi": None}) == "not resolved"
+
+
+def test_a_batch_that_ran_out_of_budget_gets_its_best_lr_again_with_twice_the_epochs():
+    # batch 512 trained its whole budget without reaching the target (its best value at point 2): the upper end
+    # stays open because of the budget, not the data; the point that came closest runs again, twice as long
+    short = BatchState(512, False, tuple(Point(lr, f"b512-p{i}") for i, lr in enumerate((0.01, 0.03, 0.1, 0.3))),
+                       None, short="b512-p2")
+    r = plan_round(Answer("lower", 300.0, math.inf), STUDY + [short], trials_per_batch=4)
+    budget = [a for a in r.actions if a.kind == "budget"]
+    assert [(a.batch, a.key) for a in budget] == [(512, "b512-p2")] and "twice the epochs" in budget[0].why
+    assert ("batch", 1024) not in _kinds(r)
+    # pruned or diverged everywhere (nothing ran its budget): nothing to extend, the note stays
+    pruned = BatchState(512, False, short.points, None)
+    r = plan_round(Answer("lower", 300.0, math.inf), STUDY + [pruned], trials_per_batch=4)
+    assert not [a for a in r.actions if a.kind == "budget"]
+    assert any("512 did not reach the target" in n for n in r.notes)

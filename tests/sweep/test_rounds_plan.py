@@ -1,6 +1,6 @@
 """A round's actions as trials (sweep.rounds.realise, trials_of), without training: a new batch is the spec's grid
-there, an LR past an edge is a new point with base_lr scaled, more seeds are the point's next seeds; the ids stable
-and the trials unpruned."""
+there, an LR past an edge is a new point with base_lr scaled, more seeds are the point's next seeds, a longer budget
+the point with twice the epochs; the ids stable and the trials unpruned."""
 
 from lbscale.analysis.rounds import Action
 from lbscale.sweep.plan import build_plan
@@ -29,11 +29,12 @@ def test_actions_become_trials(tmp_path):
     for p in plans:
         p.plan = resolve_plan(p.config, 1, 560)
     actions = [Action("batch", 64, "open above"), Action("lr", 32, "edge", key="b32-g1-sgd-none-p1", lr=0.3),
-               Action("seeds", 16, "wide", key="b16-g1-sgd-none-p0", seeds=2)]
+               Action("seeds", 16, "wide", key="b16-g1-sgd-none-p0", seeds=2),
+               Action("budget", 32, "short", key="b32-g1-sgd-none-p0")]
     added = realise(spec, plans, actions, results, 1, {})
     assert [t["id"] for a in added for t in a["trials"]] == [
         "b64-g1-sgd-none-p0-s0", "b64-g1-sgd-none-p1-s0", "b32-g1-sgd-none-p2-s0", "b16-g1-sgd-none-p0-s1",
-        "b16-g1-sgd-none-p0-s2"]
+        "b16-g1-sgd-none-p0-s2", "b32-g1-sgd-none-p0-e4-s0"]
     new = trials_of(spec, plans, added, results, 1, {}, 1)
     by = {p.trial_id: p for p in new}
     lr = by["b32-g1-sgd-none-p2-s0"]
@@ -43,5 +44,8 @@ def test_actions_become_trials(tmp_path):
     assert (seed.config.seed, seed.config.base_lr, seed.config.prune, seed.confirms) == (2, 0.01, "none", True)
     batch = by["b64-g1-sgd-none-p1-s0"]
     assert batch.config.prune == "asha" and batch.peers == ("b64-g1-sgd-none-p0-s0",)  # the grid's own halving
+    longer = by["b32-g1-sgd-none-p0-e4-s0"]  # 2 epochs doubled; 560 / 32 = 17 steps an epoch
+    assert (longer.config.epochs, longer.plan.total_steps, longer.config.base_lr, longer.point) == (4, 68, 0.01, 0)
+    assert longer.config.prune == "none" and not longer.confirms
     assert all(p.round == 1 and str(p.out).startswith(str(results)) for p in new)
     assert all(p.axes()["round"] == 1 for p in new)
