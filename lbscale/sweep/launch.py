@@ -243,19 +243,21 @@ class LocalLauncher:
         todo = arrival_order(select(plans, run.options.retry_failed))
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
         failures, progress, warned = 0, SweepProgress(), set()
-        while todo:
-            failures += self.run_rounds(todo, progress)
+        while True:  # also with nothing to run: a rerun after the last round's trials decides the next one
+            failures += self.run_rounds(todo, progress) if todo else 0
             for line in budget_warnings(plans):  # batches that cannot reach the target within their epochs
                 if line not in warned:
                     print(f"warning: {line}", flush=True)
                     warned.add(line)
             more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in {q.trial_id for q in plans}]
-            if more:  # the confirmation stage of the cells whose search finished, or a round (--until-resolved)
-                if all(p.confirms and not p.round for p in more):
-                    print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
-                          flush=True)
-                write_trial_files(more)
-                plans = plans + more
+            if not more:
+                break
+            # the confirmation stage of the cells whose search finished, or a round (--until-resolved)
+            if all(p.confirms and not p.round for p in more):
+                print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
+                      flush=True)
+            write_trial_files(more)
+            plans = plans + more
             todo = select(more, run.options.retry_failed)
         print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
         return 1 if failures else 0

@@ -185,7 +185,7 @@ class Rounds:
             return []
         last = (read_rounds(self.results) or [{}])[-1]
         if last.get("stop") and last.get("planned") == len(plans) and last.get("settings") == self.settings:
-            print(f"until resolved: {last['stop']} (round {last['round']}, {ROUNDS})", flush=True)
+            print(f"until resolved: {last['stop']} (round {last['round']}, {self.results / ROUNDS})", flush=True)
             return []
         answers, decided = self.decide(self.results, self._left(plans), self._per_batch(plans),
                                        max(p.plan.train_samples or 0 for p in plans) or None)

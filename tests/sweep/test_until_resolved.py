@@ -49,6 +49,7 @@ def test_rounds_are_decided_written_replayed_and_cut_by_the_budget(tiny_h5, tmp_
     # a rerun plans the rounds' trials from rounds.json and decides nothing new
     again = lbscale("sweep", spec, "--results", results, "--until-resolved", "--budget", "7", "--ratio", "1.5").stdout
     assert f"{len(trials)} of {len(trials)} trials already finished" in again
+    assert f"until resolved: {last['stop']}" in again  # the rounds' outcome, read back, not decided again
     assert read_json(results / "rounds.json")["rounds"] == rounds
     # an array task finds a round's trial by its id (the rounds replayed from rounds.json), and runs it
     if added:
