@@ -16,6 +16,32 @@ from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
 
 
+class Number(click.ParamType):
+    """A finite float within (lo, hi), each end open or closed: Click's FloatRange lets NaN (it fails every
+    comparison) and infinity through, so a range is checked here once, at parsing, as one line and exit 2."""
+
+    name = "number"
+
+    def __init__(self, lo: float | None = None, hi: float | None = None, lo_open: bool = True, hi_open: bool = True):
+        self.lo, self.hi, self.lo_open, self.hi_open = lo, hi, lo_open, hi_open
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        ok = math.isfinite(x) and (self.lo is None or (x > self.lo if self.lo_open else x >= self.lo)) \
+            and (self.hi is None or (x < self.hi if self.hi_open else x <= self.hi))
+        if not ok:
+            bounds = [f"{'>' if self.lo_open else '>='} {self.lo:g}" if self.lo is not None else None,
+                      f"{'<' if self.hi_open else '<='} {self.hi:g}" if self.hi is not None else None]
+            raise LbscaleError(f"{param.opts[0]}: {value} is not a finite number "
+                               f"{' and '.join(b for b in bounds if b)}")
+        return x
+
+
 def _quiet(ctx, param, value):
     if value:
         set_quiet(True)
@@ -179,7 +205,7 @@ def train(config_path, **options):
               "past an open side, LRs past an edge, seeds where it is wide) until its interval's hi / lo <= --ratio "
               "or --budget is spent; each round is written to rounds.json and shown in the report.")
 @click.option("--budget", help="With --until-resolved: N trials in all (the grid's included), or H GPU-hours (12h).")
-@click.option("--ratio", type=float, default=4.0, show_default=True,
+@click.option("--ratio", type=Number(lo=1), default=4.0, show_default=True,
               help="With --until-resolved: stop once B_crit's interval has hi / lo at most this.")
 @quiet_option
 def sweep(spec, nproc, no_submit, **options):
@@ -200,7 +226,7 @@ def sweep(spec, nproc, no_submit, **options):
 
 @cli.command()
 @click.argument("results", type=click.Path(path_type=Path))
-@click.option("--watch", type=float, is_flag=False, flag_value=5.0, default=None, metavar="[SECONDS]",
+@click.option("--watch", type=Number(lo=0), is_flag=False, flag_value=5.0, default=None, metavar="[SECONDS]",
               help="Redraw the table every SECONDS (5) until every trial has ended; Ctrl-C stops watching.")
 def status(results, watch):
     """A table of the trials under RESULTS (or of one trial directory): state, epoch reached, last metric, SLURM job,
@@ -234,7 +260,7 @@ def status(results, watch):
                                      "from twice the largest measured up to 1024).")
 @click.option("--gpu-budget", type=click.IntRange(min=1),
               help="With --allreduce: the fastest configuration (batch, GPUs) to the target within this many GPUs.")
-@click.option("--deadline", type=click.FloatRange(min=0, min_open=True),
+@click.option("--deadline", type=Number(lo=0),
               help="With --allreduce: the cheapest configuration (GPU-hours) reaching the target within HOURS.")
 def report(results, out, formats, metric, compare, target, allreduce, predict_gpus, gpu_budget, deadline):
     """Tables and figures of the trials under RESULTS (one or more sweeps or trial directories)."""
@@ -284,14 +310,15 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
 @click.option("--rule", default="auto", show_default=True,
               help="LR of a branch: the parent's x k (linear), x sqrt(k) (sqrt) or as it is (none); auto: "
                    "sqrt for Adam-like optimizers, linear for SGD-like ones.")
-@click.option("--tolerance", type=float, default=0.01, show_default=True,
+@click.option("--tolerance", type=Number(lo=0, lo_open=False), default=0.01, show_default=True,
               help="A batch is within when its loss is at most the smaller batches' best + this.")
 @click.option("--eval-subset", type=int, help="Samples of the evaluation split every branch is evaluated on at "
                                               "the window's end (default: the parent's step subset, else 1,024).")
 @click.option("--results", type=click.Path(path_type=Path), help="Where the branches go (default: TRIAL-branches "
                                                                   "beside TRIAL).")
-@click.option("--ema", type=float, help="Judge by the training loss's moving average over the window (decay per "
-                                      "parent batch of samples, e.g. 0.9) instead of the fixed subset's loss.")
+@click.option("--ema", type=Number(lo=0, hi=1),
+              help="Judge by the training loss's moving average over the window (decay per parent batch of samples, "
+                   "e.g. 0.9) instead of the fixed subset's loss.")
 @click.option("--tuned", type=click.Path(path_type=Path), help="A tuned sweep's results on the same data: its "
                                                                 "B_crit and interval drawn as a band.")
 @click.option("--dry-run", is_flag=True, help="List the branches; run nothing.")

@@ -9,6 +9,7 @@ batch, the optimal LR's exponent and the critical batch (`report.tuned`); a rule
 from __future__ import annotations
 
 import io
+import math
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -92,9 +93,12 @@ def parse_targets(target) -> list[float]:
     items = target.split(",") if isinstance(target, str) else (target if isinstance(target, (list, tuple))
                                                                 else [target])
     try:
-        return sorted({float(t) for t in items if str(t).strip()})
+        values = sorted({float(t) for t in items if str(t).strip()})
     except ValueError:
-        raise LbscaleError(f"--target {target}: expected a number or several, like 0.9,0.95") from None
+        values = []
+    if not values or not all(math.isfinite(v) for v in values):  # ',,' fell back to the trials' own target
+        raise LbscaleError(f"--target {target}: expected a number or several, like 0.9,0.95")
+    return values
 
 
 def _targets(study: Study, metric: str, target) -> list[float]:

@@ -84,9 +84,6 @@ def _check_options(o: SweepOptions) -> None:
         raise LbscaleError("--max-requeues must be >= 0")
     if (o.budget is not None or o.ratio != 4.0) and not o.until_resolved:
         raise LbscaleError("--budget and --ratio go with --until-resolved")
-    if not o.ratio > 1 or o.ratio == float("inf"):  # NaN fails the comparison
-        raise LbscaleError("--ratio must be a number > 1 (the widest hi / lo of B_crit's interval that stops the "
-                           "rounds)")
     if o.budget is not None:
         parse_budget(o.budget)
     if o.estimate and not o.dry_run:
@@ -173,8 +170,6 @@ def _left_line(states: list[dict], lefts: list[float | None]) -> list[str]:
 def watch_status(results, every: float) -> int:
     """Redraw the status table every `every` seconds until no trial runs or waits in a queue and no sweep holds
     the results directory; Ctrl-C stops watching. The last line is the count of states."""
-    if every <= 0:
-        raise LbscaleError("--watch: give the seconds between redraws, > 0")
     shown = states = None
     try:
         while True:

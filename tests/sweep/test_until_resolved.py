@@ -75,8 +75,8 @@ def test_rounds_are_decided_written_replayed_and_cut_by_the_budget(tiny_h5, tmp_
     (["--budget", "7"], "--budget and --ratio go with --until-resolved"),
     (["--until-resolved", "--budget", "x"], "--budget 'x': give N trials in all (60) or H GPU-hours (12h)"),
     (["--until-resolved", "--budget", "0"], "--budget '0'"),
-    (["--until-resolved", "--ratio", "1"], "--ratio must be a number > 1"),
-    (["--until-resolved", "--ratio", "nan"], "--ratio must be a number > 1"),
+    (["--until-resolved", "--ratio", "1"], "--ratio: 1 is not a finite number > 1"),
+    (["--until-resolved", "--ratio", "nan"], "--ratio: nan is not a finite number > 1"),
 ])
 def test_refusals(tiny_h5, tmp_path, args, message):
     r = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", tmp_path / "r", "--dry-run", *args, check=False)
