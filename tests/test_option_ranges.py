@@ -21,8 +21,9 @@ def test_numbers_out_of_range_are_one_line(tmp_path, run_cli, args, message):
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("target", [",,", " , ", "nan", "0.9,inf"])
-def test_a_target_with_no_number_or_not_a_finite_one_is_refused(target):
+@pytest.mark.parametrize("target", [",,", " , ", "x"])
+def test_a_target_with_no_number_is_refused(target):
+    """(A value that is not finite is refused naming the metric: tests/report/test_report.py.)"""
     from lbscale.errors import LbscaleError
     from lbscale.report import parse_targets
 
