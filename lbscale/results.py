@@ -78,6 +78,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 RUN, SUBMITTED, TRIAL_YAML = "run.json", "submitted.json", "trial.yaml"
 GRID = "grid.json"  # a sweep trial's place in its grid: sweep, batch, GPUs, variant, warm-up, seed
+ROUNDS = "rounds.json"  # in a results directory: the rounds of `sweep --until-resolved`, each decision and its trials
 ATTEMPTS = "attempts"  # summaries of earlier attempts of a retried trial: attempts/summary-1.json, ...
 FINISHED = ("completed", "diverged", "pruned")
 

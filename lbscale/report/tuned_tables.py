@@ -339,23 +339,13 @@ def per_target_line(fits: dict, metric: str) -> str:
     return "B_crit by target (it grows as the target tightens, McCandlish et al. 2018): " + "; ".join(parts)
 
 
-ROUNDS_FILE = "rounds.json"  # written by `lbscale sweep --until-resolved` (sweep/rounds.py) in its results directory
-
-
 def study_rounds(study: Study) -> list[dict]:
     """The rounds of `sweep --until-resolved` recorded in the study's results directories (none without)."""
-    import json
     from pathlib import Path
 
-    out = []
-    for p in study.sources:
-        f = Path(p) / ROUNDS_FILE
-        if f.is_file():
-            try:
-                out += json.loads(f.read_text()).get("rounds", [])
-            except (OSError, ValueError, AttributeError):
-                continue
-    return out
+    from lbscale.results import ROUNDS, read_json
+
+    return [r for p in study.sources for r in (read_json(Path(p) / ROUNDS) or {}).get("rounds", [])]
 
 
 def _round_answer(answer: dict) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 from lbscale.analysis.rounds import Action, Answer, BatchState, Point, Round, plan_round
 from lbscale.report.load import load_results
 from lbscale.report.tuned import arms, batch_optima, fits_of, trial_outcomes
+from lbscale.sweep.plan import point_id
 from lbscale.task import Task
 
 
@@ -51,7 +52,7 @@ def states(o, target: float, maximize: bool) -> list[BatchState]:
         points = []
         for lr in lrs:
             at = g[g["peak_lr"].astype(float) == lr]
-            points.append(Point(lr, str(sorted(at["trial"])[0]).rsplit("-s", 1)[0], len(at)))
+            points.append(Point(lr, point_id(str(sorted(at["trial"])[0])), len(at)))
         best = None
         if b in optima.index and bool(optima.loc[b, "reached"]):
             best = int(np.argmin([abs(np.log(lr / optima.loc[b, "best_lr"])) for lr in lrs]))
@@ -67,7 +68,7 @@ def _closest(g, maximize: bool) -> str | None:
     if ran.empty:
         return None
     top = ran.sort_values(["best_value", "trial"], ascending=[not maximize, True]).iloc[0]
-    return str(top["trial"]).rsplit("-s", 1)[0]
+    return point_id(str(top["trial"]))
 
 
 def merged(rounds: list[Round], names: list[str]) -> Round:

@@ -13,7 +13,7 @@ import math
 
 from lbscale.config import NO_PRUNING
 from lbscale.results import FINISHED, METRICS, SUMMARY, read_json, read_jsonl
-from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.plan import TrialPlan, point_id
 from lbscale.sweep.spec import SweepSpec
 
 
@@ -81,7 +81,7 @@ def confirmation_to_come(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialP
 
 def _again(p: TrialPlan, seed: int) -> TrialPlan:
     """The search trial `p` with another seed, not pruned (it is no candidate any more: its point was chosen)."""
-    trial_id = p.trial_id.rsplit("-s", 1)[0] + f"-s{seed}"
+    trial_id = f"{point_id(p.trial_id)}-s{seed}"
     out = p.out.parent / trial_id
     cfg = dataclasses.replace(p.config, seed=seed, out=str(out), **NO_PRUNING)
     return dataclasses.replace(p, trial_id=trial_id, config=cfg, peers=(), confirms=True)

@@ -35,7 +35,7 @@ from lbscale.results import METRICS, REQUEUE_EXIT, read_jsonl
 from lbscale.sweep.eta import clock, shape_key
 from lbscale.sweep import warm as warm_start
 from lbscale.sweep.launch import TRAIN_MODULE, select
-from lbscale.sweep.plan import TrialPlan, trial_yaml
+from lbscale.sweep.plan import TrialPlan, point_id, trial_yaml
 
 WINDOW_STEPS = 5  # W: the optimizer steps of one window (the first window is not timed)
 WINDOWS = 6  # R: the timed windows after it, whose median is the pace
@@ -224,4 +224,4 @@ def _name(p: TrialPlan, shapes: dict) -> str:
     """'b64-g1', or with the variant where two shapes share batch and GPUs."""
     short = f"b{p.plan.global_batch}-g{p.gpus}"
     same = sum(q[0].plan.global_batch == p.plan.global_batch and q[0].gpus == p.gpus for q in shapes.values())
-    return short if same == 1 else p.trial_id.rsplit("-s", 1)[0]
+    return short if same == 1 else point_id(p.trial_id)

@@ -83,6 +83,12 @@ class TrialPlan:
         return Path(self.config.out)
 
 
+def point_id(trial_id: str) -> str:
+    """A trial's point: its id without the seed (`b64-g1-sgd-none-p3-s1` -> `b64-g1-sgd-none-p3`), what the
+    confirmation stage and the adaptive rounds rerun with other seeds."""
+    return trial_id.rsplit("-s", 1)[0]
+
+
 def _variant_name(options: dict) -> str:
     defaults = {k: FIELDS[k].default for k in ("optimizer", "lr_scaling")}
     merged = {**defaults, **options}

@@ -21,16 +21,16 @@ from pathlib import Path
 from lbscale.analysis.rounds import Action, Round, answer_text, describe
 from lbscale.config import NO_PRUNING
 from lbscale.errors import LbscaleError
-from lbscale.results import read_json, write_json
-from lbscale.sweep.plan import TrialPlan, build_plan
+from lbscale.results import ROUNDS, read_json, write_json
+from lbscale.sweep.plan import TrialPlan, build_plan, point_id
+from lbscale.sweep.search import round_value
 from lbscale.train.plan import resolve_plan
 
-ROUNDS = "rounds.json"
 
 
 def stem(p: TrialPlan) -> str:
     """A trial's point: its id without the seed."""
-    return p.trial_id.rsplit("-s", 1)[0]
+    return point_id(p.trial_id)
 
 
 def read_rounds(results: Path) -> list[dict]:
@@ -74,7 +74,7 @@ def realise(spec, plans: list[TrialPlan], actions, results: Path, gpus_per_node:
                 factor = a.lr / template.plan.peak_lr
                 head = template.trial_id.rsplit(f"-p{template.point}", 1)[0]
                 trials = [{"id": f"{head}-p{next_point}-s{template.config.seed}", "from": template.trial_id,
-                           "point": next_point, "base_lr": _round(template.config.base_lr * factor)}]
+                           "point": next_point, "base_lr": round_value(template.config.base_lr * factor)}]
                 next_point += 1
             else:
                 trials = [{"id": f"{a.key}-s{seed + i}", "from": template.trial_id, "seed": seed + i}
@@ -82,10 +82,6 @@ def realise(spec, plans: list[TrialPlan], actions, results: Path, gpus_per_node:
         taken |= {t["id"] for t in trials}
         out.append({"action": dataclasses.asdict(a), "trials": trials})
     return out
-
-
-def _round(x: float) -> float:
-    return float(f"{x:.4g}")
 
 
 def _template(plans: list[TrialPlan], key: str) -> TrialPlan:
@@ -183,7 +179,8 @@ class Rounds:
             return confirming
         if not all(trial_state(p.out)["state"] in (*FINISHED, "failed") for p in plans):
             return []
-        last = (read_rounds(self.results) or [{}])[-1]
+        done = read_rounds(self.results)
+        last = (done or [{}])[-1]
         if last.get("stop") and last.get("planned") == len(plans) and last.get("settings") == self.settings:
             print(f"until resolved: {last['stop']} (round {last['round']}, {self.results / ROUNDS})", flush=True)
             return []
@@ -191,8 +188,7 @@ class Rounds:
                                        max(p.plan.train_samples or 0 for p in plans) or None)
         added = [] if decided.stop else realise(self.spec, plans, decided.actions, self.results, self.gpn,
                                                 self.overrides)
-        new = trials_of(self.spec, plans, added, self.results, self.gpn, self.overrides,
-                        len(read_rounds(self.results)) + 1)
+        new = trials_of(self.spec, plans, added, self.results, self.gpn, self.overrides, len(done) + 1)
         if new:
             check_plan_data(self.spec.path, new)
         entry = record(self.results, answers, decided, added, {"settings": self.settings},

@@ -90,13 +90,14 @@ def _transform(dist: str, args, u: float):
         return args[min(int(u * len(args)), len(args) - 1)]
     lo, hi = args
     if dist == "uniform":
-        return _round(lo + u * (hi - lo))
-    x = _round(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))))
+        return round_value(lo + u * (hi - lo))
+    x = round_value(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))))
     # the draw is rounded, never 1 - x: rounding 1 - 1e-5 to 4 digits would give momentum 1.0
     return 1.0 - x if dist == "one_minus_loguniform" else x
 
 
-def _round(value: float) -> float:
+def round_value(value: float) -> float:
+    """A drawn (or derived) option value as trial.yaml shows it: 4 significant digits."""
     return float(f"{value:.4g}")
 
 
