@@ -7,7 +7,7 @@ LBSCALE := $(VENV)/bin/lbscale
 STAMP := $(VENV)/.installed-stamp
 DEMO_DATA := data/demo.h5
 
-.PHONY: venv demo demo-real test bench lint clean
+.PHONY: venv demo demo-real test test-gpu bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,13 @@ demo-real: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# The GPU set (tests/gpu, marker gpu) on this machine's own torch / timm / h5py: the project on PYTHONPATH,
+# nothing installed or fetched (the venv's python where there is one). Without a GPU every test skips.
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+test-gpu:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) -m pytest -q -rs -m gpu -p no:cacheprovider --log-level=WARNING \
+	  --confcutdir=tests/gpu tests/gpu
 
 bench: venv
 	$(PY) benchmarks/run.py
