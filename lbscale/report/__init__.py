@@ -265,7 +265,7 @@ def _joined(*lines) -> str | None:
 def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Built:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     bootstrap intervals; the rule-based tables that average over seeds would average over search points here."""
-    from lbscale.report import gpus, plots, tables, tuned, tuned_tables
+    from lbscale.report import estimates, gpus, plots, tables, tuned, tuned_tables
 
     if o.compare:
         raise LbscaleError("--compare: published tables are rule-based; a tuned study (a search per batch) "
@@ -300,11 +300,16 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     rounds = tuned_tables.study_rounds(study)
     if rounds:
         ts.insert(2, partial(tuned_tables.rounds_table, rounds))
+    three = estimates.section(study, fits, best, target, m)
+    if three is not None:
+        ts.insert(2, partial(estimates.estimates_table, three, target, m))
     figs = {}
     reached = target is not None and bool(optima["reached"].any()) if len(optima) else False
     if reached:
         figs["steps-to-result"] = partial(plots.steps_to_result, optima, outcomes, fits, m, target,
                                           {t: o for t, (_, o) in by_target.items()})
+    if three is not None:
+        figs["critical-batch-estimates"] = partial(estimates.figure, three, target, m)
     figs.update({"optimal-lr": partial(plots.optimal_lr, optima, outcomes, fits),
                  "budget": partial(plots.budget, view, m)})
     if target is not None and not reached:  # nothing reached the target: the budget figure leads
