@@ -77,7 +77,7 @@ def cli():
 @click.option("--count", type=int, default=6000, show_default=True, help="synthetic: samples in all splits.")
 @click.option("--bands", type=int, default=4, show_default=True, help="synthetic: spectral bands.")
 @click.option("--size", type=int, default=32, show_default=True,
-              help="synthetic: image side in pixels; folder: resize every image to SIZE x SIZE (bilinear).")
+              help="synthetic: image side in pixels; folder, arrays: resize every image to SIZE x SIZE (bilinear).")
 @click.option("--classes", type=int, default=6, show_default=True, help="synthetic: classes.")
 @click.option("--task", type=click.Choice(list(TASKS)), default="multiclass", show_default=True,
               help="synthetic: one class per image or a mosaic of 1-3.")
