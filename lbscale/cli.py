@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
 from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.progress import set_quiet
@@ -102,11 +103,15 @@ def cli():
 @click.option("--name", help=f"idx: which dataset the files hold ({', '.join(SOURCES['idx'].names)}); "
                              "default: from the file and folder names.")
 @click.option("--subset", help="idx: the set of files to read where --src holds several (EMNIST: balanced, ...).")
+@click.option("--imagery", type=click.Choice(list(IMAGERY)),
+              help="What the pixels show, recorded in place of what prepare infers (arrays: unknown); "
+                   "`augmentation: auto` trains by it: " + ", ".join(f"{k} {v}" for k, v in IMAGERY.items()) + ".")
 @quiet_option
 def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, max_train, force, count, bands, size,
             classes, images, labels, layout, split_of, band_names, class_names,
-            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset):
+            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset, imagery):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
+    from lbscale.data.prepare import outcome_line
     from lbscale.data.prepare import prepare as run_prepare
 
     if workers < 0:
@@ -121,8 +126,9 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
                                                       encoding=encoding, name=name, subset=subset).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
-                         command=shlex.join(["lbscale", *sys.argv[1:]]), max_train=max_train, **specific)
-    click.echo(f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
+                         command=shlex.join(["lbscale", *sys.argv[1:]]), max_train=max_train, imagery=imagery,
+                         **specific)
+    click.echo(outcome_line(out, counts))
 
 
 prepare.help += "\n\n\b\nDatasets:\n" + "\n".join(f"  {n:<12} {c.help}" for n, c in SOURCES.items())

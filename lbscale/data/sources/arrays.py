@@ -279,8 +279,8 @@ class ArraysSource(Source):
                  "layout": "NHW" if len(self.images.shape) == 3 else layout.upper()}
         if split_of is not None:
             notes["split_of"] = str(split_of)
-        # arrays say nothing of what they show: notes.imagery stays "unknown", and `augmentation: auto` takes
-        # flip-rot90 as it always did (--augmentation chooses another)
+        # arrays say nothing of what they show: notes.imagery stays "unknown" (`augmentation: auto` takes
+        # flip-rot90, as it always did) unless prepare's --imagery says
         self.meta = DatasetMeta(name, task, classes or [str(i) for i in range(k)], bands, "user arrays", notes=notes)
 
     def train_labels(self) -> np.ndarray:
