@@ -15,6 +15,7 @@ from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.progress import set_quiet
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
+from lbscale.train.models import MODELS
 
 
 class Number(click.ParamType):
@@ -174,6 +175,10 @@ def train(config_path, **options):
         click.echo(line)
     if code:
         sys.exit(code)
+
+
+train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" + "\n".join(
+    f"  {n:<15} {m.help}" for n, m in MODELS.items())
 
 
 @cli.command()

@@ -27,13 +27,13 @@ class ModelInfo:
 
 # Names timm does not use (a test holds it): a timm model of the same name would be shadowed.
 MODELS: dict[str, ModelInfo] = {m.name: m for m in (
-    ModelInfo("cifar_resnet8", "ResNet-8 (He et al. 2016, section 4.2, n = 1) with projection shortcuts: the 0.078M "
-              "parameters of Shallue et al. 2019's CIFAR-10 ResNet-8", "lbscale.train.small_models.CifarResNet",
+    ModelInfo("cifar_resnet8", "ResNet-8 (He et al. 2016 sec. 4.2, n = 1), projection shortcuts: 0.078M parameters "
+              "(Shallue et al. 2019's CIFAR-10 ResNet-8)", "lbscale.train.small_models.CifarResNet",
               {"blocks": 1, "shortcut": "projection"}),
-    ModelInfo("cifar_resnet20", "ResNet-20 (He et al. 2016, section 4.2, n = 3), identity shortcuts: 0.27M "
-              "parameters", "lbscale.train.small_models.CifarResNet", {"blocks": 3, "shortcut": "identity"}),
-    ModelInfo("simple_cnn", "Shallue et al. 2019's Simple CNN (Fashion-MNIST): two 5x5 convolutions of 32 and 64 "
-              "filters with 2x2 max-pooling, 1024 fully connected units", "lbscale.train.small_models.SimpleCnn"),
+    ModelInfo("cifar_resnet20", "ResNet-20 (He et al. 2016 sec. 4.2, n = 3), identity shortcuts: 0.27M parameters",
+              "lbscale.train.small_models.CifarResNet", {"blocks": 3, "shortcut": "identity"}),
+    ModelInfo("simple_cnn", "Simple CNN (Shallue et al. 2019, Fashion-MNIST): 5x5 convolutions of 32 and 64 "
+              "filters, each with a 2x2 max-pool, then 1024 units", "lbscale.train.small_models.SimpleCnn"),
 )}
 
 

@@ -18,10 +18,12 @@ def _count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def test_the_registry_holds_the_small_image_models_under_names_timm_does_not_use():
+def test_the_registry_holds_the_small_image_models_under_names_timm_does_not_use(run_cli):
     assert NAMES == ["cifar_resnet20", "cifar_resnet8", "simple_cnn"]
     assert not any(timm.is_model(name) for name in NAMES)
     assert all(name in FIELDS["model"].metadata["help"] for name in NAMES)  # the option's help names them
+    rc, out, _ = run_cli("train", "--help")  # and the command's help says what each is
+    assert rc == 0 and all(f"  {name:<15} {info.help}" in out for name, info in MODELS.items())
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -40,8 +42,8 @@ def test_parameter_counts_are_the_papers():
     resnet20 = _count(build_model("cifar_resnet20", 3, 10))
     assert resnet20 == 464 + 14_016 + 51_072 + 203_520 + 650 == 269_722
     assert resnet20 == pytest.approx(0.27e6, rel=0.01)
-    # ResNet-8 (n = 1) with projection shortcuts (option B: 1x1 conv + BN where the shape changes), the 0.078M of
-    # the ResNet-8 Shallue et al. 2019 trained on CIFAR-10: 75,290 with option A, 78,042 with B
+    # ResNet-8 (n = 1) with projection shortcuts (option B: 1x1 conv + BN where the shape changes): the 0.078M
+    # quoted for the ResNet-8 of Shallue et al. 2019's CIFAR-10 workload (75,290 with option A, 78,042 with B)
     resnet8 = _count(build_model("cifar_resnet8", 3, 10))
     assert resnet8 == 464 + 4_672 + (4_608 + 9_216 + 128 + 512 + 64) + (18_432 + 36_864 + 256 + 2_048 + 128) + 650
     assert resnet8 == 78_042 and resnet8 == pytest.approx(0.078e6, rel=0.01)
