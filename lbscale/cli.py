@@ -9,11 +9,13 @@ from pathlib import Path
 
 import click
 
+from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
 from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.progress import set_quiet
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
+from lbscale.train.models import MODELS
 
 
 class Number(click.ParamType):
@@ -77,7 +79,7 @@ def cli():
 @click.option("--count", type=int, default=6000, show_default=True, help="synthetic: samples in all splits.")
 @click.option("--bands", type=int, default=4, show_default=True, help="synthetic: spectral bands.")
 @click.option("--size", type=int, default=32, show_default=True,
-              help="synthetic: image side in pixels; folder: resize every image to SIZE x SIZE (bilinear).")
+              help="synthetic: image side in pixels; folder, arrays: resize every image to SIZE x SIZE (bilinear).")
 @click.option("--classes", type=int, default=6, show_default=True, help="synthetic: classes.")
 @click.option("--task", type=click.Choice(list(TASKS)), default="multiclass", show_default=True,
               help="synthetic: one class per image or a mosaic of 1-3.")
@@ -102,11 +104,15 @@ def cli():
 @click.option("--name", help=f"idx: which dataset the files hold ({', '.join(SOURCES['idx'].names)}); "
                              "default: from the file and folder names.")
 @click.option("--subset", help="idx: the set of files to read where --src holds several (EMNIST: balanced, ...).")
+@click.option("--imagery", type=click.Choice(list(IMAGERY)),
+              help="What the pixels show, recorded in place of what prepare infers (arrays: unknown); "
+                   "`augmentation: auto` trains by it: " + ", ".join(f"{k} {v}" for k, v in IMAGERY.items()) + ".")
 @quiet_option
 def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, max_train, force, count, bands, size,
             classes, images, labels, layout, split_of, band_names, class_names,
-            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset):
+            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset, imagery):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
+    from lbscale.data.prepare import outcome_line
     from lbscale.data.prepare import prepare as run_prepare
 
     if workers < 0:
@@ -121,8 +127,9 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
                                                       encoding=encoding, name=name, subset=subset).items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
-                         command=shlex.join(["lbscale", *sys.argv[1:]]), max_train=max_train, **specific)
-    click.echo(f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
+                         command=shlex.join(["lbscale", *sys.argv[1:]]), max_train=max_train, imagery=imagery,
+                         **specific)
+    click.echo(outcome_line(out, counts))
 
 
 prepare.help += "\n\n\b\nDatasets:\n" + "\n".join(f"  {n:<12} {c.help}" for n, c in SOURCES.items())
@@ -168,6 +175,10 @@ def train(config_path, **options):
         click.echo(line)
     if code:
         sys.exit(code)
+
+
+train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" + "\n".join(
+    f"  {n:<15} {m.help}" for n, m in MODELS.items())
 
 
 @cli.command()

@@ -14,6 +14,7 @@ import yaml
 
 from lbscale.errors import LbscaleError
 from lbscale.task import TASKS, Task
+from lbscale.train.models import MODELS
 from lbscale.train.optim import DECAY_ON, OPTIMIZERS, OPTION_FIELDS
 from lbscale.train.policy import SCALING_RULES, SCHEDULES
 from lbscale.train.pruning import MODES as PRUNE_MODES
@@ -60,7 +61,8 @@ def _choice(default, help: str, registry: dict):
 class TrialConfig:
     data: str = _f(None, "Prepared dataset (HDF5 file or TFRecord directory).")
     out: str = _f(None, "Result directory of this trial.")
-    model: str = _f("resnet50", "timm model name (resnet18/34/50/101/152 or any other).")
+    model: str = _f("resnet50", "timm model name (resnet18/34/50/101/152 or any other), or one of lbscale's for "
+                                f"small images ({', '.join(MODELS)}).")
     global_batch: int = _f(256, "Global batch = local batch x world size x accumulation steps.")
     local_batch: int = _f(None, "Per-process batch (default: global / world size / accum steps).")
     accum_steps: int = _f(None, "Gradient accumulation steps (default: from --local-batch, else 1).")

@@ -170,12 +170,15 @@ def _feature_model(o: FilterOptions, f):
                        "step": saved.get("step"), "data": cfg.get("data")}
     import timm
 
-    from lbscale.train.models import check_model
+    from lbscale.train.models import MODELS, check_model
 
     check_model(o.model)
     if not o.pretrained:
         raise LbscaleError("--model without --pretrained has random weights: its features mean nothing; "
                            "give --checkpoint TRIAL_DIR or --pretrained")
+    if o.model in MODELS:
+        raise LbscaleError(f"--pretrained: {o.model} is lbscale's own model, with no pretrained weights; train a "
+                           "trial and give --checkpoint")
     if not timm.list_pretrained(o.model):
         raise LbscaleError(f"--pretrained: timm has no pretrained weights for {o.model}; train a trial and give "
                            "--checkpoint")

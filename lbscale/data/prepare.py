@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lbscale.data.formats import create_writer
-from lbscale.data.formats.base import SPLITS
+from lbscale.data.formats import create_writer, open_prepared
+from lbscale.data.formats.base import IMAGERY, SPLITS, UNKNOWN_IMAGERY, auto_augmentation
 from lbscale.data.sources import SOURCES
 from lbscale.data.sources.base import carve
 from lbscale.errors import LbscaleError
@@ -16,11 +16,15 @@ from lbscale.progress import bar, log_line
 
 def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fraction: float = 0.1,
             test_fraction: float = 0.2, seed: int = 0, workers: int = 1, force: bool = False,
-            command: str = "", max_train: int | None = None, **source_options) -> dict[str, int]:
-    """Prepare `dataset` from `src` into `out`; returns samples written per split."""
+            command: str = "", max_train: int | None = None, imagery: str | None = None,
+            **source_options) -> dict[str, int]:
+    """Prepare `dataset` from `src` into `out`; returns samples written per split. `imagery`: what the pixels show
+    (a key of IMAGERY), recorded in place of what the source infers."""
     out = Path(out)
     if dataset not in SOURCES:
         raise LbscaleError(f"unknown dataset {dataset!r}; choose one of {', '.join(SOURCES)}")
+    if imagery is not None and imagery not in IMAGERY:
+        raise LbscaleError(f"unknown --imagery {imagery!r}; choose one of {', '.join(IMAGERY)}")
     if out.exists() and not force:
         raise LbscaleError(f"{out}: exists (use --force to replace it)")
     if not out.parent.is_dir():
@@ -40,6 +44,8 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     common = dict(workers=workers, seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
     options = {**{k: v for k, v in common.items() if k in cls.options}, **source_options}
     source = cls(dataset, src, **options)  # validates the input before any output exists
+    if imagery is not None:  # the user knows what the pixels show; a source only guesses (or cannot tell)
+        source.meta.notes["imagery"] = imagery
     if source.encoding != "raw" and fmt != "hdf5":  # a source whose encoding is an option (folder)
         raise LbscaleError(f"{dataset}: --format {fmt} does not store {source.encoding.upper()}-encoded samples; "
                            "use hdf5")
@@ -70,6 +76,16 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if skipped:
         log_line(f"left out {len(skipped)} unreadable files (--skip-bad); listed in notes.skipped of {out}")
     return counts
+
+
+def outcome_line(out: Path, counts: dict[str, int]) -> str:
+    """What `lbscale prepare` prints: the samples of each split, and the imagery the file records with the
+    augmentation `augmentation: auto` trains it with."""
+    with open_prepared(out) as f:
+        imagery, encoding = f.imagery, f.encoding
+    hint = " (--imagery says what the pixels show)" if imagery == UNKNOWN_IMAGERY else ""
+    return (f"wrote {out}: " + ", ".join(f"{s} {n}" for s, n in counts.items())
+            + f"; imagery {imagery}{hint}: auto augmentation takes {auto_augmentation(encoding, imagery)}")
 
 
 def limit_train(assign: np.ndarray, labels: np.ndarray, max_train: int, seed: int) -> np.ndarray:

@@ -1,26 +1,69 @@
-"""Model factory: any timm model, with the band count and class count of the prepared file."""
+"""Model factory: any timm model, or one of lbscale's own for small images (`MODELS`), with the band count and
+class count of the prepared file. Importing this module costs no torch (the trial config's help names MODELS)."""
 
 from __future__ import annotations
 
-import timm
-import torch
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lbscale.errors import LbscaleError
 
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One of lbscale's own models: its factory (a lazy "module.Class" path, so the registry costs no torch) and
+    fixed arguments. `build_model` builds every entry from this alone, with timm's in_chans, num_classes and
+    drop_rate."""
+
+    name: str
+    help: str
+    factory: str
+    defaults: dict = field(default_factory=dict)
+
+
+# Names timm does not use (a test holds it): a timm model of the same name would be shadowed.
+MODELS: dict[str, ModelInfo] = {m.name: m for m in (
+    ModelInfo("cifar_resnet8", "ResNet-8 (He et al. 2016 sec. 4.2, n = 1), projection shortcuts: 0.078M parameters "
+              "(Shallue et al. 2019's CIFAR-10 ResNet-8)", "lbscale.train.small_models.CifarResNet",
+              {"blocks": 1, "shortcut": "projection"}),
+    ModelInfo("cifar_resnet20", "ResNet-20 (He et al. 2016 sec. 4.2, n = 3), identity shortcuts: 0.27M parameters",
+              "lbscale.train.small_models.CifarResNet", {"blocks": 3, "shortcut": "identity"}),
+    ModelInfo("simple_cnn", "Simple CNN (Shallue et al. 2019, Fashion-MNIST): 5x5 convolutions of 32 and 64 "
+              "filters, each with a 2x2 max-pool, then 1024 units", "lbscale.train.small_models.SimpleCnn"),
+)}
+
 
 def check_model(name: str) -> None:
-    if not timm.is_model(name):
-        raise LbscaleError(f"--model: {name!r} is not a timm model (e.g. resnet18, resnet50)")
+    """A model lbscale can build: one of MODELS or a timm name; LbscaleError naming both kinds if not."""
+    import timm
+
+    if name not in MODELS and not timm.is_model(name):
+        raise LbscaleError(f"--model: {name!r} is not a timm model (e.g. resnet18, resnet50) nor one of lbscale's "
+                           f"for small images ({', '.join(MODELS)})")
 
 
 def build_model(name: str, in_chans: int, num_classes: int, channels_last: bool = True,
                 drop_rate: float = 0.0) -> torch.nn.Module:
-    """A randomly initialised timm model (no download) for `in_chans` bands and `num_classes` outputs;
-    `drop_rate`: dropout before the classifier (timm's `drop_rate`)."""
+    """A randomly initialised model (no download) for `in_chans` bands and `num_classes` outputs: one of MODELS,
+    else timm's; `drop_rate`: dropout before the classifier (timm's `drop_rate`)."""
     check_model(name)
-    model = timm.create_model(name, pretrained=False, in_chans=in_chans, num_classes=num_classes,
-                              drop_rate=drop_rate)
+    if name in MODELS:
+        info = MODELS[name]
+        module, cls = info.factory.rsplit(".", 1)
+        model = getattr(importlib.import_module(module), cls)(in_chans=in_chans, num_classes=num_classes,
+                                                              drop_rate=drop_rate, **info.defaults)
+    else:
+        import timm
+
+        model = timm.create_model(name, pretrained=False, in_chans=in_chans, num_classes=num_classes,
+                                  drop_rate=drop_rate)
     if channels_last:
+        import torch
+
         model = model.to(memory_format=torch.channels_last)
     return model
 
@@ -39,6 +82,8 @@ def load_trial_model(trial_dir, bands: int, num_classes: int | None = None) -> t
     A directory that is not a trial, or weights that do not fit, are one LbscaleError."""
     import json
     from pathlib import Path
+
+    import torch
 
     from lbscale.results import CONFIG
 

@@ -76,13 +76,13 @@ RAW = {
 }
 
 
-def prepared(kind: str, tmp: Path) -> Path:
-    """A prepared HDF5 file of `kind` (a RAW key) in `tmp`."""
+def prepared(kind: str, tmp: Path, **more) -> Path:
+    """A prepared HDF5 file of `kind` (a RAW key) in `tmp`; `more`: further options of prepare."""
     tmp.mkdir(parents=True, exist_ok=True)
     dataset, write = RAW[kind]
     src, options = write(tmp)
     out = tmp / f"{kind}.h5"
-    prepare(dataset, src, out, command="test", **options)
+    prepare(dataset, src, out, command="test", **options, **more)
     return out
 
 

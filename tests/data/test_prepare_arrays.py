@@ -7,6 +7,7 @@ import pytest
 from lbscale.data.formats import open_prepared
 from lbscale.data.prepare import prepare
 from lbscale.data.sources.arrays import open_array
+from lbscale.data.sources.base import resize
 
 
 def _rows(f, split):
@@ -141,6 +142,61 @@ def test_split_of_ints_without_val_carves_val_from_train(tmp_path):
         assert _rows(f, "test").tolist() == np.flatnonzero(codes == 2).tolist()
         train, val = set(_rows(f, "train").tolist()), set(_rows(f, "val").tolist())
         assert len(val) == 30 and not train & val and train | val == set(np.flatnonzero(codes == 0).tolist())
+
+
+@pytest.mark.parametrize("shape, dtype, layout, size", [
+    ((90, 12, 12, 3), np.uint16, "NHWC", 8),  # shrunk with the triangle filter
+    ((90, 2, 6, 6), np.uint8, "NCHW", 16),  # enlarged bilinearly
+    ((90, 28, 28), np.float32, None, 8),  # one band, float: not rounded
+])
+def test_size_resizes_every_image_with_the_shared_resize(tmp_path, shape, dtype, layout, size):
+    # arrays refused --size; now each image goes through sources.base.resize, as prepare folder --size sends it
+    rng = np.random.default_rng(8)
+    x = (rng.random(shape) * 250).astype(dtype)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", _classes(len(x), 3, rng))
+    out = tmp_path / "out.h5"
+    prepare("arrays", None, out, val_fraction=0.1, test_fraction=0.2, images=f"{tmp_path}/x.npy",
+            labels=f"{tmp_path}/y.npy", layout=layout, size=size)
+    nchw = x[:, None] if x.ndim == 3 else x.transpose(0, 3, 1, 2) if layout == "NHWC" else x
+    with open_prepared(out) as f:
+        assert sum(f.size(s) for s in f.splits()) == len(x)
+        for split in f.splits():
+            images = f.images(split)[:]
+            assert images.shape[1:] == (nchw.shape[1], size, size) and images.dtype == dtype
+            expected = np.stack([resize(image, size) for image in nchw[_rows(f, split)]])
+            np.testing.assert_array_equal(images, expected)
+
+
+def test_size_gives_the_pixels_prepare_folder_gives(tmp_path, run_cli):
+    from PIL import Image
+
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 256, size=(24, 10, 10, 3), dtype=np.uint8)
+    y = np.arange(24) % 2
+    for i, (image, label) in enumerate(zip(x, y)):
+        (tmp_path / "src" / f"c{label}").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image).save(tmp_path / "src" / f"c{label}" / f"{i}.png")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    none = ["--val-fraction", "0", "--test-fraction", "0", "--size", "7", "--quiet"]
+    assert run_cli("prepare", "folder", "--src", tmp_path / "src", "--out", tmp_path / "f.h5", *none)[0] == 0
+    rc, _, err = run_cli("prepare", "arrays", "--images", tmp_path / "x.npy", "--labels", tmp_path / "y.npy",
+                         "--layout", "NHWC", "--out", tmp_path / "a.h5", *none)
+    assert rc == 0, err
+    with open_prepared(tmp_path / "f.h5") as f, open_prepared(tmp_path / "a.h5") as a:
+        by_row = {int(name.split("/")[1][:-4]): image for name, image in zip(f.names("train"), f.images("train")[:])}
+        arrays = a.images("train")[:]
+        assert arrays.shape == (24, 3, 7, 7)
+        for row, image in zip(_rows(a, "train"), arrays):
+            np.testing.assert_array_equal(image, by_row[row])
+
+
+def test_size_below_one_is_one_line_and_no_output(tmp_path, run_cli):
+    out = tmp_path / "out.h5"
+    rc, _, err = run_cli("prepare", "arrays", *_small_set(tmp_path), "--size", "0", "--out", out, "--quiet")
+    assert (rc, err) == (2, "lbscale: error: --size must be >= 1\n")
+    assert not out.exists() and not list(tmp_path.glob(".out.h5*"))
 
 
 def _small_set(tmp_path, n=200):

@@ -70,7 +70,8 @@ def test_trial_failing_before_any_output_is_failed_with_its_reason(tiny_h5, tmp_
     rc, out, err = run_cli("sweep", spec, "--results", results, "--quiet")
     assert rc == 1, out + err  # one trial failed
     gone, full = results / "b32-g1-gone-s0", results / "b32-g1-full-s0"
-    reason = "--model: 'no_such_net' is not a timm model (e.g. resnet18, resnet50)"
+    reason = ("--model: 'no_such_net' is not a timm model (e.g. resnet18, resnet50) nor one of lbscale's for small "
+              "images (cifar_resnet8, cifar_resnet20, simple_cnn)")
     assert f"{gone.name}: failed: {reason}" in out
     assert "2 trials: 1 completed, 1 failed" in out
     summary = read_json(gone / "summary.json")

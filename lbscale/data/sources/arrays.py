@@ -4,7 +4,8 @@ An array is named as `X.npy`, `X.npz:KEY` (KEY optional when the archive holds o
 Nothing is read whole but the labels and the split array: .npy files are memory-mapped, HDF5 datasets read
 per slice, and .npz members memory-mapped where stored uncompressed (`np.savez`); a compressed member
 (`np.savez_compressed`) cannot be mapped and is read whole into memory. Images stream in batches of at most
-1024 samples (and about 32 MiB), so an array larger than memory prepares in bounded memory.
+1024 samples (and about 32 MiB), so an array larger than memory prepares in bounded memory. `--size S` resizes
+every image to S x S with the resize `prepare folder --size` uses (sources.base.resize), batch by batch.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import SPLITS, DatasetMeta
-from lbscale.data.sources.base import PIXEL_TYPES, Source, SplitBatch
+from lbscale.data.sources.base import PIXEL_TYPES, Source, SplitBatch, check_size, resize
 from lbscale.errors import LbscaleError
 
 BATCH = 1024
@@ -238,16 +239,19 @@ class ArraysSource(Source):
 
     splits = ("train",)
     help = "your own arrays: --images, --labels (X.npy, X.npz:KEY, X.h5:DATASET), --layout"
-    options = ("images", "labels", "layout", "split_of", "band_names", "class_names")
+    options = ("images", "labels", "layout", "split_of", "band_names", "class_names", "size")
 
     def __init__(self, name: str = "arrays", src=None, images: str | None = None, labels: str | None = None,
-                 layout: str | None = None, split_of: str | None = None, band_names=None, class_names=None):
+                 layout: str | None = None, split_of: str | None = None, band_names=None, class_names=None,
+                 size: int | None = None):
         if src is not None:
             raise LbscaleError(f"{name}: --src does not apply; name the arrays with --images and --labels")
         if images is None or labels is None:
             raise LbscaleError(f"{name}: --images and --labels are required")
+        check_size(size)
         self.images = open_array(images, "images")
         c, h, w = image_layout(self.images, layout)
+        self.size = size
         self.nhwc = len(self.images.shape) == 4 and layout.upper() == "NHWC"
         dt = self.images.dtype
         self.dtype = np.dtype(f"{dt.kind}{dt.itemsize}") if dt.kind in "uf" else dt  # native byte order
@@ -268,13 +272,15 @@ class ArraysSource(Source):
             if 0 not in present:
                 raise LbscaleError(f"{split_of}: no sample is marked train")
             self.splits = tuple(s for i, s in enumerate(SPLITS) if i in present)
-        self.batch = max(1, min(BATCH, BATCH_BYTES // max(1, c * h * w * self.dtype.itemsize)))
+        # resizing works in float32 on the image, a half-resized copy and the result
+        per_sample = c * h * w * self.dtype.itemsize if size is None else 4 * c * max(h * w, size * max(size, w))
+        self.batch = max(1, min(BATCH, BATCH_BYTES // max(1, per_sample)))
         notes = {"images": str(images), "labels": str(labels),
                  "layout": "NHW" if len(self.images.shape) == 3 else layout.upper()}
         if split_of is not None:
             notes["split_of"] = str(split_of)
-        # arrays say nothing of what they show: notes.imagery stays "unknown", and `augmentation: auto` takes
-        # flip-rot90 as it always did (--augmentation chooses another)
+        # arrays say nothing of what they show: notes.imagery stays "unknown" (`augmentation: auto` takes
+        # flip-rot90, as it always did) unless prepare's --imagery says
         self.meta = DatasetMeta(name, task, classes or [str(i) for i in range(k)], bands, "user arrays", notes=notes)
 
     def train_labels(self) -> np.ndarray:
@@ -294,6 +300,9 @@ class ArraysSource(Source):
                 a, b, mask = rows[0], rows[-1] + 1, mask[rows[0] - a:rows[-1] + 1 - a]  # an HDF5 read spans these
             pixels = self.images.read(a, b, None if mask is None or mask.all() else mask)
             pixels = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2) if self.nhwc else pixels
+            if self.size is not None:  # resize is per band: the batch's bands in one call
+                n, c, h, w = pixels.shape
+                pixels = resize(pixels.reshape(n * c, h, w), self.size).reshape(n, c, self.size, self.size)
             # the one copy (none for a contiguous NCHW view of a memory map: the writer reads it from there)
             yield SplitBatch(np.ascontiguousarray(pixels, dtype=self.dtype), self.labels[rows],
                              [str(i) for i in rows])

@@ -13,6 +13,7 @@ import numpy as np
 
 from lbscale.data import worker_context
 from lbscale.data.formats.base import DatasetMeta
+from lbscale.errors import LbscaleError
 from lbscale.progress import bar
 
 
@@ -132,6 +133,12 @@ def resize(image: np.ndarray, size: int) -> np.ndarray:
         return out
     info = np.iinfo(image.dtype)
     return np.clip(np.rint(out), info.min, info.max).astype(image.dtype)
+
+
+def check_size(size: int | None) -> None:
+    """`--size` of a source that resizes (folder, arrays): None keeps the images' own size."""
+    if size is not None and size < 1:
+        raise LbscaleError("--size must be >= 1")
 
 
 def stratify_key(labels: np.ndarray) -> np.ndarray:

@@ -26,7 +26,8 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import UNKNOWN_IMAGERY, DatasetMeta
-from lbscale.data.sources.base import PIXEL_TYPES, SampleNames, Source, SplitBatch, parallel_batches, resize
+from lbscale.data.sources.base import (PIXEL_TYPES, SampleNames, Source, SplitBatch, check_size, parallel_batches,
+                                       resize)
 from lbscale.data.sources.imagenet import encoded_batches
 from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
@@ -140,8 +141,7 @@ class FolderSource(Source):
         src = Path(src)
         if not src.is_dir():
             raise LbscaleError(f"{src}: not a directory of images")
-        if size is not None and size < 1:
-            raise LbscaleError("--size must be >= 1")
+        check_size(size)
         if encoding == "jpeg" and size is not None:
             raise LbscaleError("--size resizes pixels; with --encoding jpeg the loader crops at decode time "
                                "(--crop-size when training)")
