@@ -46,12 +46,15 @@ class Evaluator:
         return self.metrics[split].compute()
 
     def test_figures(self, records: list[dict]) -> dict | None:
-        """The end-of-training test figures the papers report (collective): the last epoch's where test is the
-        evaluation split, else one evaluation of the test split now; None where the file has no test split."""
+        """The test figures the papers report, of the model a trial ends with (collective): where test is the
+        evaluation split, those of its last whole-split evaluation (the last epoch's, or the step evaluation a
+        trial stopped at its target with), else one evaluation of the test split now; None where the file has
+        no test split."""
         if "test" not in self.inputs.evaluation:
             return None
         if self.inputs.cfg.eval_split == "test":
-            return {k: v for k, v in (records[-1] if records else {}).items() if k.startswith("test_")}
+            last = next((r for r in reversed(records) if not r.get("partial") and r.get("subset") is None), {})
+            return {k: v for k, v in last.items() if k.startswith("test_")}
         return self.evaluate("test")
 
 

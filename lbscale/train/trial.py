@@ -384,7 +384,9 @@ class Trial:
     # --- results --------------------------------------------------------------------------------
     def finish(self, status: str, error: str | None = None) -> int:
         digests = dist.all_gather_object(provenance.param_digest(self.model)) if status != "failed" else []
-        done = status in ("completed", "diverged") and self.progress.epoch >= self.cfg.epochs
+        done = status in ("completed", "diverged") and (self.progress.epoch >= self.cfg.epochs
+                                                        or self.stopped == "target")
+        # the model it ends with, once, after its last record: outside its training time and pace
         test = self.evaluator.test_figures(self.book.records) if done else None  # collective
         if self.env.is_main:
             summary = self.summary(status, error, digests, test)
