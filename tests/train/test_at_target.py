@@ -84,3 +84,19 @@ def test_a_target_on_the_test_split_takes_the_test_figures_of_the_evaluation_tha
     at = [r for r in _rows(out) if r.get("kind") == "step"]
     assert len(at) == 1 and s["final"] == at[0]
     assert s["test"] == {k: v for k, v in at[0].items() if k.startswith("test_")} and "test_top1" in s["test"]
+
+
+def test_a_trial_killed_after_its_target_checkpoint_resumes_to_its_end_there(tiny_h5, tmp_path, run_cli):
+    # stopped at its target at an epoch's end, a trial checkpoints that epoch, then writes its summary: killed in
+    # between, its resume trained on to the next evaluation (another epoch) and ended with other weights
+    out = tmp_path / "killed"
+    args = ["train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, *AT_ONCE, "--stop-at-target"]
+    assert run_cli(*args)[0] == 0
+    first = summary(out)
+    (out / "summary.json").unlink()  # as if killed before writing it
+    rc, _, err = run_cli(*args, "--resume")
+    assert rc == 0, err
+    again = summary(out)
+    assert (again["steps"], again["stopped"], again["steps_to_target"]) == (17, "target", 17)
+    assert again["param_digests"] == first["param_digests"] and again["final"] == first["final"]
+    assert again["test"] == first["test"]  # evaluated once, by the process that wrote the summary
