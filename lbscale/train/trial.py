@@ -346,6 +346,8 @@ class Trial:
             verdict = self.rung_decision()
             if verdict:
                 return self.stop_early(verdict, self.epoch_timing())
+        if resumed and cfg.stop_at_target and self.progress.target_hit:  # checkpointed at the target, not ended
+            return self.stop_early("target", None)
         while self.progress.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
