@@ -29,10 +29,11 @@ from lbscale.train import checkpoint, provenance
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
 from lbscale.analysis.critical import ema_update
+from lbscale.analysis.gns import GNS_FILE
 from lbscale.train.batches import BatchSchedule
 from lbscale.train.checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
-from lbscale.train.evaluation import EvalSchedule, Evaluator
+from lbscale.train.evaluation import EvalSchedule, Evaluator, noise_scale_at_target
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
 from lbscale.train.monitors import DivergenceMonitor, EpochClock, PaceMeter, split_exposed_wait
@@ -274,9 +275,11 @@ class Trial:
             self.pace.sync()
             te = time.perf_counter()
             trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
+            before = p.target_hit
             verdict = self.schedule.run(p, trained, seen) or verdict
             self.train_step.train()
             self.pace.eval_seconds += time.perf_counter() - te
+            self.pace.aside_seconds += self.measure_at_target(before)
         return verdict
 
     def close_epoch(self, data_seconds: float) -> dict:
@@ -284,8 +287,8 @@ class Trial:
         self.pace.sync()
         end = time.perf_counter()
         comm_seconds = self.train_step.take_comm_seconds()
-        # step evaluations: out of the training time, in their own bucket
-        trained = end - self.pace.t0 - self.pace.eval_seconds
+        # step evaluations: out of the training time, in their own bucket; measurements at the target: out of it
+        trained = end - self.pace.t0 - self.pace.left_out
         self.clock.add(data=data_seconds, compute=trained - data_seconds - comm_seconds, comm=comm_seconds,
                        step_eval=self.pace.eval_seconds)
         self.clock.count(self.pace.images)
@@ -318,7 +321,22 @@ class Trial:
         p.epoch, p.batch = p.epoch + 1, 0
         self.clock.reset()
         self.epoch_loss.zero_()
+        before = p.target_hit
         self.schedule.note_target(record, p)
+        self.measure_at_target(before)  # after the epoch's record: outside its time
+
+    def measure_at_target(self, before: dict | None) -> float:
+        """After an evaluation: where it first reached the target (none had before it: `before`), the noise scale
+        there (--gns-at-target; every rank measures the same weights alike, so no collective; rank 0 writes
+        gns.json). Its seconds, which are not training time."""
+        if before is not None or self.progress.target_hit is None or not self.cfg.gns_at_target:
+            return 0.0
+        t0 = time.perf_counter()
+        record = noise_scale_at_target(self.model, self.data, self.inputs, self.task, self.cfg,
+                                       self.plan.local_batch, self.progress.step, self.device)
+        if self.env.is_main:
+            write_json(self.out / GNS_FILE, record)
+        return time.perf_counter() - t0
 
     def record_partial_epoch(self, timing: dict) -> None:
         p = self.progress

@@ -100,3 +100,85 @@ def test_a_trial_killed_after_its_target_checkpoint_resumes_to_its_end_there(tin
     assert (again["steps"], again["stopped"], again["steps_to_target"]) == (17, "target", 17)
     assert again["param_digests"] == first["param_digests"] and again["final"] == first["final"]
     assert again["test"] == first["test"]  # evaluated once, by the process that wrote the summary
+
+
+def _gns(out) -> dict:
+    return json.loads((out / "gns.json").read_text())
+
+
+def test_gns_at_target_is_what_lbscale_gns_measures_on_a_checkpoint_there(tiny_h5, tmp_path, run_cli):
+    """One process, stopped at its target at an epoch's end: the epoch's checkpoint holds the weights the noise
+    scale was measured at, and `lbscale gns` on it (same seed, micro-batch, k and groups) gives the same record."""
+    from lbscale.analysis.gns import measure_trial
+
+    out = tmp_path / "gns"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, *AT_ONCE,
+                         "--stop-at-target", "--gns-at-target", "--no-channels-last", "--seed", "4")
+    assert rc == 0, err
+    s, at = summary(out), _gns(out)
+    assert (at["source"], at["step"], s["steps_to_target"]) == ("target", 17, 17)
+    assert (at["micro_batch"], at["k"], at["groups"], at["seed"]) == (32, 8, 16, 4)  # local batch 32: micro 32
+    assert torch.load(out / "checkpoint" / "model.pt", weights_only=False)["step"] == 17
+    again = measure_trial(out, micro_batch=32, k=8, groups=16, seed=4)
+    assert at["b_simple"] is not None and at["b_simple_lo"] is not None
+    assert {k: v for k, v in at.items() if k != "source"} == {k: v for k, v in again.items() if k != "source"}
+
+
+def test_gns_at_target_leaves_the_training_as_it_is(tiny_h5, tmp_path, run_cli):
+    """Measured inside epoch 1 (the target met at step 5's evaluation) with dropout on: the weights, BatchNorm
+    statistics and metrics of 2 epochs equal a trial's without it; the measurement is on micro-batches of 16 (the
+    local batch, smaller than 32)."""
+    args = ["--data", tiny_h5, "--epochs", "2", *BASE, "--local-batch", "16", "--eval-every", "5", *AT_ONCE,
+            "--drop-rate", "0.3"]
+    assert run_cli("train", *args, "--out", tmp_path / "with", "--gns-at-target")[0] == 0
+    assert run_cli("train", *args, "--out", tmp_path / "without")[0] == 0
+    with_, without = summary(tmp_path / "with"), summary(tmp_path / "without")
+    assert with_["param_digests"] == without["param_digests"] and with_["steps"] == 34
+    a, b = (torch.load(tmp_path / d / "checkpoint" / "model.pt", weights_only=False)["model"]
+            for d in ("with", "without"))
+    assert all(torch.equal(a[k], b[k]) for k in a)  # running statistics too
+    assert with_["final"]["val_loss"] == without["final"]["val_loss"]
+    at = _gns(tmp_path / "with")
+    assert (at["source"], at["step"], at["micro_batch"], at["b_small"], at["b_big"]) == ("target", 5, 16, 16, 128)
+    assert not (tmp_path / "without" / "gns.json").exists()
+
+
+def test_a_trial_preempted_after_its_target_measures_the_noise_scale_once(tiny_h5, tmp_path, run_cli):
+    args = ["--data", tiny_h5, "--epochs", "2", *BASE, "--eval-every", "5", *AT_ONCE, "--gns-at-target",
+            "--check-every", "2"]
+    assert run_cli("train", *args, "--out", tmp_path / "whole")[0] == 0
+    cut = tmp_path / "cut"
+    assert run_cli("train", *args, "--out", cut, "--preempt-after-steps", "8")[0] == 75
+    assert _gns(cut) == _gns(tmp_path / "whole")  # measured at step 5, before the preemption
+    (cut / "gns.json").unlink()
+    assert run_cli("train", *args, "--out", cut, "--resume")[0] == 0
+    assert not (cut / "gns.json").exists()  # the resumed trial had reached its target: not measured again
+    assert summary(cut)["param_digests"] == summary(tmp_path / "whole")["param_digests"]
+
+
+def test_a_trial_resumed_after_it_stopped_at_its_target_measures_nothing_again(tiny_h5, tmp_path, run_cli):
+    out = tmp_path / "killed"
+    args = ["train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, *AT_ONCE, "--stop-at-target",
+            "--gns-at-target"]
+    assert run_cli(*args)[0] == 0
+    first = summary(out)
+    (out / "summary.json").unlink()  # killed between its target's checkpoint and its summary
+    (out / "gns.json").unlink()
+    assert run_cli(*args, "--resume")[0] == 0
+    assert not (out / "gns.json").exists() and summary(out)["param_digests"] == first["param_digests"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gns-at-target"], "--gns-at-target needs --target-metric and --target"),
+])
+def test_gns_at_target_needs_a_target(tiny_h5, tmp_path, run_cli, args, needle):
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *BASE, *args)
+    assert rc == 2 and needle in err and not (tmp_path / "x").exists()
+
+
+def test_a_sweep_spec_sets_gns_at_target(tmp_path):
+    from lbscale.config import load_config
+
+    path = tmp_path / "trial.yaml"
+    path.write_text("data: x.h5\nout: o\ntarget_metric: val_top1\ntarget: 0.9\ngns_at_target: true\n")
+    assert load_config(path).gns_at_target is True
