@@ -13,7 +13,7 @@ from lbscale.data.formats import open_prepared
 from lbscale.data.loader import ShardedLoader
 from lbscale.data.transforms import Normalize
 from lbscale.train.models import build_model
-from tests.train.helpers import summary
+from tests.train.helpers import run_train, summary
 
 BASE = ["--global-batch", "32", "--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd",
         "--base-lr", "0.05"]  # tiny set: 560 train, 80 val, 160 test images; 17 steps per epoch
@@ -182,3 +182,16 @@ def test_a_sweep_spec_sets_gns_at_target(tmp_path):
     path = tmp_path / "trial.yaml"
     path.write_text("data: x.h5\nout: o\ntarget_metric: val_top1\ntarget: 0.9\ngns_at_target: true\n")
     assert load_config(path).gns_at_target is True
+
+
+@pytest.mark.slow
+def test_gns_at_target_on_two_processes(tiny_h5, tmp_path):
+    """Every rank measures the same weights alike (no collective inside), rank 0 writes gns.json: the trial ends
+    with its ranks in step."""
+    out = tmp_path / "ddp"
+    r = run_train("--data", tiny_h5, "--out", out, "--epochs", "1", *BASE, "--eval-every", "5", *AT_ONCE,
+                  "--gns-at-target", "--check-every", "2", nproc=2)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s, g = summary(out), _gns(out)
+    assert s["world_size"] == 2 and s["param_digests"][0] == s["param_digests"][1]
+    assert (g["source"], g["step"], g["micro_batch"]) == ("target", 5, 16)  # local batch 16 on each of 2 ranks
