@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from lbscale.analysis import gns as noise_scale
 from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
 from lbscale.errors import ERROR_PREFIX, LbscaleError
@@ -289,9 +290,11 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
 @cli.command()
 @click.argument("trial", type=click.Path(path_type=Path))
 @click.option("--data", "data_path", help="Prepared file (default: the trial's own --data).")
-@click.option("--micro-batch", type=int, default=32, show_default=True, help="The small batch b.")
-@click.option("--k", type=int, default=8, show_default=True, help="Micro-batches per big batch (B = k x b).")
-@click.option("--groups", type=int, default=16, show_default=True, help="Measurements averaged.")
+@click.option("--micro-batch", type=int, default=noise_scale.MICRO_BATCH, show_default=True,
+              help="The small batch b.")
+@click.option("--k", type=int, default=noise_scale.K, show_default=True,
+              help="Micro-batches per big batch (B = k x b).")
+@click.option("--groups", type=int, default=noise_scale.GROUPS, show_default=True, help="Measurements averaged.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @quiet_option
 def gns(trial, data_path, micro_batch, k, groups, seed):

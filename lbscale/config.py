@@ -144,6 +144,9 @@ class TrialConfig:
     check_every: int = _f(10, "Optimizer steps between the cross-rank checks (loss, divergence, signals).")
     timing_warmup_steps: int = _f(3, "Optimizer steps per epoch left out of images/s.")
     gns_every: int = _f(None, "Measure the gradient noise scale every N optimizer steps (2+ processes; no extra pass).")
+    gns_at_target: bool = _f(False, "Where the trial first reaches --target: measure the gradient noise scale at those "
+                                    "weights as lbscale gns does (any number of processes; on a copy, outside "
+                                    "training time; training unchanged) into gns.json.")
     preempt_after_steps: int = _f(None, "Act as if preempted after this many steps: checkpoint, exit 75.")
     keep_checkpoints: str = _f(None, "Keep checkpoints beside the resume checkpoint, under kept/, at these points: "
                                      "fractions of the run (5%,10%,25%,50%), epochs (2ep) or steps (300st); "
@@ -349,8 +352,9 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
             and cfg.prune == "none" and cfg.branch_samples is None:
         raise LbscaleError("--eval-subset applies to step evaluations: give --eval-every (or --eval-every-samples, "
                            "--eval-spacing or --prune) too")
-    if cfg.stop_at_target and cfg.target is None:
-        raise LbscaleError("--stop-at-target needs --target-metric and --target")
+    for name in ("stop_at_target", "gns_at_target"):
+        if getattr(cfg, name) and cfg.target is None:
+            raise LbscaleError(f"--{name.replace('_', '-')} needs --target-metric and --target")
     if cfg.prune == "none":
         return
     if cfg.prune_min_steps is None and cfg.prune_min_samples is None:

@@ -136,13 +136,53 @@ def measure(model, batches, loss_fn, k: int, groups: int, progress=None, parts: 
     return out
 
 
-def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = 32, k: int = 8, groups: int = 16,
-                  seed: int = 0) -> dict:
+MICRO_BATCH, K, GROUPS = 32, 8, 16  # `lbscale gns`'s measurement: groups of k micro-batch gradients
+
+
+def measure_at(model, data, task, label_key: str, prepare, micro_batch: int, k: int, groups: int, seed: int,
+               step: int | None, source: str, device=None, progress=None, loader_options: dict | None = None) -> dict:
+    """gns.json's record of `model`'s weights as they are, in train mode (BatchNorm on batch statistics): `measure`
+    on micro-batches of `data`'s train split (one process's shuffle of it by `seed`, whole batches, epoch after
+    epoch; `prepare(batch)` gives (inputs, targets); `loader_options`: a JPEG file's decoder), with `task`'s loss
+    and Fieller's interval over the groups. torch's RNG (dropout) is seeded by `seed` for it and restored after
+    it, on the CPU and on `device`."""
+    import torch
+
+    from lbscale.data.loader import ShardedLoader
+
+    loader = ShardedLoader(data, "train", 0, 1, micro_batch, seed, drop_last=True, label_key=label_key,
+                           **(loader_options or {}))
+
+    def batches():
+        epoch = 0
+        while True:
+            loader.set_epoch(epoch)
+            for b in loader:
+                yield prepare(b)
+            epoch += 1
+
+    device = torch.device(device or "cpu")
+    forked = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    parts: list = []
+    with torch.random.fork_rng(devices=forked):
+        torch.manual_seed(seed)
+        model.train()
+        result = measure(model, batches(), lambda out, y: task.loss(out, y), k, groups, progress, parts)
+    lo, hi = b_simple_interval(parts, LEVEL)
+    return {"source": source, "micro_batch": micro_batch, "k": k, "groups": groups, "seed": seed, "step": step,
+            **result.as_dict(), "b_simple_lo": lo,
+            "b_simple_hi": hi if hi is None or math.isfinite(hi) else None,  # an open end: null in JSON
+            "interval": None if lo is None else {"level": LEVEL, "method": "Fieller's interval over the groups "
+                                                 f"(t, {groups - 1} degrees of freedom)"}}
+
+
+def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = MICRO_BATCH, k: int = K,
+                  groups: int = GROUPS, seed: int = 0) -> dict:
     """The noise scale of a trial's checkpointed weights on the train split; written to the trial's gns.json."""
     import torch
 
     from lbscale.data.formats import open_prepared
-    from lbscale.data.loader import ShardedLoader
     from lbscale.data.transforms import Normalize
     from lbscale.errors import LbscaleError
     from lbscale.progress import bar
@@ -163,31 +203,12 @@ def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = 3
     if micro_batch * k > f.size("train"):
         raise LbscaleError(f"--micro-batch {micro_batch} x --k {k} is more than the train split ({f.size('train')})")
     model, _, saved = load_trial_model(trial_dir, len(f.band_names), num_classes)
-    model.train()  # the gradients of training: BatchNorm on batch statistics
     normalize = Normalize(f.mean, f.std, torch.device("cpu"))
-    label_key = cfg.get("label_set", "labels")
-    torch.manual_seed(seed)
-
-    loader = ShardedLoader(f, "train", 0, 1, micro_batch, seed, drop_last=True, label_key=label_key)
-
-    def batches():
-        epoch = 0
-        while True:
-            loader.set_epoch(epoch)
-            for b in loader:
-                yield normalize(b.images), task.targets(b.labels)
-            epoch += 1
-
     progress = bar(total=groups, desc="gradient noise scale", unit="group")
-    parts: list = []
-    result = measure(model, batches(), lambda out, y: task.loss(out, y), k, groups, progress, parts)
+    record = measure_at(model, f, task, cfg.get("label_set", "labels"),
+                        lambda b: (normalize(b.images), task.targets(b.labels)), micro_batch, k, groups, seed,
+                        saved.get("step"), "checkpoint", progress=progress)
     progress.close()
-    lo, hi = b_simple_interval(parts, LEVEL)
-    record = {"source": "checkpoint", "micro_batch": micro_batch, "k": k, "groups": groups,
-              "step": saved.get("step"), **result.as_dict(), "b_simple_lo": lo,
-              "b_simple_hi": hi if hi is None or math.isfinite(hi) else None,  # an open end: null in JSON
-              "interval": None if lo is None else {"level": LEVEL, "method": "Fieller's interval over the groups "
-                                                   f"(t, {groups - 1} degrees of freedom)"}}
     write_json(trial_dir / GNS_FILE, record)
     return record
 

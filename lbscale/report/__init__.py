@@ -265,7 +265,7 @@ def _joined(*lines) -> str | None:
 def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Built:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     bootstrap intervals; the rule-based tables that average over seeds would average over search points here."""
-    from lbscale.report import estimates, gpus, plots, tables, tuned, tuned_tables
+    from lbscale.report import estimates, gpus, noise_scale, plots, tables, tuned, tuned_tables
 
     if o.compare:
         raise LbscaleError("--compare: published tables are rule-based; a tuned study (a search per batch) "
@@ -292,7 +292,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     winners = study.trials[study.trials["trial"].isin(best["trial"])]  # search points are not seeds
     every = pd.concat([f.assign(target=t) for t, (f, _) in {**by_target, target: (fits, optima)}.items()],
                       ignore_index=True) if by_target else fits
-    at_target = tuned.gns_at_target(study.steps, best)
+    at_target = noise_scale.gns_at_target(study.steps, best, study.trials) if target is not None else None
     ts = [partial(tuned_tables.best_trial_table, study, best, m, target, optima),
           partial(tuned_tables.fits_table, study, every, target, at_target),
           partial(tuned_tables.budget_table, view, m), partial(tables.time_table, study, trials=winners),
@@ -318,7 +318,8 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
                  "time-split": partial(plots.time_split, study, winners, "each batch's best trial")})
     line = (f"Metric: {m} (every evaluation, steps and epochs; best trial per batch)"
             + ("" if target is None else f"; target {target:g}"))
-    lines = tuned_tables.verdict(fits, m, target, searches) + tuned_tables.ratio_lines(tuned.arm_ratios(models))
+    lines = tuned_tables.verdict(fits, m, target, searches, at_target) \
+        + tuned_tables.ratio_lines(tuned.arm_ratios(models))
     chance = tuned_tables.chance_line(*tuned.pruned_at_chance(study.trials, study.task))
     if chance:
         lines.append(chance)

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lbscale.analysis.gns import GNS_FILE
+from lbscale.report.noise_scale import gns_at_target
 from lbscale.report.numbers import estimate_cell, whole
 from lbscale.report.steps_model import LEVEL
 from lbscale.report.tables import Table
-from lbscale.results import read_json
 
 BRANCH_TABLE = "critical-batch.csv"  # lbscale branch's table (lbscale.sweep.branch.TABLE)
 KINDS = ("tuned", "gns", "branch")
@@ -58,26 +57,6 @@ def local_at(table: pd.DataFrame, step: float | None) -> dict | None:
             "parent_step": int(at["parent_step"]), "samples": at.get("samples")}
 
 
-def noise_scale_at_target(trials: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
-    """Per batch's best trial that measured the noise scale at the step it reached the target (gns.json from
-    --gns-at-target, or `lbscale gns` on a checkpoint kept there): batch, trial, b_simple and its interval."""
-    rows = []
-    for _, r in best.iterrows():
-        where = trials.loc[trials["trial"] == r["trial"], "results"]
-        if where.empty:
-            continue
-        g = read_json(Path(where.iloc[0]) / r["trial"] / GNS_FILE) or {}
-        steps = r.get("steps_to_target")
-        if g.get("b_simple") is None or g.get("step") is None or steps is None or pd.isna(steps):
-            continue
-        if int(g["step"]) != int(steps):
-            continue  # measured elsewhere in training: not the noise scale at the target
-        rows.append({"variant": r.get("variant"), "global_batch": r["global_batch"], "trial": r["trial"],
-                     "b_simple": float(g["b_simple"]), "lo": g.get("b_simple_lo"),
-                     "hi": g.get("b_simple_hi") if g.get("b_simple_hi") is not None else math.inf})
-    return pd.DataFrame(rows)
-
-
 def _kind(lo, hi) -> str:
     lo_ok = lo is not None and not pd.isna(lo) and lo > 0
     hi_ok = hi is not None and not pd.isna(hi) and math.isfinite(hi)
@@ -85,8 +64,9 @@ def _kind(lo, hi) -> str:
 
 
 def estimates(fit: pd.Series, gns: pd.DataFrame, local: dict | None, branch_of: str | None) -> pd.DataFrame:
-    """The three estimates of one variant as rows (kind, value, lo, hi, interval kind, what it rests on). B_simple:
-    the best trial's at the batch nearest B_crit (the tuned estimate, else the middle of the measured ones)."""
+    """The three estimates of one variant as rows (kind, value, lo, hi, interval kind, what it rests on). `gns`:
+    noise_scale.gns_at_target's rows of the variant; B_simple is the best trial's at the batch nearest B_crit (the
+    tuned estimate, else the middle of the measured ones)."""
     rows = [{"estimate": "tuned", "value": fit.get("b_crit"), "lo": fit.get("b_crit_lo"), "hi": fit.get("b_crit_hi"),
              "interval": fit.get("b_crit_kind"),
              "rests_on": f"steps to the target of every trial, {fit.get('reached')} of {fit.get('batches')} batches "
@@ -99,7 +79,10 @@ def estimates(fit: pd.Series, gns: pd.DataFrame, local: dict | None, branch_of: 
                      "interval": _kind(pick["lo"], pick["hi"]),
                      "rests_on": f"{pick['trial']} (batch {int(pick['global_batch']):,}) at the step it reached the "
                                  f"target; {100 * LEVEL:.0f}% Fieller interval over its micro-batch groups; "
-                                 f"{len(gns)} batches measured, median {gns['b_simple'].median():,.0f}"})
+                                 f"{len(gns)} batches measured, median {gns['b_simple'].median():,.0f}"
+                                 if pick["source"] != "training" else
+                                 f"{pick['trial']} (batch {int(pick['global_batch']):,}): --gns-every's smoothed "
+                                 "value at the step it reached the target (no interval)"})
     if local is not None:
         rows.append({"estimate": "branch", "value": local["value"], "lo": local["lo"], "hi": local["hi"],
                      "interval": local["kind"],
@@ -168,7 +151,7 @@ def section(study, fits: pd.DataFrame, best: pd.DataFrame, target: float | None,
     set beside it (a noise scale at the target, a branch study in its results), else None."""
     if target is None or fits.empty:
         return None
-    gns_all = noise_scale_at_target(study.trials, best)
+    gns_all = gns_at_target(study.steps, best, study.trials).reset_index()
     branches = [(d, pd.read_csv(d / BRANCH_TABLE)) for d in branch_studies(study.trials["results"].unique())]
     out = []
     for _, fit in fits.iterrows():

@@ -139,6 +139,10 @@ def trial_row(d: Path, names, timing: dict, epochs: int) -> dict:
         "num_classes": config.get("num_classes"),
         "point": grid.get("point"), "tune": grid.get("tune"), "momentum": search.get("momentum", cfg.get("momentum")),
         "gns_b_simple": (gns or summary.get("gns") or {}).get("b_simple"),
+        # gns.json's: where it was measured (`checkpoint`: lbscale gns, `target`: --gns-at-target) and at which step
+        "gns_source": gns.get("source") if gns else None, "gns_step": gns.get("step") if gns else None,
+        "gns_b_simple_lo": gns.get("b_simple_lo") if gns else None,  # its interval (an open end: None)
+        "gns_b_simple_hi": gns.get("b_simple_hi") if gns else None,
         "error": summary.get("error"), "eval_split": summary.get("eval_split") or cfg.get("eval_split") or "val",
     }
     for k, v in {**(summary.get("final") or {}), **(summary.get("test") or {})}.items():

@@ -89,17 +89,6 @@ def best_measurement(df: pd.DataFrame, col: str, maximize: bool, group_by) -> pd
     return _first_per_group(d, keys)
 
 
-def gns_at_target(steps: pd.DataFrame, best: pd.DataFrame) -> pd.Series:
-    """The smoothed noise scale (--gns-every's B_simple near the step, McCandlish et al.'s comparison point) of
-    each best trial at the evaluation where it reached the target, by trial; absent where it was not measured."""
-    if "gns_b_simple" not in steps or not len(best):
-        return pd.Series(dtype=float)
-    hit = best[best["reached"].astype(bool)][["results", "trial", "steps_to_target"]]
-    at = steps.merge(hit, on=["results", "trial"])
-    at = at[(at["step"] == at["steps_to_target"]) & at["gns_b_simple"].notna()]
-    return at.groupby("trial")["gns_b_simple"].last()
-
-
 def apply_epoch_budget(df: pd.DataFrame, epochs: float) -> pd.DataFrame:
     """The evaluations within a budget of `epochs` (fractional epochs <= the budget)."""
     return df[df["epoch"] <= epochs + 1e-9]

@@ -12,7 +12,8 @@ from lbscale.report.load import HP, Study
 from lbscale.report.numbers import bounded, estimate_cell, estimate_text, number, whole
 from lbscale.report.steps_model import LEVEL  # the intervals' level, as tables and verdict name it
 from lbscale.report.tables import Table, batch_label, metric_label
-from lbscale.report.tuned import gns_at_target, hp_columns
+from lbscale.report.noise_scale import gns_at_target, gns_note, gns_sources, variant_gns
+from lbscale.report.tuned import hp_columns
 
 
 def step_metric(study: Study, metric: str) -> str:
@@ -58,7 +59,7 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
     point) beside the best single trial's steps, named so."""
     label = metric_label(metric)
     hps = hp_columns(best)
-    gns = gns_at_target(study.steps, best) if target is not None else pd.Series(dtype=float)
+    gns = gns_at_target(study.steps, best if target is not None else best.iloc[0:0], study.trials)
     test = f"final_{study.task.primary_on('test')}"
     test_label = f"Final {metric_label(test.removeprefix('final_'))}"
     if test in study.trials and study.trials[test].notna().any() and not metric.startswith("test_"):
@@ -71,6 +72,9 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
                    zip(hit["variant"], hit["global_batch"], hit["steps_star"])}
         best = best.assign(steps_optimum=[optimum.get((v if pd.notna(v) else "-", b)) for v, b in
                                           zip(best["variant"], best["global_batch"])])
+    if len(gns):
+        best = best.assign(gns_b_simple=[gns["b_simple"].get(t) for t in best["trial"]],
+                           gns_source=[gns["source"].get(t) for t in best["trial"]])
     disp = []
     for _, r in best.iterrows():
         row = {"Variant": r["variant"]} if study.varies("variant") else {}
@@ -87,7 +91,7 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
             row[test_label] = number(r[test])
         row["Peak LR"] = _hp(r.get("peak_lr"))
         if len(gns):
-            row["B_simple at target"] = number(gns.get(r["trial"]))
+            row["B_simple at target"] = number(r["gns_b_simple"])
         row.update({c.removeprefix(HP): _hp(r[c]) for c in hps if c != f"{HP}peak_lr"})
         disp.append(row)
     goal = (f"the fewest steps to {label} {target:g} (ties: the better best value, then the trial id); where no "
@@ -103,9 +107,7 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
                     "the target (a subset evaluation that meets it is confirmed on the whole split first)"]
                  + ([f"{test_label}: the best trial's model at its end on the test split, reported beside it and not "
                      "used to choose it"] if test in best else [])
-                 + (["B_simple at target: the trial's gradient noise scale near that step (--gns-every, smoothed "
-                     "over the last measured steps), where McCandlish et al. compare it with the critical batch"]
-                    if len(gns) else []))
+                 + ([gns_note(gns, study.varies("variant"))] if len(gns) else []))
 
 
 def _two(v) -> str:
@@ -215,14 +217,13 @@ def _count(v) -> str:
     return "-" if v is None or pd.isna(v) else f"{int(v)}"
 
 
-def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.Series | None = None) -> Table:
+def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.DataFrame | None = None) -> Table:
     """Per variant: the critical batch, S_min, E_min and the optimal LR's exponent, each as the data support it,
-    with what the numbers rest on."""
+    with what the numbers rest on; beside them B_simple at the target (`noise_scale.gns_at_target`)."""
     pct = f"{100 * LEVEL:.0f}%"
     disp, tidy = [], []
-    for _, f in fits.iterrows():
-        g = study.trials[study.trials["variant"].fillna("-") == (f["variant"] if pd.notna(f["variant"]) else "-")]
-        at = gns[gns.index.isin(g["trial"])] if gns is not None else pd.Series(dtype=float)
+    for _, f in fits.iterrows():  # B_simple where the hardest target (`target`) was reached: on its rows only
+        at = variant_gns(gns, f["variant"]) if f.get("target", target) == target else pd.Series(dtype=float)
         cell = {q: estimate_cell(f.get(q), f.get(f"{q}_lo"), f.get(f"{q}_hi"), f.get(f"{q}_kind"), whole)
                 if target is not None else "-" for q in ("b_crit", "s_min", "e_min")}
         disp.append({"Variant": f["variant"], **({"Target": f"{f['target']:g}"} if "target" in f else {}),
@@ -250,7 +251,9 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.S
                   "clipped to the measured batches",
                   "alpha: the slope of log lr* over log B across the measured batches",
                   "B_simple at target: the median over the batches' best trials of the noise scale where each "
-                  "reached the target (--gns-every; McCandlish et al.'s predictor of B_crit, up to a factor)",
+                  "reached the target (McCandlish et al.'s predictor of B_crit, up to a factor)"
+                  + (f": {gns_sources(gns)}" if gns is not None and len(gns) else
+                     " (--gns-every, or --gns-at-target on one process)"),
                   "Edges: a best point at the lowest or highest LR searched"])
 
 
@@ -268,9 +271,11 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
                  ["The best whole-split evaluation of any trial of the batch within the first N epochs"])
 
 
-def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None) -> list[str]:
+def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None,
+            gns: pd.DataFrame | None = None) -> list[str]:
     """Three lines per variant: the critical batch and its regimes, the optimal LR, each as the data support it,
-    and what they rest on. `searches`: per variant {points, seeds} of the search per batch."""
+    and what they rest on; a fourth beside the critical batch where its best trials measured B_simple at the
+    target (`gns`: `noise_scale.gns_at_target`). `searches`: per variant {points, seeds} of the search per batch."""
     if fits.empty:
         return [f"no evaluations of {metric} yet: nothing to fit"]
     lines = []
@@ -283,8 +288,13 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
             reg = regimes_text(f)
             crit = f"{crit}; {reg}" if reg else crit
         search = (searches or {}).get(f["variant"], {})
-        lines += [f"{f['variant']}: {crit}", f"{f['variant']}: {lr_text(f)}",
-                  f"{f['variant']}: {rests_on(f, metric, target, search)}"]
+        lines.append(f"{f['variant']}: {crit}")
+        at = variant_gns(gns, f["variant"]) if target is not None else pd.Series(dtype=float)
+        if len(at):
+            lines.append(f"{f['variant']}: B_simple at target ~ {number(float(at.median()))} (the median of {len(at)} "
+                         f"of {f['batches']} batches' best trials, each at the evaluation that reached the target; "
+                         "McCandlish et al.'s predictor of B_crit, up to a factor)")
+        lines += [f"{f['variant']}: {lr_text(f)}", f"{f['variant']}: {rests_on(f, metric, target, search)}"]
     return lines
 
 

@@ -32,7 +32,8 @@ TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
 # options of the parent that a branch does not share: its own evaluation, no pruning, no target, no checkpoints
 RESET = {"keep_checkpoints": None, **NO_PRUNING, "stop_at_target": False, "eval_every": None,
          "eval_every_samples": None, "eval_spacing": None, "eval_first": None, "preempt_after_steps": None,
-         "gns_every": None, "tensorboard": False, "accum_steps": None, "lr_scaling": "none", "resume": False}
+         "gns_every": None, "gns_at_target": False, "tensorboard": False, "accum_steps": None, "lr_scaling": "none",
+         "resume": False}
 
 
 @dataclass

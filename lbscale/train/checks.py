@@ -65,6 +65,7 @@ def check_trial_data(cfg: TrialConfig, data: PreparedFile, world_size: int) -> D
         task.check_target_metric(cfg.prune_metric, num_classes, (split,), option="--prune-metric")
     if cfg.gns_every and world_size < 2:
         raise LbscaleError("--gns-every needs 2 or more processes (each rank's gradient is the small batch); "
-                           "on one process run `lbscale gns` on the trial's checkpoint")
+                           "on one process, --gns-at-target measures it where the trial reaches its target, or "
+                           "run `lbscale gns` on the trial's checkpoint")
     augmentation = resolve_augmentation(cfg.augmentation, data.encoding, data.imagery)
     return DataFit(task, num_classes, augmentation if cfg.augment else "none")  # config.json: the one in effect

@@ -1,7 +1,8 @@
 """Evaluation in a trial: the passes themselves (`Evaluator`) and the schedule of evaluations inside an epoch
 (`EvalSchedule`: every N steps, every N training samples, at geometrically spaced steps, at a successive-halving
 rung), with what follows from
-one: the target reached, a rung's decision.
+one: the target reached, a rung's decision; and the measurement a trial takes where it first reaches its target
+(`noise_scale_at_target`).
 
 Every pass runs through the unwrapped module, never the DDP wrapper: DDP's forward broadcasts buffers, so a rank
 with fewer evaluation batches than another (or none) would wait in that broadcast for ever. Passes are collective
@@ -46,13 +47,33 @@ class Evaluator:
         return self.metrics[split].compute()
 
     def test_figures(self, records: list[dict]) -> dict | None:
-        """The end-of-training test figures the papers report (collective): the last epoch's where test is the
-        evaluation split, else one evaluation of the test split now; None where the file has no test split."""
+        """The test figures the papers report, of the model a trial ends with (collective): where test is the
+        evaluation split, those of its last whole-split evaluation (the last epoch's, or the step evaluation a
+        trial stopped at its target with), else one evaluation of the test split now; None where the file has
+        no test split."""
         if "test" not in self.inputs.evaluation:
             return None
         if self.inputs.cfg.eval_split == "test":
-            return {k: v for k, v in (records[-1] if records else {}).items() if k.startswith("test_")}
+            last = next((r for r in reversed(records) if not r.get("partial") and r.get("subset") is None), {})
+            return {k: v for k, v in last.items() if k.startswith("test_")}
         return self.evaluate("test")
+
+
+def noise_scale_at_target(model, data, inputs, task: Task, cfg: TrialConfig, local_batch: int, step: int,
+                          device: torch.device) -> dict:
+    """gns.json's record (source `target`) of a trial's weights at optimizer step `step`, measured as `lbscale gns`
+    measures a checkpoint's (`analysis.gns.measure_at`: micro-batches of 32, or of the local batch where smaller,
+    8 to a group, 16 groups, drawn by the trial's seed) through the trial's input path without augmentation. On a
+    copy of `model`, so that the trial's BatchNorm statistics and gradients stay its own; `measure_at` restores
+    torch's RNG: the trial trains on as it would without it."""
+    import copy
+
+    from lbscale.analysis.gns import GROUPS, K, MICRO_BATCH, measure_at
+
+    jpeg = {"decoder": inputs.decoder, "crop_size": cfg.crop_size or 224} if inputs.encoded else None
+    return measure_at(copy.deepcopy(model), data, task, cfg.label_set, lambda b: inputs(b, train=False),
+                      min(MICRO_BATCH, local_batch), K, GROUPS, cfg.seed, step, "target", device,
+                      loader_options=jpeg)
 
 
 def geometric_steps(first: int, spacing: float, total_steps: int) -> list[int]:

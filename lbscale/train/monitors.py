@@ -99,8 +99,9 @@ def split_exposed_wait(ranks: list[dict]) -> dict:
 
 class PaceMeter:
     """An epoch's steady pace: images per second over this process's steps past the first `warmup_steps` (compile,
-    warm caches, DDP's bucket rebuild), step evaluations left out; and the first compiled step's extra time, taken
-    once per process. `sync` waits for the device (a no-op on the CPU)."""
+    warm caches, DDP's bucket rebuild), step evaluations (`eval_seconds`) and measurements at the target
+    (`aside_seconds`) left out; and the first compiled step's extra time, taken once per process. `sync` waits for
+    the device (a no-op on the CPU)."""
 
     def __init__(self, warmup_steps: int, world_size: int, sync, compiled: bool):
         self.warmup_steps, self.world_size, self.sync = warmup_steps, world_size, sync
@@ -109,7 +110,7 @@ class PaceMeter:
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
-        self.images, self.steps, self.eval_seconds = 0, 0, 0.0
+        self.images, self.steps, self.eval_seconds, self.aside_seconds = 0, 0, 0.0, 0.0
         self.mark = None  # (time, images, eval seconds) once the warm-up steps are done
         self.first_step = None
 
@@ -122,15 +123,20 @@ class PaceMeter:
             self.first_step = time.perf_counter() - self.t0  # compiles the step (once per process)
         if self.steps == self.warmup_steps:
             self.sync()
-            self.mark = (time.perf_counter(), self.images, self.eval_seconds)
+            self.mark = (time.perf_counter(), self.images, self.left_out)
+
+    @property
+    def left_out(self) -> float:
+        """The seconds of this epoch that are not training: step evaluations and measurements at the target."""
+        return self.eval_seconds + self.aside_seconds
 
     def elapsed(self) -> float:
-        """Training seconds of this epoch so far in this process (step evaluations left out)."""
-        return time.perf_counter() - self.t0 - self.eval_seconds
+        """Training seconds of this epoch so far in this process (`left_out` left out)."""
+        return time.perf_counter() - self.t0 - self.left_out
 
     def finish(self, end: float) -> tuple[float | None, float | None]:
         """(steady images/s over all ranks or None, the compile seconds where this epoch compiled or None)."""
-        steady = end - self.mark[0] - (self.eval_seconds - self.mark[2]) if self.mark else 0.0
+        steady = end - self.mark[0] - (self.left_out - self.mark[2]) if self.mark else 0.0
         ips = None
         if self.mark and steady > 0 and self.images > self.mark[1]:
             ips = (self.images - self.mark[1]) * self.world_size / steady

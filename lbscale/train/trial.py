@@ -29,10 +29,11 @@ from lbscale.train import checkpoint, provenance
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
 from lbscale.analysis.critical import ema_update
+from lbscale.analysis.gns import GNS_FILE
 from lbscale.train.batches import BatchSchedule
 from lbscale.train.checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
-from lbscale.train.evaluation import EvalSchedule, Evaluator
+from lbscale.train.evaluation import EvalSchedule, Evaluator, noise_scale_at_target
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
 from lbscale.train.monitors import DivergenceMonitor, EpochClock, PaceMeter, split_exposed_wait
@@ -274,9 +275,11 @@ class Trial:
             self.pace.sync()
             te = time.perf_counter()
             trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
+            before = p.target_hit
             verdict = self.schedule.run(p, trained, seen) or verdict
             self.train_step.train()
             self.pace.eval_seconds += time.perf_counter() - te
+            self.pace.aside_seconds += self.measure_at_target(before)
         return verdict
 
     def close_epoch(self, data_seconds: float) -> dict:
@@ -284,8 +287,8 @@ class Trial:
         self.pace.sync()
         end = time.perf_counter()
         comm_seconds = self.train_step.take_comm_seconds()
-        # step evaluations: out of the training time, in their own bucket
-        trained = end - self.pace.t0 - self.pace.eval_seconds
+        # step evaluations: out of the training time, in their own bucket; measurements at the target: out of it
+        trained = end - self.pace.t0 - self.pace.left_out
         self.clock.add(data=data_seconds, compute=trained - data_seconds - comm_seconds, comm=comm_seconds,
                        step_eval=self.pace.eval_seconds)
         self.clock.count(self.pace.images)
@@ -318,7 +321,22 @@ class Trial:
         p.epoch, p.batch = p.epoch + 1, 0
         self.clock.reset()
         self.epoch_loss.zero_()
+        before = p.target_hit
         self.schedule.note_target(record, p)
+        self.measure_at_target(before)  # after the epoch's record: outside its time
+
+    def measure_at_target(self, before: dict | None) -> float:
+        """After an evaluation: where it first reached the target (none had before it: `before`), the noise scale
+        there (--gns-at-target; every rank measures the same weights alike, so no collective; rank 0 writes
+        gns.json). Its seconds, which are not training time."""
+        if before is not None or self.progress.target_hit is None or not self.cfg.gns_at_target:
+            return 0.0
+        t0 = time.perf_counter()
+        record = noise_scale_at_target(self.model, self.data, self.inputs, self.task, self.cfg,
+                                       self.plan.local_batch, self.progress.step, self.device)
+        if self.env.is_main:
+            write_json(self.out / GNS_FILE, record)
+        return time.perf_counter() - t0
 
     def record_partial_epoch(self, timing: dict) -> None:
         p = self.progress
@@ -346,6 +364,8 @@ class Trial:
             verdict = self.rung_decision()
             if verdict:
                 return self.stop_early(verdict, self.epoch_timing())
+        if resumed and cfg.stop_at_target and self.progress.target_hit:  # checkpointed at the target, not ended
+            return self.stop_early("target", None)
         while self.progress.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
@@ -384,7 +404,9 @@ class Trial:
     # --- results --------------------------------------------------------------------------------
     def finish(self, status: str, error: str | None = None) -> int:
         digests = dist.all_gather_object(provenance.param_digest(self.model)) if status != "failed" else []
-        done = status in ("completed", "diverged") and self.progress.epoch >= self.cfg.epochs
+        done = status in ("completed", "diverged") and (self.progress.epoch >= self.cfg.epochs
+                                                        or self.stopped == "target")
+        # the model it ends with, once, after its last record: outside its training time and pace
         test = self.evaluator.test_figures(self.book.records) if done else None  # collective
         if self.env.is_main:
             summary = self.summary(status, error, digests, test)

@@ -70,3 +70,35 @@ def test_a_resumed_trial_ends_like_an_uninterrupted_one(compiled, cuda, tiny, tm
         assert rows[0]["compile_seconds"] > 0
         figure("compiled + CUDA graphs: first epoch's compile seconds", round(rows[0]["compile_seconds"], 1))
     assert resumed <= max(5 * repeat, 1e-6), (resumed, repeat)
+
+
+def test_gns_at_target_leaves_a_gpu_trial_as_it_is(cuda, tiny, tmp_path, lbscale, figure):
+    """--gns-at-target on the GPU (measured inside epoch 1, at step 5's evaluation; dropout on): the final weights
+    differ from a run without it by no more than two runs without it differ (cuDNN's backward is not
+    deterministic), and gns.json holds the measurement."""
+    base = ["--data", tiny, "--global-batch", "32", "--optimizer", "sgd", "--base-lr", "0.05", "--epochs", "2",
+            "--eval-every", "5", "--target-metric", "val_loss", "--target", "1e9", "--drop-rate", "0.3", *COMMON]
+    for name, extra in (("with", ["--gns-at-target"]), ("plain", []), ("again", [])):
+        rc, _, err = lbscale("train", *base, "--out", tmp_path / name, *extra)
+        assert rc == 0, err
+    g = json.loads((tmp_path / "with" / "gns.json").read_text())
+    assert (g["source"], g["step"], g["count"]) == ("target", 5, 16) and g["b_simple"] is not None
+    repeat = _relative_distance(tmp_path / "plain", tmp_path / "again")
+    measured = _relative_distance(tmp_path / "plain", tmp_path / "with")
+    figure("--gns-at-target, final weights: relative distance to a run without it", f"{measured:.2e}")
+    figure("--gns-at-target: B_simple at step 5 (tiny)", round(g["b_simple"], 1))
+    assert measured <= max(5 * repeat, 1e-6), (measured, repeat)
+
+
+def test_a_compiled_trial_stopped_at_its_target_measures_and_evaluates_there(cuda, tiny, tmp_path, lbscale):
+    """Under CUDA graphs (compile mode auto) the noise scale is measured eagerly on a copy of the network between
+    graph replays, and the stopped trial evaluates the test split."""
+    out = tmp_path / "stop"
+    rc, _, err = lbscale("train", "--data", tiny, "--out", out, "--global-batch", "32", "--optimizer", "sgd",
+                         "--base-lr", "0.05", "--epochs", "2", "--eval-every", "5", "--target-metric", "val_loss",
+                         "--target", "1e9", "--stop-at-target", "--gns-at-target", "--compile", "--compile-mode",
+                         "auto", "--precision", "bf16", *COMMON)
+    assert rc == 0, err
+    s, g = _summary(out), json.loads((out / "gns.json").read_text())
+    assert (s["stopped"], s["steps"], g["source"], g["step"]) == ("target", 5, "target", 5)
+    assert g["b_simple"] is not None and s["test"]["test_top1"] is not None

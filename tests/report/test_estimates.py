@@ -1,6 +1,6 @@
 """Three estimates of the critical batch side by side: the branch study's local critical batch at the target's
-point with the interval its factor grid gives (hand-made tables), the noise scale at the target taken only where
-it was measured at that step, and the report's table and figure on a tuned study with both."""
+point with the interval its factor grid gives (hand-made tables), and the report's table and figure on a tuned
+study with a noise scale measured at the target (its interval carried through) and a branch study."""
 
 import json
 import math
@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from lbscale.report.estimates import local_at, noise_scale_at_target
+from lbscale.report.estimates import local_at
 from tests.report.make_tuned import make_tuned_study
 
 
@@ -43,20 +43,6 @@ def test_open_ends_where_the_grid_leaves_them_open():
     assert local_at(none, 10) is None
 
 
-def test_noise_scale_only_where_measured_at_the_target(tmp_path):
-    results = tmp_path / "r"
-    for name, step in (("a", 120), ("b", 80)):  # their targets: steps 120 and 150 (below)
-        (results / name).mkdir(parents=True)
-        (results / name / "gns.json").write_text(json.dumps({"b_simple": 300.0, "b_simple_lo": 200.0,
-                                                             "b_simple_hi": None, "step": step}))
-    trials = pd.DataFrame({"trial": ["a", "b"], "results": [str(results)] * 2})
-    best = pd.DataFrame({"trial": ["a", "b"], "global_batch": [64, 128], "steps_to_target": [120, 150],
-                         "variant": ["v", "v"]})
-    got = noise_scale_at_target(trials, best)
-    assert list(got["trial"]) == ["a"]  # b measured at step 80, not at its target's 150
-    assert (got["lo"].iloc[0], got["hi"].iloc[0]) == (200.0, math.inf)  # an open upper end stays open
-
-
 @pytest.fixture
 def study_with_both(tmp_path):
     """make_tuned_study (B_crit 256 by construction, batches 64..2048) with a noise scale measured at the
@@ -89,7 +75,7 @@ def test_the_report_sets_the_three_side_by_side(study_with_both, tmp_path, run_c
     # B_simple taken at the batch nearest the tuned B_crit: 2 B there (B_simple = 2 B by construction)
     assert tuned_row["interval"] == "interval"
     nearest = min((64, 128, 256, 512, 1024, 2048), key=lambda b: abs(math.log(b / tuned_row["value"])))
-    assert gns["value"] == 2.0 * nearest and gns["lo"] == 1.5 * nearest
+    assert (gns["value"], gns["lo"], gns["hi"]) == (2.0 * nearest, 1.5 * nearest, 3.0 * nearest)
     branch = tidy[tidy["estimate"] == "branch"].iloc[0]
     assert (branch["value"], branch["lo"], branch["hi"]) == (1024, 1024, 2048)
     md = (tmp_path / "rep" / "report.md").read_text()

@@ -457,3 +457,74 @@ def test_the_evaluation_share_of_training_is_measured_per_trial():
                                        "the most 20.0%, at batch 16): docs/reproducing.md says how to choose the "
                                        "spacing")
     assert eval_share_line(epochs.drop(columns="step_eval_seconds")) is None
+
+
+def _noise_scale(d, step: int, b_simple: float, source: str = "target"):
+    """gns.json as a trial with --gns-at-target (source target) or `lbscale gns` (checkpoint) writes it."""
+    (d / "gns.json").write_text(json.dumps({"source": source, "micro_batch": 32, "k": 8, "groups": 16, "seed": 0,
+                                            "step": step, "b_simple": b_simple}))
+
+
+def test_b_simple_at_target_takes_each_winners_gns_json_at_its_steps_to_target(tmp_path):
+    """A local sweep (one process per trial: no --gns-every) had no B_simple at the target: now a trial's gns.json
+    counts where its step is the trial's steps to target. Each trial's value names it (batch / 2 + its point);
+    batch 512's winner also measured --gns-every there (7,777, which stays first), batch 2048's gns.json is of a
+    checkpoint 125 steps later (not at the target: '-'); batch 1024's came from `lbscale gns`."""
+    from lbscale.train.columns import write_columns
+
+    res = make_tuned_study(tmp_path / "tuned")
+    expected = {}
+    for d in sorted(p for p in res.iterdir() if (p / "summary.json").exists()):
+        s = json.loads((d / "summary.json").read_text())
+        if s["steps_to_target"] is None:
+            continue
+        batch, point = s["global_batch"], int(d.name.split("-p")[1][0])
+        value = batch / 2 + point
+        later = 125 if batch == 2048 else 0
+        _noise_scale(d, s["steps_to_target"] + later, value, "checkpoint" if batch == 1024 else "target")
+        expected[d.name] = (value, "checkpoint" if batch == 1024 else "target") if not later else None
+        if batch == 512:  # --gns-every's smoothed value at the evaluation that reached the target
+            rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+            for r in rows:
+                if r.get("kind") == "step" and r["step"] == s["steps_to_target"]:
+                    r["gns_b_simple"] = 7777.0
+            (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            write_columns(d)
+            expected[d.name] = (7777.0, "training")
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md", "csv")))
+    best = pd.read_csv(out / "tables" / "tuned-best.csv").set_index("global_batch")
+    assert set(best.index) == {256, 512, 1024, 2048}
+    for b, r in best.iterrows():
+        want = expected[r["trial"]]
+        if want is None:
+            assert pd.isna(r["gns_b_simple"]) and pd.isna(r["gns_source"]), b
+        else:
+            assert (r["gns_b_simple"], r["gns_source"]) == want, (b, r["trial"])
+    values = [expected[t][0] for t in best["trial"] if expected[t]]
+    assert len(values) == 3
+    fits = pd.read_csv(out / "tables" / "tuned-fits.csv")
+    assert fits["gns_b_simple"].tolist() == [float(np.median(values))]
+    md = (out / "report.md").read_text()
+    best_section = next(s for s in _sections(md) if s.startswith("Best trial per batch (tuned)"))
+    assert "B_simple at target" in best_section.splitlines()[2]  # the table's header
+    assert "from --gns-every (smoothed over the last measured steps) at batch 512" in best_section
+    assert "from gns.json of --gns-at-target (measured at those weights) at batch 256" in best_section
+    assert "from gns.json of lbscale gns on a checkpoint taken there at batch 1K" in best_section
+    fits_section = next(s for s in _sections(md) if s.startswith("Critical batch and optimal LR"))
+    assert "1 from --gns-every" in fits_section and "1 from gns.json of --gns-at-target" in fits_section
+    verdict = _sections(md)[1]
+    assert f"- sgd-none: B_simple at target ~ {np.median(values):,.0f} (the median of 3 of 4 batches' best " \
+        "trials" in verdict
+
+
+def test_b_simple_at_target_is_the_hardest_targets_only(tmp_path):
+    # measured where each trial reached its own target (0.9, the hardest asked): the fits table's row of the
+    # easier target 0.5 showed that value too, as if measured there
+    res = make_tuned_study(tmp_path / "tuned")
+    for d in res.iterdir():
+        s = json.loads((d / "summary.json").read_text()) if (d / "summary.json").exists() else {}
+        if s.get("steps_to_target"):
+            _noise_scale(d, s["steps_to_target"], 100.0)
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("csv",), target="0.5,0.9"))
+    fits = pd.read_csv(out / "tables" / "tuned-fits.csv").set_index("target")
+    assert fits.loc[0.9, "gns_b_simple"] == 100.0 and pd.isna(fits.loc[0.5, "gns_b_simple"])

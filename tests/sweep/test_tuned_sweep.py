@@ -115,3 +115,41 @@ def test_a_trial_left_from_an_earlier_plan_is_never_a_peer(tiny_h5, tmp_path):
     # of two at a rung one goes on (keep max(1, 2 // 3)); the lower val_loss, read from the values recorded
     (keep,) = [d for d, r in first.items() if r["decision"] == "continue"]
     assert first[keep]["value"] == min(r["value"] for r in first.values())
+
+
+LOCAL = """
+name: local
+data: {data}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: sgd, lr_scaling: none, check_every: 1, device: cpu, eval_every: 6, target_metric: val_top1,
+        target: 0.01, stop_at_target: true, gns_at_target: true}}
+grid:
+  batch: [32]
+  gpus: [1]
+  search:
+    base_lr: [0.02, 0.05]
+"""
+
+
+def test_a_local_tuned_sweep_reports_its_winners_test_figures_and_noise_scale(tiny_h5, tmp_path):
+    """One process per trial, each stopped at its target (val_top1 0.01: the first evaluation, step 6): the winner's
+    test figures and B_simple at the target are in the report, as its summary.json and gns.json have them."""
+    import pandas as pd
+
+    spec = tmp_path / "local.yaml"
+    spec.write_text(LOCAL.format(data=tiny_h5))
+    results = tmp_path / "results"
+    lbscale("sweep", spec, "--results", results)
+    for d in sorted(results.iterdir()):
+        s, g = read_json(d / "summary.json"), read_json(d / "gns.json")
+        assert (s["stopped"], s["steps_to_target"], g["source"], g["step"]) == ("target", 6, "target", 6), d.name
+        assert s["test"]["test_top1"] is not None
+    lbscale("report", results, "--out", tmp_path / "rep", "--format", "md,csv")
+    best = pd.read_csv(tmp_path / "rep" / "tables" / "tuned-best.csv")
+    (winner,) = best.to_dict("records")
+    s, g = read_json(results / winner["trial"] / "summary.json"), read_json(results / winner["trial"] / "gns.json")
+    assert winner["final_test_top1"] == s["test"]["test_top1"]
+    assert (winner["gns_b_simple"], winner["gns_source"]) == (g["b_simple"], "target")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Final Accuracy (test)" in md and "from gns.json of --gns-at-target" in md

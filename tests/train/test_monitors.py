@@ -81,3 +81,24 @@ def test_epoch_clock_counts_communication_as_training_time_apart_from_compute():
 def test_epoch_clock_refuses_unknown_kinds():
     with pytest.raises(KeyError):
         EpochClock().add(eval=1.0)  # evaluation is timed apart, not training time
+
+
+def test_measurements_at_the_target_are_neither_training_time_nor_in_the_pace(monkeypatch):
+    """A clock by hand: 3 steps of 10 images, a second apart of training each after the first (the warm-up step),
+    with a 0.5 s step evaluation and a 3 s measurement at the target (--gns-at-target) between them."""
+    import lbscale.train.monitors as monitors
+
+    now = [0.0]
+    monkeypatch.setattr(monitors.time, "perf_counter", lambda: now[0])
+    pace = monitors.PaceMeter(1, 1, lambda: None, False)
+    pace.start()
+    now[0] = 1.0
+    pace.step(10)  # the warm-up step: the pace is measured from here
+    now[0] = 2.0
+    pace.step(10)
+    pace.eval_seconds += 0.5
+    pace.aside_seconds += 3.0
+    now[0] = 6.5
+    pace.step(10)
+    assert pace.elapsed() == 3.0  # 6.5 s, less 0.5 s of evaluation and 3 s of measurement
+    assert pace.finish(6.5) == (20 / 2.0, None)  # 20 images in the 2 s of training after the warm-up
