@@ -317,7 +317,10 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
 
 @cli.command()
 @click.argument("trial", type=click.Path(path_type=Path))
-@click.option("--at", help="Kept checkpoints to branch from, by label (default: all of TRIAL's kept/).")
+@click.option("--at", help="Kept checkpoints to branch from, by label (default: all of TRIAL's kept/; 'target': where "
+                           "a trial stopped at its target).")
+@click.option("--batch", type=int, help="TRIAL is a tuned sweep's results: branch from its best trial at this batch "
+                                        "(and draw its B_crit, as --tuned would).")
 @click.option("--factors", default="1,2,4,8,16", show_default=True, help="Batch factors k: branches at k x B.")
 @click.option("--window", default="1ep", show_default=True,
               help="Samples each branch trains past its checkpoint: a number, or Nep (epochs of the train split).")
@@ -343,12 +346,16 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
 @click.option("--wait", is_flag=True, help="With slurm: wait for the arrays, then write the table and figure.")
 @click.option("--trial", "one", hidden=True, help="Inside an array task: the branch to run.")
 @quiet_option
-def branch(trial, at, factors, window, rule, tolerance, eval_subset, results, ema, tuned, dry_run, launcher,
+def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, results, ema, tuned, dry_run, launcher,
            system, systems_file, wait, one):
     """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
     checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
     from lbscale.sweep.branch import BranchLaunch, BranchOptions, run_study
 
+    if batch is not None:
+        from lbscale.studies.pick import best_trial
+
+        trial, tuned = best_trial(trial, batch), tuned or trial
     click.echo(run_study(trial, BranchOptions(at, factors, window, rule, tolerance, eval_subset, results, dry_run,
                                               tuned, ema),
                          BranchLaunch(launcher, system, systems_file, wait, one)))

@@ -22,13 +22,14 @@ import pandas as pd
 
 from lbscale.config import FIELDS, NO_PRUNING, load_config
 from lbscale.errors import LbscaleError
-from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
+from lbscale.results import CHECKPOINT, CONFIG, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import TrialPlan
 from lbscale.train import checkpoint
 from lbscale.train.plan import resolve_plan
 
 RULES = {"linear": lambda k: k, "sqrt": math.sqrt, "none": lambda k: 1.0}
 TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
+TARGET = "target"  # the label of a trial's checkpoint where it stopped at its target
 # options of the parent that a branch does not share: its own evaluation, no pruning, no target, no checkpoints
 RESET = {"keep_checkpoints": None, **NO_PRUNING, "stop_at_target": False, "eval_every": None,
          "eval_every_samples": None, "eval_spacing": None, "eval_first": None, "preempt_after_steps": None,
@@ -92,9 +93,11 @@ def parent_of(trial: Path) -> tuple[dict, dict, dict[str, Path]]:
     if not described:
         raise LbscaleError(f"{trial}: not a trial directory (no {CONFIG})")
     kept = checkpoint.kept(trial)
+    if (read_json(Path(trial) / SUMMARY) or {}).get("stopped") == "target" and checkpoint.exists(Path(trial)):
+        kept[TARGET] = Path(trial) / CHECKPOINT  # stopped at its target: the checkpoint is there
     if not kept:
         raise LbscaleError(f"{trial}: no kept checkpoints to branch from (train it with --keep-checkpoints "
-                           "10%,25%,50%)")
+                           "10%,25%,50%, or --stop-at-target to branch from where it reached its target)")
     return described["config"], described["plan"], kept
 
 

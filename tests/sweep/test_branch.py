@@ -136,3 +136,32 @@ grid:
     assert [c["global_batch"] for c in s["batch_schedule"]] == [32, 64]
     control = json.loads((results / "b64-g1-sgd-linear-s0" / "summary.json").read_text())
     assert control["status"] == "completed" and control["steps"] == 2 * 8 and "batch_schedule" not in control
+
+
+def test_branch_from_where_a_trial_stopped_at_its_target(tiny_h5, tmp_path, run_cli):
+    """--at target: the checkpoint of a trial that stopped at its target (no kept checkpoints needed)."""
+    parent = tmp_path / "parent"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, *PARENT[:-2], "--epochs", "6",
+                         "--target-metric", "val_top1", "--target", "0.5", "--stop-at-target")
+    assert rc == 0, err
+    summary = json.loads((parent / "summary.json").read_text())
+    assert summary["stopped"] == "target"
+    rc, out, err = run_cli("branch", parent, "--at", "target", "--factors", "1,2", "--window", 64, "--dry-run")
+    assert rc == 0, err
+    assert "2 branches" in out and "target-x2: batch 64" in out
+    plan = json.loads((parent / "checkpoint" / "info.json").read_text())
+    assert plan["step"] == summary["steps_to_target"]  # the branch point is the target's step
+    rc, _, err = run_cli("branch", tmp_path / "nothing-here", "--at", "target")
+    assert rc == 2 and "not a trial directory" in err
+
+
+def test_branch_from_a_tuned_sweeps_best_trial_at_a_batch(tmp_path):
+    """--batch B: the report's best trial at B (make_tuned_study: the middle LR point, p1, is the best)."""
+    from lbscale.errors import LbscaleError
+    from lbscale.studies.pick import best_trial
+    from tests.report.make_tuned import make_tuned_study
+
+    results = make_tuned_study(tmp_path / "tuned", pending=False)
+    assert best_trial(results, 512) == results / "b512-sgd-none-p1-s0"
+    with pytest.raises(LbscaleError, match=r"--batch 300: .* has no trial at that batch \(it has 256, 512"):
+        best_trial(results, 300)
