@@ -296,12 +296,38 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
               help="Micro-batches per big batch (B = k x b).")
 @click.option("--groups", type=int, default=noise_scale.GROUPS, show_default=True, help="Measurements averaged.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--best", is_flag=True, help="TRIAL is a tuned sweep's results: measure each batch's best trial where "
+                                           "it stopped at its target (the report's B_simple at the target).")
 @quiet_option
-def gns(trial, data_path, micro_batch, k, groups, seed):
+def gns(trial, data_path, micro_batch, k, groups, seed, best):
     """Gradient noise scale B_simple of TRIAL's checkpoint: the predicted critical batch."""
-    from lbscale.analysis.gns import GNS_FILE, MIN_GROUPS, measure_trial
+    from lbscale.analysis.gns import GNS_FILE, measure_trial
 
-    r = measure_trial(trial, data_path, micro_batch, k, groups, seed)
+    if not best:
+        r = measure_trial(trial, data_path, micro_batch, k, groups, seed)
+        click.echo(f"gradient noise scale B_simple = {_gns_text(r, groups)} (predicted critical batch; |G|^2 "
+                   f"{r['g2']:.4g}, tr(Sigma) {r['trace']:.4g}, {groups} groups of {k} x {micro_batch}); written to "
+                   f"{trial / GNS_FILE}")
+        return
+    from lbscale.studies.pick import best_at_target
+
+    trials = best_at_target(trial)
+    if not trials:
+        raise LbscaleError(f"{trial}: no batch's best trial stopped at its target (nothing to measure there: "
+                           "run the sweep with stop_at_target)")
+    for d in trials:
+        r = measure_trial(d, data_path, micro_batch, k, groups, seed)
+        click.echo(f"  {d.name} (step {r['step']:,}): B_simple = {_gns_text(r, groups)}")
+    n = len(trials)
+    click.echo(f"gradient noise scale at the target of the best trial{'s' if n != 1 else ''} of {n} "
+               f"batch{'es' if n != 1 else ''} ({groups} groups of {k} x {micro_batch} each); written to each trial's "
+               f"{GNS_FILE} (lbscale report {trial} shows them)")
+
+
+def _gns_text(r: dict, groups: int) -> str:
+    """B_simple with its interval, or why it has none."""
+    from lbscale.analysis.gns import MIN_GROUPS
+
     b, lo, hi, iv = r["b_simple"], r["b_simple_lo"], r["b_simple_hi"], r["interval"]
     shown = f"{b:,.0f}" if b is not None else "undefined (|G|^2 estimate <= 0: measure more groups)"
     if iv is None:
@@ -311,8 +337,7 @@ def gns(trial, data_path, micro_batch, k, groups, seed):
         ends = f"[{lo:,.0f}, {f'{hi:,.0f}]' if hi is not None else 'inf)'}"
         spread = (f"{ends}: {iv['level']:.0%} {iv['method']}"
                   + ("; |G|^2 not resolved from zero: unbounded" if hi is None else ""))
-    click.echo(f"gradient noise scale B_simple = {shown} {spread} (predicted critical batch; |G|^2 {r['g2']:.4g}, "
-               f"tr(Sigma) {r['trace']:.4g}, {groups} groups of {k} x {micro_batch}); written to {trial / GNS_FILE}")
+    return f"{shown} {spread}"
 
 
 @cli.command()

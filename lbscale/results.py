@@ -20,6 +20,7 @@ REQUEUE_EXIT = 75  # a trial's exit code after SIGTERM / SIGUSR1: checkpointed, 
 CHECKPOINT_INFO = "info.json"  # inside the checkpoint directory: reason, epoch, step, time written
 PREEMPTED = "preempted"  # the reason recorded in checkpoint/info.json by that checkpoint
 WAITING = "waiting"  # ... by a trial waiting at a rung of synchronous successive halving (exit REQUEUE_EXIT too)
+TARGET = "target"  # ... by a trial stopped at its target inside an epoch (its last weights, where it reached it)
 PEERS = "peers.json"  # a sweep trial's successive-halving group: {group, members} of the current plan
 
 

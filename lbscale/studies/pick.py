@@ -1,5 +1,6 @@
-"""A tuned sweep's best trial at one batch, as its report picks it (the fewest steps to the target): the parent a
-branch study of that sweep starts from (`lbscale branch RESULTS --batch B`)."""
+"""A tuned sweep's best trials, as its report picks them (the fewest steps to the target): at one batch, the parent
+a branch study of that sweep starts from (`lbscale branch RESULTS --batch B`); at every batch, where each stopped
+at its target, the checkpoints `lbscale gns RESULTS --best` measures the noise scale of at the target."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from pathlib import Path
 from lbscale.errors import LbscaleError
 
 
-def best_trial(results: Path, batch: int) -> Path:
-    """The directory of the best trial at `batch` of the tuned sweep in `results`; one line where there is none."""
+def _best(results: Path):
     from lbscale.report import _metric, _targets, load_results, tuned, tuned_tables
 
     study = load_results([results])
@@ -17,8 +17,28 @@ def best_trial(results: Path, batch: int) -> Path:
         raise LbscaleError(f"{results}: not a tuned sweep (no search per batch): give a trial directory")
     metric = tuned_tables.step_metric(study, _metric(study, "auto"))
     targets = _targets(study, metric, None)
-    best = tuned.best_trials(study.trials, study.steps, metric, targets[-1] if targets else None,
+    return tuned.best_trials(study.trials, study.steps, metric, targets[-1] if targets else None,
                              study.task.higher_is_better(metric))
+
+
+def best_at_target(results: Path) -> list[Path]:
+    """Each batch's best trial whose checkpoint is where it reached the target (it stopped there), by batch."""
+    from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, SUMMARY, read_json
+
+    found = []
+    for _, row in _best(results).sort_values("global_batch").iterrows():
+        d = Path(row["results"]) / row["trial"]
+        info = read_json(d / CHECKPOINT / CHECKPOINT_INFO) or {}
+        summary = read_json(d / SUMMARY) or {}
+        if row["reached"] and summary.get("stopped") == "target" and info.get("step") == summary.get(
+                "steps_to_target"):
+            found.append(d)
+    return found
+
+
+def best_trial(results: Path, batch: int) -> Path:
+    """The directory of the best trial at `batch` of the tuned sweep in `results`; one line where there is none."""
+    best = _best(results)
     at = best[best["global_batch"] == batch]
     if at.empty:
         batches = ", ".join(f"{b:,}" for b in sorted(best["global_batch"].unique()))

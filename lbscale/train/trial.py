@@ -24,7 +24,7 @@ from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar
-from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, WAITING, write_json
+from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, TARGET, WAITING, write_json
 from lbscale.train import checkpoint, provenance
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
@@ -395,6 +395,8 @@ class Trial:
             self.record_partial_epoch(timing)
         if verdict in ("target", "window"):
             self.stopped = verdict
+            if verdict == "target" and timing is not None:  # inside an epoch: its weights where it reached the
+                self.save_checkpoint(TARGET)  # target, for lbscale gns and branch --at target (epochs' ends have one)
             return self.finish("diverged" if p.diverged_at else "completed")
         return self.finish("pruned")
 

@@ -153,3 +153,24 @@ def test_a_local_tuned_sweep_reports_its_winners_test_figures_and_noise_scale(ti
     assert (winner["gns_b_simple"], winner["gns_source"]) == (g["b_simple"], "target")
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Final Accuracy (test)" in md and "from gns.json of --gns-at-target" in md
+
+
+def test_gns_best_measures_each_batchs_winner_at_its_target(tiny_h5, tmp_path):
+    """`lbscale gns RESULTS --best`: the noise scale of each batch's best trial at the checkpoint where it stopped at
+    its target (the sweep ran without --gns-at-target), into that trial's gns.json only; the report takes it."""
+    import pandas as pd
+
+    spec = tmp_path / "local.yaml"
+    spec.write_text(LOCAL.format(data=tiny_h5).replace(", gns_at_target: true", ""))
+    results = tmp_path / "results"
+    lbscale("sweep", spec, "--results", results)
+    assert not list(results.glob("*/gns.json"))
+    out = lbscale("gns", results, "--best").stdout
+    measured = sorted(p.parent.name for p in results.glob("*/gns.json"))
+    lbscale("report", results, "--out", tmp_path / "rep", "--format", "md,csv")
+    (winner,) = pd.read_csv(tmp_path / "rep" / "tables" / "tuned-best.csv").to_dict("records")
+    assert measured == [winner["trial"]]  # the winner, not the other search point
+    g = read_json(results / winner["trial"] / "gns.json")
+    assert (g["source"], g["step"]) == ("checkpoint", 6)
+    assert out.strip().splitlines()[-1].startswith("gradient noise scale at the target of the best trial of 1 batch (")
+    assert (winner["gns_b_simple"], winner["gns_source"]) == (g["b_simple"], "checkpoint")

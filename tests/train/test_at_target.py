@@ -195,3 +195,18 @@ def test_gns_at_target_on_two_processes(tiny_h5, tmp_path):
     s, g = summary(out), _gns(out)
     assert s["world_size"] == 2 and s["param_digests"][0] == s["param_digests"][1]
     assert (g["source"], g["step"], g["micro_batch"]) == ("target", 5, 16)  # local batch 16 on each of 2 ranks
+
+
+def test_a_trial_stopped_at_its_target_inside_an_epoch_checkpoints_there(tiny_h5, tmp_path, run_cli):
+    """Its checkpoint is the weights it stopped with (the same as one kept after that step), so `lbscale gns` and
+    `lbscale branch --at target` measure and branch at the target's point; it checkpointed only at epochs' ends."""
+    out = tmp_path / "stop"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, "--eval-every", "3",
+                         *AT_ONCE, "--stop-at-target", "--keep-checkpoints", "3st")
+    assert rc == 0, err
+    assert summary(out)["steps_to_target"] == 3
+    info = json.loads((out / "checkpoint" / "info.json").read_text())
+    assert (info["reason"], info["step"], info["samples_seen"]) == ("target", 3, 3 * 32)
+    kept = torch.load(out / "kept" / "3st" / "model.pt", weights_only=False)["model"]
+    final = torch.load(out / "checkpoint" / "model.pt", weights_only=False)["model"]
+    assert all(torch.equal(kept[k], final[k]) for k in kept)
