@@ -24,11 +24,34 @@ TARGET = "target"  # ... by a trial stopped at its target inside an epoch (its l
 PEERS = "peers.json"  # a sweep trial's successive-halving group: {group, members} of the current plan
 
 
+def umask() -> int:
+    """The process's file mode creation mask (read from /proc where it can be: setting it to read it, as
+    os.umask does, is a race with other threads creating files)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def group_readable(path, directory: bool = False) -> None:
+    """The mode `open` or `mkdir` would have given: mkstemp and mkdtemp make their files and folders private to
+    their owner (0600, 0700), and a result renamed into place would keep that, unreadable by a colleague."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never a part (rename within one directory is atomic)."""
+    """Readers see the old file or the new one, never a part (rename within one directory is atomic); the file
+    takes the process umask's mode, as `open` gives it."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()

@@ -19,7 +19,7 @@ import pandas as pd
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
-from lbscale.results import FINISHED
+from lbscale.results import FINISHED, group_readable
 from lbscale.sweep.state import count_line
 from lbscale.task import Task
 from lbscale.report.render import FORMATS, figures_drawn, html_page, integral, latex, markdown, prepare_figures
@@ -356,6 +356,7 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
         + ([f"Published numbers: {b.source}"] if b.source else [])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    group_readable(tmp, directory=True)  # renamed into place as the report: readable as mkdir would make it
     try:
         (tmp / "figures").mkdir()
         (tmp / "tables").mkdir()
