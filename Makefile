@@ -34,7 +34,9 @@ demo: venv
 
 # A first study on real data (Zalando's Fashion-MNIST, Debian's dataset-fashion-mnist): installed where missing
 # and possible (root with apt-get), else one line on how to get the four IDX files; then prepare a documented
-# 3,000-image train subset, the tuned sweep (experiments/fashion-mnist-tuned.yaml) and its report.
+# 3,000-image train subset, the tuned sweep (experiments/fashion-mnist-tuned.yaml) with rounds until B_crit is
+# resolved, the noise scale at each batch's best trial where it reached the target, a branch study from batch
+# 32's best trial there (the local critical batch), and the report that sets the three estimates side by side.
 FASHION_SRC ?= /usr/share/datasets/fashion-mnist
 demo-real: venv
 	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
@@ -47,7 +49,9 @@ demo-real: venv
 	$(LBSCALE) prepare idx --src $(FASHION_SRC) --out data/fashion-mnist-3k.h5 --val-fraction 0.025 --max-train 3000 --force
 	$(LBSCALE) data info data/fashion-mnist-3k.h5
 	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --dry-run
-	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml
+	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --until-resolved --budget 80
+	$(LBSCALE) gns results/fashion-mnist-tuned --best --quiet
+	$(LBSCALE) branch results/fashion-mnist-tuned --batch 32 --at target --rule sqrt --quiet
 	$(LBSCALE) report results/fashion-mnist-tuned --out reports/fashion-mnist-tuned
 
 test: venv

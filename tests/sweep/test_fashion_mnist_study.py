@@ -31,12 +31,13 @@ def test_the_fashion_mnist_study_in_small(tmp_path, run_cli):
     points = spec["grid"]["search"]["trials"]
     confirm = spec["grid"]["search"]["confirm"]
     assert len(ran) == 2 * (points + confirm["top"] * confirm["seeds"]), ran
-    assert {json.loads((res / t / "config.json").read_text())["config"]["model"] for t in ran} == {"resnet18"}
+    assert {json.loads((res / t / "config.json").read_text())["config"]["model"] for t in ran} == {spec["model"]}
     rc, out, err = run_cli("report", res, "--out", tmp_path / "rep")
     assert rc == 0, err
     md = (tmp_path / "rep" / "report.md").read_text()
     verdict = md.split("## Verdict")[1].split("\n- Results")[0]
-    assert "rests on" in verdict and "of 2 batches reached val_top1 0.7" in verdict, verdict
-    # one epoch of 300 images: the steps model's intervals, or no model where fewer than 2 batches reached 0.7
+    target = spec["trial"]["target"]
+    assert "rests on" in verdict and f"of 2 batches reached val_top1 {target:g}" in verdict, verdict
+    # one epoch of 300 images: the steps model's intervals, or no model where fewer than 2 batches reached it
     assert "90% profile-likelihood intervals" in verdict or "no model fit" in verdict, verdict
     assert out.startswith(f"report of {len(ran)} trials") and str(tmp_path / "rep") in out
