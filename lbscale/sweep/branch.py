@@ -160,8 +160,9 @@ def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float, ema: bo
         if summary.get("status") == "diverged":
             loss = smoothed = math.inf
         start = info.get("step", 0) * info.get("global_batch", 0) // p.plan.global_batch
-        rows.append({"parent": Path(p.config.branch_from).parent.parent.name,
-                     "checkpoint": Path(p.config.branch_from).name, "samples": info.get("samples_seen"),
+        rows.append({"parent": Path(parent).name,
+                     "checkpoint": p.trial_id.rpartition("-x")[0],  # its label: kept/<label>, or target
+                     "samples": info.get("samples_seen"),
                      "parent_step": info.get("step"), "factor": p.plan.global_batch // info.get("global_batch", 1),
                      "batch": p.plan.global_batch, "lr": p.plan.peak_lr, "loss": loss,
                      "train_loss_ema": smoothed, "status": summary.get("status", "not run"),

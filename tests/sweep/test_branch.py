@@ -151,6 +151,11 @@ def test_branch_from_where_a_trial_stopped_at_its_target(tiny_h5, tmp_path, run_
     assert "2 branches" in out and "target-x2: batch 64" in out
     plan = json.loads((parent / "checkpoint" / "info.json").read_text())
     assert plan["step"] == summary["steps_to_target"]  # the branch point is the target's step
+    rc, _, err = run_cli("branch", parent, "--at", "target", "--factors", "1,2", "--window", 64, "--eval-subset", 40)
+    assert rc == 0, err
+    df = pd.read_csv(tmp_path / "parent-branches" / "critical-batch.csv")
+    assert set(df["parent"]) == {"parent"} and set(df["checkpoint"]) == {"target"}
+    assert set(df["parent_step"]) == {summary["steps_to_target"]}
     rc, _, err = run_cli("branch", tmp_path / "nothing-here", "--at", "target")
     assert rc == 2 and "not a trial directory" in err
 
