@@ -136,6 +136,8 @@ def figure(rows: pd.DataFrame, target: float, metric: str):
             ax.plot([r["value"]], [y], "o", color=f"C{KINDS.index(r['estimate'])}")
     ax.set_xscale("log", base=2)
     ax.set_xlim(left, right)
+    ticks = [2 ** k for k in range(math.ceil(math.log2(left)), math.floor(math.log2(right)) + 1)]
+    ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
     several = rows["variant"].nunique() > 1 if "variant" in rows else False
     labels = [NAMES[r["estimate"]].split(":")[0] + (f" ({r['variant']})" if several else "")
               for _, r in rows.iloc[::-1].iterrows()]
