@@ -324,7 +324,9 @@ def _check_batch_schedule(cfg: TrialConfig) -> None:
     """Its syntax (epochs are checked against the data later), its first batch, and what it cannot go with."""
     from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
 
-    first = BatchSchedule.parse(cfg.batch_schedule, SYNTAX_EPOCH, first=cfg.global_batch, ordered=False).first
+    schedule = BatchSchedule.parse(cfg.batch_schedule, SYNTAX_EPOCH, first=cfg.global_batch, ordered=False)
+    first = schedule.first
+    schedule.check_run(cfg.epochs)  # points in epochs; in samples once the data is known (the trial)
     if first != cfg.global_batch:
         raise LbscaleError(f"--batch-schedule starts at batch {first}: give --global-batch {first}")
     clash = [n for n in ("prune", "gns_every", "branch_from", "keep_checkpoints")

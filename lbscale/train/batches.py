@@ -24,6 +24,7 @@ class BatchSchedule:
 
     points: tuple
     rule: str = "linear"
+    items: tuple = ()  # the points as written (for messages)
 
     @classmethod
     def parse(cls, text: str, epoch_samples: int, rule: str = "linear", first: int | None = None,
@@ -45,7 +46,21 @@ class BatchSchedule:
             ats = [p[0] for p in points if isinstance(p[0], unit)]
             if ordered and any(a >= b for a, b in zip(ats, ats[1:])):
                 raise LbscaleError("--batch-schedule: points must increase")
-        return cls(tuple(points), rule)
+        for (_, a), (_, b) in zip(points, points[1:]):
+            if b <= a:
+                raise LbscaleError(f"--batch-schedule: the batch must grow: {b} after {a} (BATCH@POINT in the "
+                                   "order they apply)")
+        return cls(tuple(points), rule, tuple(t.strip() for t in str(text).split(",") if t.strip()))
+
+    def check_run(self, epochs: int, epoch_samples: int | None = None) -> None:
+        """Every change point inside the run of `epochs` epochs (of `epoch_samples` samples where the data is
+        known; else only the points given in epochs): one past its end would never apply."""
+        run = epochs * (epoch_samples or SYNTAX_EPOCH)
+        for (at, _), item in zip(self.points, self.items or [f"{b}@{at}" for at, b in self.points]):
+            if isinstance(at, int) and at >= run and (epoch_samples or item.endswith("ep")):
+                size = f", {run:,} samples" if epoch_samples else ""
+                raise LbscaleError(f"--batch-schedule: {item} lies past the run ({epochs} epochs{size}): it would "
+                                   "never apply")
 
     @property
     def first(self) -> int:

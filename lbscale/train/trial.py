@@ -67,6 +67,8 @@ class Trial:
         self.batches = BatchSchedule.parse(cfg.batch_schedule, self.plan.epoch_samples, cfg.batch_rule,
                                            cfg.global_batch) if cfg.batch_schedule else None
         if self.batches:
+            self.batches.check_run(cfg.epochs, self.plan.epoch_samples)
+        if self.batches:
             self.batches.check(self.plan.local_batch * env.world_size)
         # a schedule's or a branch's steps are counted from their own start (a branch may start inside a step of
         # its batch): the micro-batches of the step so far, and the step's place, batch and LR schedule index

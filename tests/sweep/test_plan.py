@@ -322,12 +322,12 @@ def test_batch_schedule_arms_beside_the_batch_grid(tmp_path):
     # Merrill et al.'s Table 1 shape in one sweep: the small-batch control, the large-batch control and the arm
     # whose batch grows from the small one (at its first batch, on each GPU count of the grid)
     spec = _spec(tmp_path, SPEC.replace("  batch: 8k..65k", "  batch: [8k, 16k]").replace("  seeds: 2", """  seeds: 1
-  batch_schedule: {grow: "8192@0,16384@30ep"}"""))
+  batch_schedule: {grow: "8192@0,16384@2ep"}"""))  # inside the spec's 3 epochs
     plans = build_plan(spec, tmp_path, 4)
     assert [p.trial_id for p in plans] == ["b8192-g4-lamb-sqrt-s0", "b16384-g8-lamb-sqrt-s0",
                                            "b8192-g4-lamb-sqrt-grow-s0"]
     arm = plans[-1]
-    assert arm.config.batch_schedule == "8192@0,16384@30ep" and arm.variant == "lamb-sqrt-grow"
+    assert arm.config.batch_schedule == "8192@0,16384@2ep" and arm.variant == "lamb-sqrt-grow"
     assert arm.plan.local_batch == 2048 and (arm.gpus, arm.plan.accum_steps) == (4, 1)
     assert plans[0].config.batch_schedule is None
 

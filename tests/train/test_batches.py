@@ -107,3 +107,20 @@ def test_auto_doubles_where_the_branch_study_allows(tmp_path):
         BatchSchedule.parse(f"auto:{tmp_path / 'x.csv'}", 1000, first=32)
     with pytest.raises(LbscaleError, match="No such file"):
         BatchSchedule.parse(f"auto:{tmp_path / 'none.csv'}", 1000, first=32)
+
+
+def test_a_schedule_that_shrinks_the_batch_or_changes_past_the_run_is_refused(tiny_h5, tmp_path, run_cli):
+    """--batch-schedule grows the batch (its help says so): 64@0,32@1ep trained at 64 then 32, and a change point
+    past the run (32@0,64@9ep on 2 epochs) trained without it; both are one line and exit 2, nothing written."""
+    with pytest.raises(LbscaleError, match=r"--batch-schedule: the batch must grow: 32 after 64"):
+        BatchSchedule.parse("64@0,32@1ep", 1000)
+    common = [*BASE[:-6], "--schedule", "constant"]  # 2 epochs of 544 samples
+    cases = [("64", "64@0,32@1ep", "the batch must grow: 32 after 64"),
+             ("32", "32@0,64@9ep", "64@9ep lies past the run (2 epochs): it would never apply"),
+             ("32", "32@0,64@5000", "64@5000 lies past the run (2 epochs, 1,088 samples): it would never apply")]
+    for first, text, needle in cases:
+        out = tmp_path / f"x{first}-{len(text)}"
+        rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, *common, "--global-batch", first,
+                             "--batch-schedule", text)
+        assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
