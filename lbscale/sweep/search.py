@@ -148,6 +148,12 @@ def _confirm(raw, where: str, tune: bool) -> tuple | None:
     if not tune:
         raise LbscaleError(f"{where}: grid.search.confirm reruns the best points of a tuning; with tune: false "
                            "the points are an axis and there is no best to confirm")
+    if isinstance(raw, dict) and set(raw) - {"top", "seeds"}:  # a typo names itself
+        extra = ", ".join(sorted(map(str, set(raw) - {"top", "seeds"})))
+        raise LbscaleError(f"{where}: grid.search.confirm: unknown key {extra} (it takes top and seeds)")
+    if isinstance(raw, dict) and {"top", "seeds"} - set(raw):
+        missing = " and ".join(sorted({"top", "seeds"} - set(raw)))
+        raise LbscaleError(f"{where}: grid.search.confirm must be {{top: K, seeds: S}}: {missing} is missing")
     if not isinstance(raw, dict) or set(raw) != {"top", "seeds"} or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in raw.values()):
         raise LbscaleError(f"{where}: grid.search.confirm must be {{top: K, seeds: S}} with integers >= 1")

@@ -78,13 +78,15 @@ def test_a_subset_evaluation_never_ranks_a_point(tiny_h5, tmp_path):
 
 
 @pytest.mark.parametrize("confirm, message", [
-    ("{top: 0, seeds: 2}", "integers >= 1"), ("{top: 2}", "{top: K, seeds: S}"), ("3", "{top: K, seeds: S}")])
+    ("{top: 0, seeds: 2}", "integers >= 1"), ("{top: 2}", "{top: K, seeds: S}: seeds is missing"),
+    ("3", "{top: K, seeds: S}"), ("{top: 1, seeds: 1, sedes: 2}", "unknown key sedes (it takes top and seeds)")])
 def test_bad_confirm_is_one_line(tmp_path, confirm, message):
     spec = tmp_path / "c.yaml"
     spec.write_text(SPEC.format(data="x.h5").replace("{{top: 1, seeds: 2}}", confirm).replace(
         "confirm: {top: 1, seeds: 2}", f"confirm: {confirm}"))
-    with pytest.raises(LbscaleError, match="grid.search.confirm"):
+    with pytest.raises(LbscaleError, match="grid.search.confirm") as e:
         build_plan(load_sweep_spec(spec), tmp_path / "r", 4)
+    assert message in str(e.value)
 
 
 def test_a_confirmation_trial_is_not_pruned_whatever_unit_the_rungs_had(tmp_path):
