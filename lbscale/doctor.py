@@ -479,6 +479,8 @@ def plan_checks(o: DoctorOptions) -> list:
         profile = get_system(o.system, o.systems_file)
         checks.append(("system", lambda: check_system(profile)))
     if o.data_path:
+        if not Path(o.data_path).exists():  # bad input: before any check takes its seconds
+            raise LbscaleError(f"--data {o.data_path}: no such file (give a file made by `lbscale prepare`)")
         checks.append(("data", lambda: check_data(o.data_path, o.data_seconds)))
     if o.json_path and not Path(o.json_path).resolve().parent.is_dir():
         raise LbscaleError(f"--json {o.json_path}: no such directory {Path(o.json_path).parent}")

@@ -178,12 +178,12 @@ def test_command_on_a_cpu_machine(run_cli, outside_slurm, quick_allreduce, tmp_p
         ["torch", "libraries", "gpus"]
 
 
-def test_missing_data_file_fails_the_command_in_one_line(run_cli, outside_slurm, quick_allreduce, tmp_path):
+def test_missing_data_file_is_refused_before_any_check_runs(run_cli, outside_slurm, quick_allreduce, tmp_path):
+    """Bad input, not a finding: one line and exit 2 before the other checks (they took their seconds first)."""
     missing = tmp_path / "nope.h5"
     rc, out, err = run_cli("doctor", "--data", missing)
-    assert rc == 1 and "Traceback" not in out + err
-    assert _lines(out)["data"].split(None, 1)[1].startswith(f"failed: {missing}: no such file -> ")
-    assert out.splitlines()[-1].endswith(", 1 failed")
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"--data {missing}: no such file" in err
 
 
 def test_data_and_system_lines(run_cli, outside_slurm, quick_allreduce, small_h5):
