@@ -117,7 +117,7 @@ def _status(results, now: float) -> tuple[str, list[dict]]:
         raise LbscaleError(f"{results}: no such results directory")
     states = sweep_states(results)
     if not states:
-        raise LbscaleError(f"{results}: no trials (directories with a trial.yaml)")
+        raise LbscaleError(f"{results}: no trials (directories with a trial.yaml, or a trial's own config.json)")
     lefts = _time_left(results, states, now)
     head = ["trial", "state", "epoch", "metric", "job", "elapsed", "left"]
     rows = []

@@ -103,9 +103,10 @@ def trial_state(trial_dir: Path) -> dict:
 
 def trial_dirs(results: Path) -> list[Path]:
     """The trial directories (those holding a trial.yaml) under `results`, in natural order (b128 before b1024);
-    `results` itself where it is one (`lbscale status RESULTS/TRIAL`)."""
+    `results` itself where it is one (`lbscale status RESULTS/TRIAL`, or a trial `lbscale train` made: its
+    config.json, no trial.yaml)."""
     results = Path(results)
-    if (results / TRIAL_YAML).exists():
+    if (results / TRIAL_YAML).exists() or (results / CONFIG).exists():
         return [results]
     found = [d for d in results.iterdir() if (d / TRIAL_YAML).exists()] if results.is_dir() else []
     return sorted(found, key=lambda d: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", d.name)])

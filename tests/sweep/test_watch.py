@@ -243,3 +243,18 @@ def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid)
     t, state = progress.pace(TrialPlan("b32-g1-grow", 1, 1, cfg, plan))
     assert progress.line(t, state, [], 12.0) == ("epoch 2/4, step 15/21, val_top1 0.6000, about 0:00:38 left; "
                                                  "sweep about 0:00:38 left")
+
+
+def test_status_of_a_trial_made_by_lbscale_train(tiny_h5, tmp_path, run_cli):
+    """`lbscale status OUT` on a trial that `lbscale train` made (no trial.yaml: no sweep) shows that trial; it said
+    "no trials"."""
+    out = tmp_path / "t"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--global-batch", "32", "--epochs", "1",
+                         "--model", "test_resnet", "--device", "cpu", "--quiet")
+    assert rc == 0, err
+    rc, table, err = run_cli("status", out)
+    assert rc == 0, err
+    lines = table.strip().splitlines()
+    assert lines[1].split()[:3] == ["t", "completed", "1/1"] and lines[-1] == "1 trials: 1 completed"
+    rc, _, err = run_cli("status", tmp_path)  # a folder with neither: still one line
+    assert rc == 2 and "no trials" in err
