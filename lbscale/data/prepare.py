@@ -44,6 +44,10 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     common = dict(workers=workers, seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
     options = {**{k: v for k, v in common.items() if k in cls.options}, **source_options}
     source = cls(dataset, src, **options)  # validates the input before any output exists
+    if source.meta.task == "multiclass" and len(source.meta.class_names) < 2:  # every target would be met at once
+        names = ", ".join(map(str, source.meta.class_names)) or "none"
+        raise LbscaleError(f"{dataset}: one class ({names}): a classification study needs two or more (check the "
+                           "labels, or the class folders)")
     if imagery is not None:  # the user knows what the pixels show; a source only guesses (or cannot tell)
         source.meta.notes["imagery"] = imagery
     if source.encoding != "raw" and fmt != "hdf5":  # a source whose encoding is an option (folder)

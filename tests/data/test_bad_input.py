@@ -172,3 +172,19 @@ def test_prepared_file_without_a_split_is_one_line(run_cli, tmp_path, fmt, remov
     assert not (tmp_path / "trial").exists()
     rc, out, check_err = run_cli("data", "check", data)
     assert rc == 2 and check_err == err and not out
+
+
+def test_a_one_class_dataset_is_refused(run_cli, tmp_path, out_dir):
+    """Arrays whose labels are all 0, and a folder with one class folder: every target would be met at once."""
+    from PIL import Image
+
+    np.save(tmp_path / "x.npy", np.zeros((12, 8, 8), dtype=np.uint8))
+    np.save(tmp_path / "y.npy", np.zeros(12, dtype=np.int64))
+    _assert_clean_failure(run_cli("prepare", "arrays", "--images", tmp_path / "x.npy", "--labels", tmp_path / "y.npy",
+                                  "--out", out_dir / "out.h5"), out_dir, "one class (", "two or more")
+    folder = tmp_path / "src" / "cats"
+    folder.mkdir(parents=True)
+    for i in range(6):
+        Image.fromarray(np.full((8, 8, 3), 40 * i, dtype=np.uint8)).save(folder / f"{i}.png")
+    _assert_clean_failure(run_cli("prepare", "folder", "--src", tmp_path / "src", "--out", out_dir / "out.h5"),
+                          out_dir, "one class (cats)", "two or more")
