@@ -300,7 +300,7 @@ def _build_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Bui
     rounds = tuned_tables.study_rounds(study)
     if rounds:
         ts.insert(2, partial(tuned_tables.rounds_table, rounds))
-    three = estimates.section(study, fits, best, target, m)
+    three = estimates.section(study, fits, at_target, target, m)
     if three is not None:
         ts.insert(2, partial(estimates.estimates_table, three, target, m))
     figs = {}

@@ -12,11 +12,11 @@ what the papers found, not a defect."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
 
-from lbscale.report.noise_scale import gns_at_target
 from lbscale.report.numbers import estimate_cell, whole
 from lbscale.report.steps_model import LEVEL
 from lbscale.report.tables import Table
@@ -25,13 +25,16 @@ BRANCH_TABLE = "critical-batch.csv"  # lbscale branch's table (lbscale.sweep.bra
 KINDS = ("tuned", "gns", "branch")
 
 
-def branch_studies(results: list[str]) -> list[Path]:
+def branch_studies(results: list[str], trials: set = frozenset()) -> list[Path]:
     """The branch studies kept with a sweep's results: folders one level down holding `lbscale branch`'s table
-    (`lbscale branch TRIAL` writes TRIAL-branches beside TRIAL, so inside the sweep's results)."""
+    (`lbscale branch TRIAL` writes TRIAL-branches beside TRIAL, so inside the sweep's results); the sweep's own
+    trial directories (`trials`, by name) are not looked into."""
     found = []
     for r in map(Path, results):
         if r.is_dir():
-            found += sorted(d for d in r.iterdir() if d.is_dir() and (d / BRANCH_TABLE).is_file())
+            with os.scandir(r) as entries:  # the file type from the listing: no stat per trial directory
+                dirs = [e.name for e in entries if e.is_dir() and e.name not in trials]
+            found += sorted(r / d for d in dirs if (r / d / BRANCH_TABLE).is_file())
     return found
 
 
@@ -72,9 +75,10 @@ def estimates(fit: pd.Series, gns: pd.DataFrame, local: dict | None, branch_of: 
              "rests_on": f"steps to the target of every trial, {fit.get('reached')} of {fit.get('batches')} batches "
                          f"reached; {100 * LEVEL:.0f}% profile-likelihood interval"}]
     if len(gns):
-        centre = fit.get("b_crit") if fit.get("b_crit_kind") == "interval" else None
-        logs = gns["global_batch"].map(lambda b: abs(math.log(b / centre)) if centre else 0.0)
-        pick = gns.iloc[int(logs.to_numpy().argmin())] if centre else gns.iloc[len(gns) // 2]
+        if fit.get("b_crit_kind") == "interval":
+            pick = gns.iloc[int((gns["global_batch"] / fit["b_crit"]).map(math.log).abs().to_numpy().argmin())]
+        else:
+            pick = gns.iloc[len(gns) // 2]
         rows.append({"estimate": "gns", "value": pick["b_simple"], "lo": pick["lo"], "hi": pick["hi"],
                      "interval": _kind(pick["lo"], pick["hi"]),
                      "rests_on": f"{pick['trial']} (batch {int(pick['global_batch']):,}) at the step it reached the "
@@ -148,29 +152,29 @@ def figure(rows: pd.DataFrame, target: float, metric: str):
     return fig
 
 
-def section(study, fits: pd.DataFrame, best: pd.DataFrame, target: float | None, metric: str):
-    """(table, figure) partial-ready frames of the estimates where the study has more than its tuned B_crit to
-    set beside it (a noise scale at the target, a branch study in its results), else None."""
+def section(study, fits: pd.DataFrame, gns_all: pd.DataFrame | None, target: float | None, metric: str):
+    """The estimates' rows (for the table and the figure) where the study has more than its tuned B_crit to set
+    beside it (a noise scale at the target: `gns_all`, noise_scale.gns_at_target's frame; a branch study in its
+    results), else None."""
     if target is None or fits.empty:
         return None
-    gns_all = gns_at_target(study.steps, best, study.trials).reset_index()
-    branches = [(d, pd.read_csv(d / BRANCH_TABLE)) for d in branch_studies(study.trials["results"].unique())]
+    gns_all = gns_all if gns_all is not None else pd.DataFrame()  # by trial
+    trials = set(study.trials["trial"])
+    branches = [(d, pd.read_csv(d / BRANCH_TABLE)) for d in branch_studies(study.trials["results"].unique(), trials)]
     out = []
     for _, fit in fits.iterrows():
         variant = fit["variant"] if pd.notna(fit["variant"]) else "-"
-        mine = study.trials.loc[study.trials["variant"].fillna("-") == variant, "trial"]
-        gns = gns_all[gns_all["trial"].isin(mine)] if len(gns_all) else gns_all
-        local, parent = None, None
+        mine = set(study.trials.loc[study.trials["variant"].fillna("-") == variant, "trial"])
+        gns = gns_all[gns_all.index.isin(mine)].rename_axis("trial").reset_index()
+        local, branch_of = None, None
         for folder, table in branches:
             parent = table["parent"].iloc[0] if "parent" in table and len(table) else folder.name.removesuffix(
                 "-branches")
-            if parent not in set(mine):
-                continue
-            steps = study.trials.loc[study.trials["trial"] == parent, "steps_to_target"]
-            step = float(steps.iloc[0]) if len(steps) and pd.notna(steps.iloc[0]) else None
-            local = local_at(table, step)
-            break
-        if not len(gns) and local is None:
-            continue
-        out.append(estimates(fit, gns, local, parent).assign(variant=variant))
+            if parent in mine:
+                steps = study.trials.loc[study.trials["trial"] == parent, "steps_to_target"]
+                local = local_at(table, float(steps.iloc[0]) if len(steps) and pd.notna(steps.iloc[0]) else None)
+                branch_of = parent
+                break
+        if len(gns) or local is not None:
+            out.append(estimates(fit, gns, local, branch_of).assign(variant=variant))
     return pd.concat(out, ignore_index=True) if out else None
