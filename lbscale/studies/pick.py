@@ -23,17 +23,11 @@ def _best(results: Path):
 
 def best_at_target(results: Path) -> list[Path]:
     """Each batch's best trial whose checkpoint is where it reached the target (it stopped there), by batch."""
-    from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, SUMMARY, read_json
+    from lbscale.train.checkpoint import at_target
 
-    found = []
-    for _, row in _best(results).sort_values("global_batch").iterrows():
-        d = Path(row["results"]) / row["trial"]
-        info = read_json(d / CHECKPOINT / CHECKPOINT_INFO) or {}
-        summary = read_json(d / SUMMARY) or {}
-        if row["reached"] and summary.get("stopped") == "target" and info.get("step") == summary.get(
-                "steps_to_target"):
-            found.append(d)
-    return found
+    best = _best(results).sort_values("global_batch")
+    dirs = [Path(r) / t for r, t, reached in zip(best["results"], best["trial"], best["reached"]) if reached]
+    return [d for d in dirs if at_target(d) is not None]
 
 
 def best_trial(results: Path, batch: int) -> Path:

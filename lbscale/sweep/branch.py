@@ -22,7 +22,7 @@ import pandas as pd
 
 from lbscale.config import FIELDS, NO_PRUNING, load_config
 from lbscale.errors import LbscaleError
-from lbscale.results import CHECKPOINT, CONFIG, SUMMARY, read_json, read_jsonl
+from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import TrialPlan
 from lbscale.train import checkpoint
 from lbscale.train.plan import resolve_plan
@@ -93,8 +93,9 @@ def parent_of(trial: Path) -> tuple[dict, dict, dict[str, Path]]:
     if not described:
         raise LbscaleError(f"{trial}: not a trial directory (no {CONFIG})")
     kept = checkpoint.kept(trial)
-    if (read_json(Path(trial) / SUMMARY) or {}).get("stopped") == "target" and checkpoint.exists(Path(trial)):
-        kept[TARGET] = Path(trial) / CHECKPOINT  # stopped at its target: the checkpoint is there
+    target = checkpoint.at_target(trial)
+    if target is not None:  # stopped at its target: its checkpoint holds the weights there
+        kept[TARGET] = target
     if not kept:
         raise LbscaleError(f"{trial}: no kept checkpoints to branch from (train it with --keep-checkpoints "
                            "10%,25%,50%, or --stop-at-target to branch from where it reached its target)")

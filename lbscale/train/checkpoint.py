@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from lbscale.errors import LbscaleError
-from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, read_json, write_json
+from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, SUMMARY, read_json, write_json
 from lbscale.train import distributed as dist
 
 
@@ -167,6 +167,18 @@ def branch_progress(parent: Progress, steps_per_epoch: int, accum: int) -> Progr
 
 def exists(out: Path) -> bool:
     return (out / CHECKPOINT / "model.pt").exists()
+
+
+def at_target(out: Path) -> Path | None:
+    """The checkpoint of a trial that stopped at its target, where it holds the weights of the step that reached
+    it (`lbscale gns --best`, `lbscale branch --at target`); None otherwise (an earlier lbscale checkpointed such a
+    trial only at an epoch's end)."""
+    out = Path(out)
+    summary = read_json(out / SUMMARY) or {}
+    if summary.get("stopped") != "target" or not exists(out):
+        return None
+    info = read_json(out / CHECKPOINT / CHECKPOINT_INFO) or {}
+    return out / CHECKPOINT if info.get("step") == summary.get("steps_to_target") else None
 
 
 def load(out: Path, env: dist.DistEnv, device: torch.device, folder: Path | None = None) -> tuple[dict, dict]:

@@ -170,3 +170,19 @@ def test_branch_from_a_tuned_sweeps_best_trial_at_a_batch(tmp_path):
     assert best_trial(results, 512) == results / "b512-sgd-none-p1-s0"
     with pytest.raises(LbscaleError, match=r"--batch 300: .* has no trial at that batch \(it has 256, 512"):
         best_trial(results, 300)
+
+
+def test_only_a_checkpoint_at_the_targets_step_is_the_target(tmp_path):
+    """An earlier lbscale checkpointed a trial stopped at its target inside an epoch only at the epoch's start:
+    that checkpoint is not the target's point, and --at target must not branch from it."""
+    from lbscale.train.checkpoint import at_target
+
+    trial = tmp_path / "t"
+    (trial / "checkpoint").mkdir(parents=True)
+    (trial / "checkpoint" / "model.pt").write_bytes(b"x")
+    (trial / "summary.json").write_text(json.dumps({"stopped": "target", "steps_to_target": 7}))
+    for step, expected in ((5, None), (7, trial / "checkpoint")):
+        (trial / "checkpoint" / "info.json").write_text(json.dumps({"step": step}))
+        assert at_target(trial) == expected
+    (trial / "summary.json").write_text(json.dumps({"stopped": None, "steps_to_target": 7}))
+    assert at_target(trial) is None
