@@ -196,22 +196,30 @@ def _scaling(study: Study, model, compare=None, reached=None, o: ReportOptions |
     return ts, figs, line, advice
 
 
+def tuned_study(path, why: str):
+    """A tuned study as its report reads it by default: (study, the evaluations' metric, its hardest target or None,
+    whether higher is better); one line, ending in `why`, where the results are not a tuned study."""
+    from lbscale.report import tuned_tables
+
+    study = load_results([path])
+    if not study.tuned:
+        raise LbscaleError(f"{path}: not a tuned study (no search per batch): {why}")
+    m = tuned_tables.step_metric(study, _metric(study, "auto"))
+    targets = _targets(study, m, None)
+    return study, m, targets[-1] if targets else None, study.task.higher_is_better(m)
+
+
 def tuned_critical_batch(path) -> pd.DataFrame:
     """A tuned study's critical batch per variant, as its report's verdict has it (variant, b_crit, b_crit_lo,
     b_crit_hi, b_crit_kind, target): for a branch study's figure. One line where it is not one."""
     from lbscale.report import tuned, tuned_tables
 
-    study = load_results([path])
-    if not study.tuned:
-        raise LbscaleError(f"{path}: not a tuned study (no search per batch): no B_crit to draw")
-    m = tuned_tables.step_metric(study, _metric(study, "auto"))
-    targets = _targets(study, m, None)
-    if not targets:
+    study, m, target, maximize = tuned_study(path, "no B_crit to draw")
+    if target is None:
         raise LbscaleError(f"{path}: its trials have no target: no B_crit")
-    maximize = study.task.higher_is_better(m)
-    outcomes = tuned.trial_outcomes(study.trials, study.steps, m, targets[-1], maximize)
-    fits = tuned.fits_of(outcomes, targets[-1], maximize, level=tuned_tables.LEVEL)
-    return fits[["variant", "b_crit", "b_crit_lo", "b_crit_hi", "b_crit_kind"]].assign(target=targets[-1])
+    outcomes = tuned.trial_outcomes(study.trials, study.steps, m, target, maximize)
+    fits = tuned.fits_of(outcomes, target, maximize, level=tuned_tables.LEVEL)
+    return fits[["variant", "b_crit", "b_crit_lo", "b_crit_hi", "b_crit_kind"]].assign(target=target)
 
 
 def _build(study: Study, o: ReportOptions, model=None) -> Built:

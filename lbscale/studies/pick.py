@@ -10,15 +10,10 @@ from lbscale.errors import LbscaleError
 
 
 def _best(results: Path):
-    from lbscale.report import _metric, _targets, load_results, tuned, tuned_tables
+    from lbscale.report import tuned, tuned_study
 
-    study = load_results([results])
-    if not study.tuned:
-        raise LbscaleError(f"{results}: not a tuned sweep (no search per batch): give a trial directory")
-    metric = tuned_tables.step_metric(study, _metric(study, "auto"))
-    targets = _targets(study, metric, None)
-    return tuned.best_trials(study.trials, study.steps, metric, targets[-1] if targets else None,
-                             study.task.higher_is_better(metric))
+    study, metric, target, maximize = tuned_study(results, "give a trial directory")
+    return tuned.best_trials(study.trials, study.steps, metric, target, maximize)
 
 
 def best_at_target(results: Path) -> list[Path]:
