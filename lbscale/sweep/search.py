@@ -154,7 +154,7 @@ def _confirm(raw, where: str, tune: bool) -> tuple | None:
     if isinstance(raw, dict) and {"top", "seeds"} - set(raw):
         missing = " and ".join(sorted({"top", "seeds"} - set(raw)))
         raise LbscaleError(f"{where}: grid.search.confirm must be {{top: K, seeds: S}}: {missing} is missing")
-    if not isinstance(raw, dict) or set(raw) != {"top", "seeds"} or not all(
+    if not isinstance(raw, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in raw.values()):
         raise LbscaleError(f"{where}: grid.search.confirm must be {{top: K, seeds: S}} with integers >= 1")
     return raw["top"], raw["seeds"]
