@@ -12,8 +12,9 @@ import click
 from lbscale.analysis import gns as noise_scale
 from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
-from lbscale.errors import ERROR_PREFIX, LbscaleError
+from lbscale.errors import ERROR_PREFIX, LbscaleError, os_error_line
 from lbscale.progress import set_quiet
+from lbscale.results import naming
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
 from lbscale.train.models import MODELS
@@ -282,8 +283,9 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
         raise LbscaleError("--gpu-budget and --deadline need --allreduce FILE (the fit `lbscale bench allreduce` "
                            "writes): time to target at GPU counts not run is predicted from it")
     fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
-                                                        predict_gpus, gpu_budget, deadline))
+    with naming(out if out is not None else Path("reports")):  # a full disk under a figure's or a table's write
+        _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
+                                                            predict_gpus, gpu_budget, deadline))
     click.echo(line)
 
 
@@ -502,7 +504,7 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def main(argv=None) -> int:
-    """Entry point: user errors become one stderr line and exit code 2."""
+    """Entry point: user errors (and OSErrors a user causes) become one stderr line and exit code 2."""
     signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(args=argv, prog_name="lbscale", standalone_mode=False)
@@ -524,6 +526,12 @@ def main(argv=None) -> int:
         click.echo(f"lbscale: {cause.args[0] if isinstance(cause, KeyboardInterrupt) and cause.args else 'aborted'}",
                    err=True)
         return 130
+    except OSError as e:  # a full disk, a folder the user may not write: one line; any other is a bug
+        line = os_error_line(e)
+        if line is None:
+            raise
+        click.echo(f"{ERROR_PREFIX}{line}", err=True)
+        return 2
     except SystemExit as e:  # a command's own exit code (e.g. 75: preempted, checkpointed)
         return e.code if isinstance(e.code, int) else 1
     except KeyboardInterrupt as e:

@@ -8,8 +8,10 @@ earlier failed attempts). Whether a process or a SLURM job still works on a tria
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -45,22 +47,50 @@ def group_readable(path, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~umask())
 
 
+@contextlib.contextmanager
+def naming(path):
+    """An OSError raised without a file name (a write's or fsync's, the HDF5 library's) gets `path`, so that the
+    one line the CLI makes of it (errors.os_error_line) says where the disk was full."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:
+            raise OSError(e.errno, os.strerror(e.errno), str(path)) from e
+        raise
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never a part (rename within one directory is atomic); the file
     takes the process umask's mode, as `open` gives it."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with naming(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~umask())
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+_LEFTOVER = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")  # write_atomic's temp files: mkstemp's 8 characters
+
+
+def remove_leftovers(folder: Path, names) -> list[Path]:
+    """Remove the temp files of `names` that write_atomic left in `folder` when its process was killed; only
+    those (a process removes the names it alone writes, never a file of another writer's)."""
+    removed = []
+    for p in Path(folder).glob(".*.tmp"):
+        m = _LEFTOVER.fullmatch(p.name)
+        if m and m["name"] in names and p.is_file():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def write_json(path: Path, obj) -> None:
@@ -105,6 +135,7 @@ GRID = "grid.json"  # a sweep trial's place in its grid: sweep, batch, GPUs, var
 ROUNDS = "rounds.json"  # in a results directory: the rounds of `sweep --until-resolved`, each decision and its trials
 ATTEMPTS = "attempts"  # summaries of earlier attempts of a retried trial: attempts/summary-1.json, ...
 FINISHED = ("completed", "diverged", "pruned")
+ENVIRONMENT = "environment"  # a failed trial's cause where the disk or the folders failed it (a rerun retries it)
 
 
 def archive_summary(trial_dir: Path) -> Path | None:

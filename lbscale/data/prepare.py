@@ -28,7 +28,7 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if out.exists() and not force:
         raise LbscaleError(f"{out}: exists (use --force to replace it)")
     if not out.parent.is_dir():
-        raise LbscaleError(f"{out.parent}: output directory does not exist")
+        raise LbscaleError(f"{out.parent}: {'a file, not a folder' if out.parent.exists() else 'no such folder'}")
     if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1:
         raise LbscaleError("--val-fraction and --test-fraction must be in [0, 1)")
     if max_train is not None and max_train < 1:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lbscale.errors import os_error_line
 from lbscale.report.parallel import can_fork, next_taken, start
 
 FORMATS = ("md", "latex", "csv", "html")
@@ -253,6 +255,18 @@ def _draw(figs: dict, folder: Path, name: str) -> None:
         plt.close(fig)
 
 
+_OS_EXIT = 64  # a drawing child's exit code 64 + errno: an OSError the user caused (a full disk), told the parent
+
+
+def _draw_child(figs: dict, folder: Path, names: list, taken) -> None:
+    try:
+        _draw_from(figs, folder, names, taken)
+    except OSError as e:
+        if os_error_line(e) is None:
+            raise
+        os._exit(_OS_EXIT + e.errno)  # no traceback: the parent raises it, as one line
+
+
 def _draw_from(figs: dict, folder: Path, names: list, taken) -> None:
     """Draw the next figure nobody has taken (`taken`: the shared index of the next one) until none is left."""
     while (i := next_taken(taken, len(names))) is not None:
@@ -277,7 +291,7 @@ def figures_drawn(figs: dict, folder: Path, first=()):
         return
     fork = multiprocessing.get_context("fork")
     taken = fork.Value("i", 0)
-    child = fork.Process(target=_draw_from, args=(figs, folder, names, taken))
+    child = fork.Process(target=_draw_child, args=(figs, folder, names, taken))
     start(child)
     try:
         yield
@@ -287,6 +301,9 @@ def figures_drawn(figs: dict, folder: Path, first=()):
         raise
     finally:
         child.join()
+    if child.exitcode is not None and child.exitcode > _OS_EXIT:
+        code = child.exitcode - _OS_EXIT
+        raise OSError(code, os.strerror(code))
     if child.exitcode != 0:
         raise RuntimeError(f"drawing figures in a child process failed (exit {child.exitcode})")
 

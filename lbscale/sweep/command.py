@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lbscale.errors import LbscaleError
 from lbscale.progress import interactive
-from lbscale.results import CONFIG, FINISHED, read_json
+from lbscale.results import CONFIG, FINISHED, ROUNDS, read_json, remove_leftovers
 from lbscale.slurm import SlurmEnv
 from lbscale.sweep.array import run_array_task
 from lbscale.sweep.checks import check_plan_data, data_line
@@ -67,6 +67,7 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
                            to_come=confirmation_to_come(spec, plans), adaptive=o.until_resolved)
         return 0
     with sweep_lock(results, o.wait_for_lock):
+        remove_leftovers(results, (ROUNDS,))  # what a sweep killed mid-write left (its trials': write_trial_files)
         return LAUNCHERS[o.launcher]().launch(plans, run)
 
 

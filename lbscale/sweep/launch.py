@@ -21,8 +21,9 @@ import numpy as np
 import yaml
 
 from lbscale.errors import LbscaleError, error_line
-from lbscale.results import (FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUMMARY, TRIAL_YAML,
-                             WAITING, archive_summary, read_json, write_atomic, write_failed_summary, write_json)
+from lbscale.results import (ENVIRONMENT, FINISHED, GRID, PEERS, PREEMPTED, REQUEUE_EXIT, RUN, SUMMARY, TRIAL_YAML,
+                             SUBMITTED, WAITING, archive_summary, read_json, remove_leftovers, write_atomic,
+                             write_failed_summary, write_json)
 from lbscale.sweep import warm as warm_start
 from lbscale.sweep.budget import budget_warnings
 from lbscale.sweep.follow import SweepProgress
@@ -60,6 +61,7 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
     has results is an error."""
     for p in plans:
         p.out.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(p.out, (TRIAL_YAML, GRID, PEERS, RUN, SUBMITTED))  # a killed sweep's (never a trial's)
         text = yaml.safe_dump(trial_yaml(p), sort_keys=True)
         path = p.out / TRIAL_YAML
         old = path.read_text() if path.exists() else None
@@ -76,14 +78,15 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
 
 
 def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
-    """Trials that still need work: not finished, and failed ones only with retry_failed.
+    """Trials that still need work: not finished, and failed ones with retry_failed or where the disk or the
+    folders failed them (cause ENVIRONMENT: the one-line error told the user to run the command again).
 
     A failed trial keeps its summary.json until its new attempt starts (`run_process` moves it to attempts/),
     so a submission that fails loses nothing."""
     todo = []
     for p in plans:
         summary = read_json(p.out / SUMMARY)
-        if summary and (summary.get("status") in FINISHED or not retry_failed):
+        if summary and (summary.get("status") in FINISHED or not (retry_failed or summary.get("cause") == ENVIRONMENT)):
             continue
         todo.append(p)
     return todo

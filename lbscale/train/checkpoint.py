@@ -8,6 +8,7 @@ previous checkpoint or the new one, whole.
 
 from __future__ import annotations
 
+import io
 import random
 import shutil
 import time
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from lbscale.errors import LbscaleError
-from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, SUMMARY, read_json, write_json
+from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, SUMMARY, naming, read_json, write_json
 from lbscale.train import distributed as dist
 
 
@@ -122,10 +123,14 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)  # kept/ too, the first time
     dist.barrier()
-    torch.save(rank_state, tmp / f"rank-{env.rank}.pt")
-    if env.is_main:
-        torch.save(main_state, tmp / "model.pt")
-        write_json(tmp / CHECKPOINT_INFO, {**info, "written": time.time()})
+    try:
+        _save(rank_state, tmp / f"rank-{env.rank}.pt")
+        if env.is_main:
+            _save(main_state, tmp / "model.pt")
+            write_json(tmp / CHECKPOINT_INFO, {**info, "written": time.time()})
+    except BaseException:  # a full disk: the last whole checkpoint stays, no part of this one
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     dist.barrier()
     if env.is_main:
         old = final.parent / f".{final.name}.old"
@@ -135,6 +140,24 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info:
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
+
+
+def _save(state: dict, path: Path) -> None:
+    # serialised in memory, then written by Python: a full disk is an OSError naming the file (torch's own writer,
+    # given a path or a file, says "unexpected pos" in a RuntimeError when a write falls short)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    with naming(path), open(path, "wb") as f:
+        f.write(buffer.getbuffer())
+
+
+def remove_partial(out: Path) -> None:
+    """What a trial killed while it saved a checkpoint left: the part written, the one it was replacing."""
+    for folder in (Path(out), Path(out) / KEPT):
+        for name in ("tmp", "old"):
+            for p in folder.glob(f".*.{name}"):
+                if p.is_dir() and (p.name[1:-len(name) - 1] == CHECKPOINT or folder.name == KEPT):
+                    shutil.rmtree(p, ignore_errors=True)
 
 
 KEPT = "kept"  # beside the resume checkpoint: kept/<label>/, the checkpoints --keep-checkpoints keeps

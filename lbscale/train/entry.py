@@ -10,12 +10,15 @@ from pathlib import Path
 
 import torch
 
+from lbscale.analysis.gns import GNS_FILE
 from lbscale.config import TrialConfig
-from lbscale.errors import LbscaleError
-from lbscale.results import SUMMARY, read_json, write_json
+from lbscale.errors import LbscaleError, os_error_line
+from lbscale.results import CONFIG, ENVIRONMENT, METRICS, SUMMARY, read_json, remove_leftovers, write_json
 from lbscale.slurm import SlurmEnv
+from lbscale.train import checkpoint
 from lbscale.train import distributed as dist
-from lbscale.train.columns import write_columns
+from lbscale.train.columns import COLUMNS, write_columns
+from lbscale.train.pruning import RUNGS_FILE
 from lbscale.train.threads import trial_threads, usable_cpus
 from lbscale.train.trial import Trial
 
@@ -39,6 +42,9 @@ def run_trial(cfg: TrialConfig) -> int:
     trial = Trial(cfg, env, device, None)  # validates data and plan before any process group or output
     if env.is_main:
         out.mkdir(parents=True, exist_ok=True)
+        # what an earlier attempt killed mid-write left; only the files a trial alone writes (a sweep writes others)
+        remove_leftovers(out, (CONFIG, METRICS, SUMMARY, COLUMNS, GNS_FILE, RUNGS_FILE))
+        checkpoint.remove_partial(out)
     trial.backend = dist.init(env, cfg.backend, device)
     clean = False
     try:
@@ -47,7 +53,10 @@ def run_trial(cfg: TrialConfig) -> int:
         return code
     except Exception as e:
         if env.is_main and out.is_dir():
-            summary = trial.summary("failed", f"{type(e).__name__}: {e}", [])
+            line = os_error_line(e) if isinstance(e, OSError) else None
+            summary = trial.summary("failed", line or f"{type(e).__name__}: {e}", [])
+            if line:  # a full disk, a folder it may not write: not the trial's fault, so a rerun retries it
+                summary["cause"] = ENVIRONMENT
             with contextlib.suppress(Exception):  # the copy only saves a report time: never hide the error
                 write_columns(out)
             write_json(out / SUMMARY, summary)

@@ -12,6 +12,7 @@ import numpy as np
 
 import lbscale
 from lbscale.errors import LbscaleError
+from lbscale.results import naming
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
@@ -135,6 +136,26 @@ def partial_path(out: Path) -> Path:
     return out.with_name(f".{out.name}.partial-{os.getpid()}")
 
 
+def claim_partial(out: Path) -> Path:
+    """partial_path(out), after removing what a killed prepare of the same output left (its partial write or the
+    old output it was replacing: lbscale's names, of a process no longer alive on this host)."""
+    for p in out.parent.glob(f".{out.name}.*-*"):
+        kind, _, pid = p.name[len(out.name) + 2:].rpartition("-")
+        if kind in ("partial", "old") and pid.isdigit() and not _alive(int(pid)):
+            remove_path(p)
+    return partial_path(out)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def remove_path(path: Path) -> None:
     if path.is_dir():
         shutil.rmtree(path, ignore_errors=True)
@@ -164,6 +185,9 @@ class AtomicWriter:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             self.abort()
+            with naming(self.out):  # a full disk under the HDF5 library or a write names the output
+                if isinstance(exc, OSError):
+                    raise exc
         return False
 
     def abort(self) -> None:

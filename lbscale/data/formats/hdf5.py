@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
 from pathlib import Path
 
 import h5py
@@ -17,9 +20,10 @@ from lbscale.data.formats.base import (
     PreparedFile,
     check_splits,
     commit_path,
-    partial_path,
+    claim_partial,
 )
 from lbscale.errors import LbscaleError
+from lbscale.results import naming
 
 # Encoded samples: bytes end to end in /<split>/images, located by these per-sample arrays (not label sets);
 # `sizes` holds each sample's decoded (height, width). The loader shuffles them in blocks of ENCODED_BLOCK.
@@ -82,6 +86,9 @@ def corrupt_chunks(ds) -> list[str]:
     return bad
 
 
+CACHE_ROOM = 8 << 20  # bytes a write may need beyond its batch: the chunk caches (1 MiB per dataset), metadata
+
+
 class Hdf5Writer(AtomicWriter):
     """Appends batches per split into resizable, N-chunked datasets with a Fletcher32 checksum per chunk;
     `finish` stamps attrs and renames. checksums=False writes files as lbscale did before it stored them
@@ -92,8 +99,9 @@ class Hdf5Writer(AtomicWriter):
         self.out = Path(out)
         self.meta = meta
         self.command = command
-        self.tmp = partial_path(self.out)
-        self.h5 = h5py.File(self.tmp, "w")
+        self.tmp = claim_partial(self.out)
+        with naming(self.out):
+            self.h5 = h5py.File(self.tmp, "w")
         self.stats = BandStats()
         self.template: dict[str, tuple] = {}
 
@@ -110,6 +118,7 @@ class Hdf5Writer(AtomicWriter):
         arrays = {"images": images, "labels": labels, **(extras or {})}
         if names is not None:
             arrays["names"] = np.asarray(names, dtype=object)
+        self._check_space(sum(a.nbytes for a in arrays.values()))
         group = self.h5.require_group(split)
         for key, arr in arrays.items():
             self._dataset(group, key, arr)
@@ -121,6 +130,13 @@ class Hdf5Writer(AtomicWriter):
             self.stats.add(stats)
         elif split == "train":
             self.stats.update(images)
+
+    def _check_space(self, nbytes: int) -> None:
+        # The HDF5 library writes through its caches: a full disk surfaces later, while it flushes or frees a
+        # dataset, as messages on stderr and at worst a crash. So refuse a batch the disk cannot take (with room
+        # for what the caches hold), as an OSError naming the output.
+        if shutil.disk_usage(self.tmp.parent).free < nbytes + CACHE_ROOM:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.out))
 
     def _dataset(self, group, key: str, arr: np.ndarray) -> None:
         if key in group:

@@ -24,7 +24,7 @@ from lbscale.data.formats.base import (
     PreparedFile,
     check_splits,
     commit_path,
-    partial_path,
+    claim_partial,
 )
 from lbscale.errors import LbscaleError
 
@@ -53,7 +53,7 @@ class TfrecordWriter(AtomicWriter):
         self.out = Path(out)
         self.meta = meta
         self.command = command
-        self.tmp = partial_path(self.out)
+        self.tmp = claim_partial(self.out)
         self.tmp.mkdir(parents=True)
         self.stats = BandStats()
         self.schema: dict[str, dict] = {}
