@@ -70,7 +70,7 @@ class ShardedLoader:
         # a fixed subset (step evaluations): the same samples every time and in every trial of a study
         self.only = (None if subset is None or subset >= self.n
                      else np.sort(np.random.default_rng(SUBSET_SEED).choice(self.n, subset, replace=False)))
-        self.views = None
+        self.views = self.checks = None
         self.encoded = self.file.encoding != "raw"
         if self.encoded:  # JPEG bytes: decoded per batch into crop_size crops
             self.sizes = self.file.labels(split, "sizes")
@@ -81,6 +81,7 @@ class ShardedLoader:
             self.images = np.asarray(self.images[...])
         elif not isinstance(self.images, np.ndarray):
             self.views = self.file.chunk_views(split)
+            self.checks = self.file.chunk_checks(split) if self.views is not None else None
         # The order is drawn over the file's storage blocks and shuffle windows whether or not the split is
         # held in memory, and neither depends on the local batch: the batch is cut only afterwards, so an
         # epoch's order is one and the same for every batch size, on disk and in memory.
@@ -146,6 +147,8 @@ class ShardedLoader:
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(idx)]):
             local = idx[a:b] - block[a] * self.block
             if self.views is not None:
+                if self.checks is not None:  # each block's checksum once, the first time it is read
+                    self.checks.verify(int(block[a]))
                 np.take(self.views[block[a]], local, axis=0, out=out[a:b], mode="clip")  # no out-buffering
             else:  # filtered storage: read the run covering these samples, then pick
                 lo = int(idx[a])

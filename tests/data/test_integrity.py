@@ -8,6 +8,7 @@ import pytest
 from lbscale.data.formats import create_writer, open_prepared
 from lbscale.data.formats.base import DatasetMeta
 from lbscale.data.inspect import NO_CHECKSUMS
+from lbscale.errors import LbscaleError
 
 GARBAGE = 64 << 10
 
@@ -121,3 +122,78 @@ def test_tfrecord_crcs_are_verified(tmp_path, run_cli):
         f"lbscale: error: {out}: {shard.name} record 7: CRC mismatch (corrupted record)",
         f"lbscale: error: {out}: {shard.name} record 59 (byte {59 * record}): cut short",
     ]
+
+
+# ---- checksums at training time: the loader's memory maps verify each chunk the first time they read it ----
+
+@pytest.mark.parametrize("dtype, shape, chunk, fill", [
+    (np.uint8, (37, 3, 5, 7), 8, "random"),  # 840 bytes a chunk; the last chunk's rows are partly unused
+    (np.uint8, (9, 1, 3, 3), 3, "random"),  # 27 bytes: an odd byte at the end
+    (np.float32, (64, 4, 33, 31), 16, "random"),  # 65,472 bytes: past one row of the vectorised sums
+    (np.uint8, (4, 1, 2, 3), 2, "zeros"),
+    (np.uint8, (6, 1, 256, 256), 3, "ones"),  # sums that are multiples of 65535: HDF5 writes 65535, not 0
+    (np.float64, (3, 1, 300, 300), 3, "random"),  # 2,160,000 bytes: many rows of 2^15 words
+])
+def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
+    from lbscale.data.formats.hdf5 import FLETCHER_MOD, ChunkChecks, fletcher32
+
+    rng = np.random.default_rng(1)
+    data = {"random": lambda: (rng.random(shape) * 250).astype(dtype), "zeros": lambda: np.zeros(shape, dtype),
+            "ones": lambda: np.full(shape, 255, dtype)}[fill]()
+    path = tmp_path / "c.h5"
+    with h5py.File(path, "w") as h:
+        h.create_dataset("x", data=data, chunks=(chunk, *shape[1:]), fletcher32=True)
+    with h5py.File(path, "r") as h:
+        ds = h["x"]
+        raw = np.fromfile(path, np.uint8)
+        for k in range(ds.id.get_num_chunks()):
+            info = ds.id.get_chunk_info(k)
+            end = info.byte_offset + info.size
+            stored = int(raw[end - 4:end].view("<u4")[0])  # what the HDF5 library computed
+            assert fletcher32(raw[info.byte_offset:end - 4].tobytes()) == \
+                ((stored & 0xFFFF) % FLETCHER_MOD, (stored >> 16) % FLETCHER_MOD)
+        checks = ChunkChecks(path, ds)
+        for k in range(ds.id.get_num_chunks()):
+            checks.verify(k)  # no mismatch on a sound file
+
+
+def test_training_on_a_corrupted_chunk_stops_in_one_line(prepared, run_cli, tmp_path):
+    _garble(prepared, "train/images", 2)
+    rc, _, err = run_cli("train", "--data", prepared, "--out", tmp_path / "t", "--model", "test_resnet",
+                         "--global-batch", "64", "--epochs", "1", "--optimizer", "sgd", "--base-lr", "0.05",
+                         "--device", "cpu")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{prepared}: /train/images rows 256-383: checksum mismatch (corrupted chunk)" in err
+    assert f"lbscale data check {prepared}" in err
+
+
+def test_the_loader_verifies_each_chunk_once(prepared):
+    from lbscale.data.loader import ShardedLoader
+
+    loader = ShardedLoader(prepared, "train", local_batch=32, seed=0)
+    assert loader.checks is not None
+    for _ in loader:
+        pass
+    assert loader.checks.verified == {0, 1, 2, 3}
+    _garble(prepared, "train/images", 1)  # after the check: this process does not read the chunk's sum again
+    loader.set_epoch(1)
+    assert sum(1 for _ in loader) == len(loader)
+    with pytest.raises(LbscaleError, match="rows 128-255: checksum mismatch"):
+        for _ in ShardedLoader(prepared, "train", local_batch=32, seed=0):
+            pass
+
+
+def test_a_corrupted_encoded_chunk_is_named_when_read(tmp_path):
+    jpegs = np.empty(20, dtype=object)
+    jpegs[:] = [np.frombuffer(b"\xff\xd8" + bytes([i]) * (300_000 + i) + b"\xff\xd9", np.uint8) for i in range(20)]
+    meta = DatasetMeta("enc", "multiclass", ["a", "b"], ["R", "G", "B"], "test", encoding="jpeg")
+    with create_writer("hdf5", tmp_path / "e.h5", meta, "test") as w:
+        w.append("train", jpegs, np.arange(20) % 2, extras={"sizes": np.ones((20, 2), np.int32)},
+                 stats=np.ones((20, 7)))
+        w.finish()
+    _garble(tmp_path / "e.h5", "train/images", 1)
+    with open_prepared(tmp_path / "e.h5") as f:
+        images = f.images("train")
+        assert len(images.take(range(3))) == 3  # the first chunk is sound
+        with pytest.raises(LbscaleError, match=r"/train/images bytes 2097152-4194303: checksum mismatch"):
+            images.take(range(20))

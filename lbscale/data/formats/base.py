@@ -304,6 +304,11 @@ class PreparedFile:
         """Zero-copy views of the storage blocks of `split`'s images, where the format allows it."""
         return None
 
+    def chunk_checks(self, split: str):
+        """Where chunk_views' blocks carry checksums the views skip: an object whose verify(block) checks one
+        block (once) before it is read; else None."""
+        return None
+
     def close(self) -> None:
         pass
 

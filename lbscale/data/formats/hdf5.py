@@ -239,8 +239,73 @@ class Hdf5File(PreparedFile):
         copy instead of a read plus a shuffle copy. (Encoded files map their byte stream in EncodedImages.)"""
         return None if self.encoding != "raw" else mapped_chunks(self.path, self.h5[split]["images"])
 
+    def chunk_checks(self, split: str) -> ChunkChecks | None:
+        """The checksums of the chunks chunk_views maps, verified as they are first read."""
+        return None if self.encoding != "raw" else chunk_checks(self.path, self.h5[split]["images"])
+
     def close(self) -> None:
         self.h5.close()
+
+
+FLETCHER_MOD = 65535
+_WORDS = 1 << 15  # words per row of the vectorised sums: each row's sums stay exact in float64
+
+
+def fletcher32(data) -> tuple[int, int]:
+    """HDF5's Fletcher32 of a chunk's bytes (H5_checksum_fletcher32: big-endian 16-bit words, a trailing odd byte
+    as a high byte; sum1 = the words' sum, sum2 = the sum of sum1's running values, both modulo 65535), as its two
+    halves modulo 65535 (HDF5's end-around carry can write 65535 for a remainder of 0, so compare them modulo
+    65535 too). Vectorised: sum2 = n sum1 - sum_i i w_i, the dot product by rows of 2^15 words."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    odd = len(b) % 2
+    w = b[:len(b) - odd].view(">u2")
+    n, full = len(w), len(w) // _WORDS * _WORDS
+    rows = w[:full].reshape(-1, _WORDS).astype(np.float64)
+    sums = rows.sum(axis=1).astype(np.int64)  # < 2^31 each
+    dots = (rows @ np.arange(_WORDS, dtype=np.float64)).astype(np.int64)  # < 2^46 each: exact
+    starts = np.arange(len(sums), dtype=np.int64) * _WORDS % FLETCHER_MOD
+    tail = w[full:].astype(np.int64)
+    sum1 = int(sums.sum()) + int(tail.sum())
+    weighted = int((dots % FLETCHER_MOD).sum() + (starts * (sums % FLETCHER_MOD) % FLETCHER_MOD).sum()) \
+        + int((np.arange(full, n, dtype=np.int64) * tail).sum())
+    sum2 = n * sum1 - weighted
+    if odd:
+        sum1 += int(b[-1]) << 8
+        sum2 += sum1
+    return sum1 % FLETCHER_MOD, sum2 % FLETCHER_MOD
+
+
+class ChunkChecks:
+    """The Fletcher32 checksums of a dataset's chunks (chunked along its first axis), each verified the first
+    time it is asked for: the loader's memory maps skip HDF5's filter pipeline, so they ask before they read a
+    chunk. A mismatch is an LbscaleError naming the rows, as `lbscale data check` names them."""
+
+    def __init__(self, path: Path, ds):
+        self.path, self.ds, self.n_chunk = Path(path), ds, int(ds.chunks[0])
+        self.mm = np.memmap(path, dtype=np.uint8, mode="r")
+        self.verified: set[int] = set()
+
+    def verify(self, chunk: int) -> None:
+        if chunk in self.verified:
+            return
+        info = self.ds.id.get_chunk_info_by_coord((chunk * self.n_chunk,) + (0,) * (self.ds.ndim - 1))
+        if not info.filter_mask:  # the filter ran on this chunk: its 4 bytes follow the data
+            end = info.byte_offset + info.size
+            stored = int(np.frombuffer(self.mm[end - 4:end], "<u4")[0])
+            sum1, sum2 = fletcher32(self.mm[info.byte_offset:end - 4])
+            if (sum1, sum2) != ((stored & 0xFFFF) % FLETCHER_MOD, (stored >> 16) % FLETCHER_MOD):
+                a = chunk * self.n_chunk
+                b = min(a + self.n_chunk, self.ds.shape[0])
+                unit = "bytes" if self.ds.ndim == 1 else "rows"
+                raise LbscaleError(f"{self.path}: {self.ds.name} {unit} {a}-{b - 1}: checksum mismatch (corrupted "
+                                   f"chunk); `lbscale data check {self.path}` lists every one: prepare the file "
+                                   "again or restore it")
+        self.verified.add(chunk)
+
+
+def chunk_checks(path: Path, ds) -> ChunkChecks | None:
+    """ChunkChecks of a mapped dataset (mapped_chunks) that carries checksums, else None."""
+    return ChunkChecks(path, ds) if ds.chunks is not None and has_checksums(ds) else None
 
 
 def mapped_chunks(path: Path, ds) -> list[np.ndarray] | None:
@@ -248,8 +313,8 @@ def mapped_chunks(path: Path, ds) -> list[np.ndarray] | None:
     it is stored with filters other than Fletcher32, empty, or not in whole chunks.
 
     Fletcher32 leaves a chunk's bytes as they are and appends 4 checksum bytes, so checksummed chunks map
-    too; the maps skip the check (it would cost every batch a pass over its chunks: see
-    benchmarks/bench_checksums.py), which `lbscale data check` makes over the whole file."""
+    too; the maps skip HDF5's check (it would cost every batch a pass over its chunks), so their readers verify
+    each chunk once, the first time they read it (ChunkChecks: benchmarks/bench_checksums.py measures it)."""
     n_filters = ds.id.get_create_plist().get_nfilters() if ds.chunks is not None else 0
     if ds.chunks is None or ds.shape[0] == 0 or n_filters > int(has_checksums(ds)):
         return None
@@ -281,6 +346,7 @@ class EncodedImages:
         self.memory = None  # the whole stream, after `load()`
         self.views = mapped_chunks(path, ds)
         self.chunk = int(ds.chunks[0]) if self.views is not None else None
+        self.checks = chunk_checks(path, ds) if self.views is not None else None
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -296,6 +362,9 @@ class EncodedImages:
         if self.views is None:
             return self.ds[a:a + n]
         first, last = a // self.chunk, (a + n - 1) // self.chunk
+        if self.checks is not None:
+            for k in range(first, last + 1):
+                self.checks.verify(k)
         if first == last:
             return self.views[first][a - first * self.chunk:a - first * self.chunk + n]
         parts = [self.views[k] for k in range(first, last + 1)]
