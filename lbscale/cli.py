@@ -138,7 +138,7 @@ prepare.help += "\n\n\b\nDatasets:\n" + "\n".join(f"  {n:<12} {c.help}" for n, c
 
 def _trial_options(fn):
     """One CLI option per TrialConfig field (None = not given, so YAML values stand)."""
-    from lbscale.config import FIELDS
+    from lbscale.train.config import FIELDS
 
     for name in reversed(list(FIELDS)):
         f = FIELDS[name]
@@ -163,7 +163,7 @@ def train(config_path, **options):
     from lbscale.train.threads import prepare_process
 
     prepare_process()  # before torch is imported: OpenMP reads its wait policy once
-    from lbscale.config import check_given, load_config
+    from lbscale.train.config import check_given, load_config
     from lbscale.train.distributed import detect_env
     from lbscale.train.entry import run_trial
     from lbscale.train.summary import outcome_line

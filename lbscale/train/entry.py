@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.errors import LbscaleError
 from lbscale.results import SUMMARY, read_json, write_json
 from lbscale.slurm import SlurmEnv

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.task import Task
 from lbscale.train.checkpoint import Progress
 from lbscale.train.metrics import TaskMetrics

@@ -9,7 +9,7 @@ import contextlib
 import torch
 
 from lbscale.analysis.gns import DDPNoiseScale
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.task import Task
 from lbscale.train import distributed as dist
 from lbscale.train.commtime import CommTimer

@@ -314,7 +314,7 @@ def test_report_refuses_a_target_the_metric_cannot_meet(tmp_path, run_cli, metri
 
 
 def test_a_trial_refuses_a_target_its_metric_cannot_meet():
-    from lbscale.config import TrialConfig, validate
+    from lbscale.train.config import TrialConfig, validate
     from lbscale.errors import LbscaleError
 
     with pytest.raises(LbscaleError, match="val_top1 lies between 0 and 1"):

@@ -177,7 +177,7 @@ def test_gns_at_target_needs_a_target(tiny_h5, tmp_path, run_cli, args, needle):
 
 
 def test_a_sweep_spec_sets_gns_at_target(tmp_path):
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
 
     path = tmp_path / "trial.yaml"
     path.write_text("data: x.h5\nout: o\ntarget_metric: val_top1\ntarget: 0.9\ngns_at_target: true\n")
