@@ -9,13 +9,13 @@ from pathlib import Path
 
 import click
 
-from lbscale.analysis import gns as noise_scale
 from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
 from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.progress import set_quiet
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
+from lbscale.train import noise_measure
 from lbscale.train.models import MODELS
 
 
@@ -290,18 +290,19 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
 @cli.command()
 @click.argument("trial", type=click.Path(path_type=Path))
 @click.option("--data", "data_path", help="Prepared file (default: the trial's own --data).")
-@click.option("--micro-batch", type=int, default=noise_scale.MICRO_BATCH, show_default=True,
+@click.option("--micro-batch", type=int, default=noise_measure.MICRO_BATCH, show_default=True,
               help="The small batch b.")
-@click.option("--k", type=int, default=noise_scale.K, show_default=True,
+@click.option("--k", type=int, default=noise_measure.K, show_default=True,
               help="Micro-batches per big batch (B = k x b).")
-@click.option("--groups", type=int, default=noise_scale.GROUPS, show_default=True, help="Measurements averaged.")
+@click.option("--groups", type=int, default=noise_measure.GROUPS, show_default=True, help="Measurements averaged.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--best", is_flag=True, help="TRIAL is a tuned sweep's results: measure each batch's best trial where "
                                            "it stopped at its target (the report's B_simple at the target).")
 @quiet_option
 def gns(trial, data_path, micro_batch, k, groups, seed, best):
     """Gradient noise scale B_simple of TRIAL's checkpoint: the predicted critical batch."""
-    from lbscale.analysis.gns import GNS_FILE, measure_trial
+    from lbscale.analysis.gns import GNS_FILE
+    from lbscale.studies.gns import measure_trial
 
     if not best:
         r = measure_trial(trial, data_path, micro_batch, k, groups, seed)
