@@ -376,7 +376,7 @@ def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, resu
            system, systems_file, wait, one):
     """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
     checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
-    from lbscale.sweep.branch import BranchLaunch, BranchOptions, run_study
+    from lbscale.studies.branch import BranchLaunch, BranchOptions, run_study
 
     if batch is not None:
         from lbscale.studies.pick import best_trial
@@ -410,7 +410,7 @@ def filter_command(data_path, checkpoint, model, pretrained, out, how, pca_dims,
     per class), with a same-size random control."""
     import sys
 
-    from lbscale.analysis.filter import FilterOptions, run_filter
+    from lbscale.studies.filter import FilterOptions, run_filter
 
     o = FilterOptions(data=data_path, out=out, checkpoint=checkpoint, model=model, pretrained=pretrained,
                       reduce=how, pca_dims=pca_dims, eps=eps, min_samples=min_samples,
