@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import report
-from lbscale.config import load_config
+from lbscale.train.config import load_config
 from lbscale.data.prepare import prepare
 from lbscale.results import read_jsonl
 from lbscale.train.entry import run_trial

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import report
-from lbscale.analysis.filter import dbscan_per_class, extract_features, reduce
+from lbscale.studies.filter import dbscan_per_class, extract_features, reduce
 from lbscale.data.formats import open_prepared
 from lbscale.data.prepare import prepare
 from lbscale.train.models import build_model

@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 
 from benchmarks.common import report
-from lbscale.config import load_config
+from lbscale.train.config import load_config
 from lbscale.data.decoder import JpegDecoder, default_workers
 from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import DatasetMeta

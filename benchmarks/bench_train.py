@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import report
-from lbscale.config import load_config
+from lbscale.train.config import load_config
 from lbscale.data.formats import open_prepared
 from lbscale.data.prepare import prepare
 from lbscale.data.transforms import Normalize, random_flip_rot90

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from lbscale.analysis import gns as noise_scale
 from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
 from lbscale.errors import ERROR_PREFIX, LbscaleError, os_error_line
@@ -17,6 +16,7 @@ from lbscale.progress import set_quiet
 from lbscale.results import naming
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS
+from lbscale.train import noise_measure
 from lbscale.train.models import MODELS
 
 
@@ -139,7 +139,7 @@ prepare.help += "\n\n\b\nDatasets:\n" + "\n".join(f"  {n:<12} {c.help}" for n, c
 
 def _trial_options(fn):
     """One CLI option per TrialConfig field (None = not given, so YAML values stand)."""
-    from lbscale.config import FIELDS
+    from lbscale.train.config import FIELDS
 
     for name in reversed(list(FIELDS)):
         f = FIELDS[name]
@@ -164,7 +164,7 @@ def train(config_path, **options):
     from lbscale.train.threads import prepare_process
 
     prepare_process()  # before torch is imported: OpenMP reads its wait policy once
-    from lbscale.config import check_given, load_config
+    from lbscale.train.config import check_given, load_config
     from lbscale.train.distributed import detect_env
     from lbscale.train.entry import run_trial
     from lbscale.train.summary import outcome_line
@@ -292,18 +292,19 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
 @cli.command()
 @click.argument("trial", type=click.Path(path_type=Path))
 @click.option("--data", "data_path", help="Prepared file (default: the trial's own --data).")
-@click.option("--micro-batch", type=int, default=noise_scale.MICRO_BATCH, show_default=True,
+@click.option("--micro-batch", type=int, default=noise_measure.MICRO_BATCH, show_default=True,
               help="The small batch b.")
-@click.option("--k", type=int, default=noise_scale.K, show_default=True,
+@click.option("--k", type=int, default=noise_measure.K, show_default=True,
               help="Micro-batches per big batch (B = k x b).")
-@click.option("--groups", type=int, default=noise_scale.GROUPS, show_default=True, help="Measurements averaged.")
+@click.option("--groups", type=int, default=noise_measure.GROUPS, show_default=True, help="Measurements averaged.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--best", is_flag=True, help="TRIAL is a tuned sweep's results: measure each batch's best trial where "
                                            "it stopped at its target (the report's B_simple at the target).")
 @quiet_option
 def gns(trial, data_path, micro_batch, k, groups, seed, best):
     """Gradient noise scale B_simple of TRIAL's checkpoint: the predicted critical batch."""
-    from lbscale.analysis.gns import GNS_FILE, measure_trial
+    from lbscale.analysis.gns import GNS_FILE
+    from lbscale.studies.gns import measure_trial
 
     if not best:
         r = measure_trial(trial, data_path, micro_batch, k, groups, seed)
@@ -377,7 +378,7 @@ def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, resu
            system, systems_file, wait, one):
     """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
     checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
-    from lbscale.sweep.branch import BranchLaunch, BranchOptions, run_study
+    from lbscale.studies.branch import BranchLaunch, BranchOptions, run_study
 
     if batch is not None:
         from lbscale.studies.pick import best_trial
@@ -411,7 +412,7 @@ def filter_command(data_path, checkpoint, model, pretrained, out, how, pca_dims,
     per class), with a same-size random control."""
     import sys
 
-    from lbscale.analysis.filter import FilterOptions, run_filter
+    from lbscale.studies.filter import FilterOptions, run_filter
 
     o = FilterOptions(data=data_path, out=out, checkpoint=checkpoint, model=model, pretrained=pretrained,
                       reduce=how, pca_dims=pca_dims, eps=eps, min_samples=min_samples,

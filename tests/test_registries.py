@@ -3,7 +3,7 @@
 import ast
 from pathlib import Path
 
-from lbscale.config import CHOICES, FIELDS
+from lbscale.train.config import CHOICES, FIELDS
 from lbscale.data.sources import SOURCES
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.task import TASKS

@@ -40,6 +40,7 @@ def local_critical_batch(losses: dict[int, float], tolerance: float, base: int |
 
 def ema_update(state: list, value: float, decay: float) -> list:
     """One step of a bias-corrected exponential moving average: state [weighted sum, weight, tag] (the tag is
-    carried); the average is sum / weight (Adam's bias correction: the first value is the average itself)."""
+    carried); the average is sum / weight (Adam's bias correction: the first value is the average itself). The
+    package's one EMA: a trial's loss average for `lbscale branch --ema` and gns.SmoothedNoiseScale step through it."""
     total, weight, tag = state
     return [decay * total + (1 - decay) * value, decay * weight + (1 - decay), tag]

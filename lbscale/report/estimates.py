@@ -21,7 +21,7 @@ from lbscale.report.numbers import estimate_cell, whole
 from lbscale.report.steps_model import LEVEL
 from lbscale.report.tables import Table
 
-BRANCH_TABLE = "critical-batch.csv"  # lbscale branch's table (lbscale.sweep.branch.TABLE)
+BRANCH_TABLE = "critical-batch.csv"  # lbscale branch's table (lbscale.studies.branch.TABLE)
 KINDS = ("tuned", "gns", "branch")
 
 

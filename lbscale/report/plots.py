@@ -310,7 +310,7 @@ def lr_schedules(study: Study):
     import json
     from pathlib import Path
 
-    from lbscale.config import FIELDS, TrialConfig
+    from lbscale.train.config import FIELDS, TrialConfig
     from lbscale.train.plan import Plan
 
     t = study.trials.dropna(subset=["steps_per_epoch", "peak_lr"]).drop_duplicates(["variant", "global_batch",

@@ -11,7 +11,7 @@ import json
 from contextlib import ExitStack
 from pathlib import Path
 
-from lbscale.config import to_dict
+from lbscale.train.config import to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import PreparedFile
 from lbscale.errors import LbscaleError

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from lbscale.config import NO_PRUNING
+from lbscale.train.config import NO_PRUNING
 from lbscale.results import FINISHED, METRICS, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import TrialPlan, point_id
 from lbscale.sweep.spec import SweepSpec

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from lbscale.config import NO_PRUNING, to_dict
+from lbscale.train.config import NO_PRUNING, to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.errors import LbscaleError, error_line
 from lbscale.results import METRICS, REQUEUE_EXIT, read_jsonl

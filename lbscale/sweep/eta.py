@@ -160,7 +160,7 @@ def _resolved(trial_yaml: Path, gpus: int, train_samples: int) -> tuple[int | No
     """(steps, samples) of a trial not started, from its options and the train samples of its data."""
     from dataclasses import asdict
 
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
     from lbscale.train.batches import run_steps
     from lbscale.train.plan import resolve_plan
 

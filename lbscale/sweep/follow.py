@@ -8,7 +8,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict
 
-from lbscale.config import to_dict
+from lbscale.train.config import to_dict
 from lbscale.progress import Board
 from lbscale.sweep.eta import TrialPace, clock, run_samples, shape_key, since_news, sweep_left, trial_left, whole
 from lbscale.sweep.plan import TrialPlan

@@ -40,7 +40,7 @@ FOLLOW_SECONDS = 1.0  # how often the local sweep looks at its running trial's f
 def same_trial(old_text: str, new: dict) -> bool:
     """Whether a trial.yaml written by an older lbscale describes the trial `new` describes: options it lacks
     must have today's defaults, and a default an upgrade renamed (config.UPGRADED_VALUES) is the same value."""
-    from lbscale.config import UPGRADED_VALUES, TrialConfig, to_dict
+    from lbscale.train.config import UPGRADED_VALUES, TrialConfig, to_dict
 
     try:
         old = yaml.safe_load(old_text)

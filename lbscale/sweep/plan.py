@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lbscale.config import FIELDS, TrialConfig, check_given, load_config, to_dict
+from lbscale.train.config import FIELDS, TrialConfig, check_given, load_config, to_dict
 from lbscale.sweep.spec import SweepSpec
 from lbscale.errors import LbscaleError
 from lbscale.ranges import doubling, parse_ints, parse_size

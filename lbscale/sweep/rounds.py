@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lbscale.analysis.rounds import Action, Round, answer_text, describe
-from lbscale.config import NO_PRUNING
+from lbscale.train.config import NO_PRUNING
 from lbscale.errors import LbscaleError
 from lbscale.results import ROUNDS, read_json, write_json
 from lbscale.sweep.plan import TrialPlan, build_plan, point_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lbscale.config import FIELDS, read_yaml_mapping
+from lbscale.train.config import FIELDS, read_yaml_mapping
 from lbscale.errors import LbscaleError
 from lbscale.sweep.search import SearchSpace, parse_search
 

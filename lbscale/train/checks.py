@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.data.formats.base import PreparedFile
 from lbscale.errors import LbscaleError
 from lbscale.task import Task, get_task

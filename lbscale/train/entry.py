@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 
 from lbscale.analysis.gns import GNS_FILE
-from lbscale.config import TrialConfig
 from lbscale.errors import LbscaleError, os_error_line
 from lbscale.results import CONFIG, ENVIRONMENT, METRICS, SUMMARY, read_json, remove_leftovers, write_json
 from lbscale.slurm import SlurmEnv
 from lbscale.train import checkpoint
+from lbscale.train.config import TrialConfig
 from lbscale.train import distributed as dist
 from lbscale.train.columns import COLUMNS, write_columns
 from lbscale.train.pruning import RUNGS_FILE

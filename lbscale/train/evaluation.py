@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.task import Task
 from lbscale.train.checkpoint import Progress
 from lbscale.train.metrics import TaskMetrics
@@ -62,13 +62,13 @@ class Evaluator:
 def noise_scale_at_target(model, data, inputs, task: Task, cfg: TrialConfig, local_batch: int, step: int,
                           device: torch.device) -> dict:
     """gns.json's record (source `target`) of a trial's weights at optimizer step `step`, measured as `lbscale gns`
-    measures a checkpoint's (`analysis.gns.measure_at`: micro-batches of 32, or of the local batch where smaller,
+    measures a checkpoint's (`train.noise_measure.measure_at`: micro-batches of 32, or of the local batch where smaller,
     8 to a group, 16 groups, drawn by the trial's seed) through the trial's input path without augmentation. On a
     copy of `model`, so that the trial's BatchNorm statistics and gradients stay its own; `measure_at` restores
     torch's RNG: the trial trains on as it would without it."""
     import copy
 
-    from lbscale.analysis.gns import GROUPS, K, MICRO_BATCH, measure_at
+    from lbscale.train.noise_measure import GROUPS, K, MICRO_BATCH, measure_at
 
     jpeg = {"decoder": inputs.decoder, "crop_size": cfg.crop_size or 224} if inputs.encoded else None
     return measure_at(copy.deepcopy(model), data, task, cfg.label_set, lambda b: inputs(b, train=False),

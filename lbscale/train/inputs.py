@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.data.decoder import JpegDecoder, default_workers
 from lbscale.data.formats.base import PreparedFile
 from lbscale.data.loader import ShardedLoader

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.data.formats.base import auto_augmentation
 from lbscale.errors import LbscaleError
 from lbscale.ranges import parse_keep

@@ -53,7 +53,7 @@ def describe(cfg, plan, world_size: int, dataset: str, task, augmentation: str, 
     Collective (host names)."""
     from dataclasses import asdict
 
-    from lbscale.config import to_dict
+    from lbscale.train.config import to_dict
     from lbscale.train.models import gradient_size
 
     return {"config": to_dict(cfg), "plan": asdict(plan), "world_size": world_size, "dataset": dataset,

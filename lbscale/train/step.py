@@ -8,11 +8,11 @@ import contextlib
 
 import torch
 
-from lbscale.analysis.gns import DDPNoiseScale
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.task import Task
 from lbscale.train import distributed as dist
 from lbscale.train.commtime import CommTimer
+from lbscale.train.noise_measure import DDPNoiseScale
 from lbscale.train.optim import build_optimizer, options_of
 from lbscale.train.plan import Plan, compile_mode
 from lbscale.train.policy import LRPolicy

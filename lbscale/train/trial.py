@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher
 from lbscale.errors import LbscaleError

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from lbscale.analysis.gns import NoiseScale, estimate, measure
+from lbscale.analysis.gns import NoiseScale, estimate
 from lbscale.report import load_results
 from lbscale.report.scaling import speedup_efficiency
 from lbscale.report.tables import target_steps
 from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
+from lbscale.train.noise_measure import measure
 from tests.fixtures.make_results import make_study, make_trial
 from tests.report.pictures import assert_drawn
 
@@ -314,7 +315,7 @@ def test_report_refuses_a_target_the_metric_cannot_meet(tmp_path, run_cli, metri
 
 
 def test_a_trial_refuses_a_target_its_metric_cannot_meet():
-    from lbscale.config import TrialConfig, validate
+    from lbscale.train.config import TrialConfig, validate
     from lbscale.errors import LbscaleError
 
     with pytest.raises(LbscaleError, match="val_top1 lies between 0 and 1"):

@@ -305,7 +305,7 @@ def test_imagenet_records_table_is_a_published_table():
 def test_trial_yaml_of_an_older_version_is_the_same_trial():
     import yaml
 
-    from lbscale.config import TrialConfig, to_dict
+    from lbscale.train.config import TrialConfig, to_dict
     from lbscale.sweep.launch import same_trial
 
     now = {k: v for k, v in to_dict(TrialConfig(data="d.h5", out="o", base_lr=0.004)).items() if v is not None}

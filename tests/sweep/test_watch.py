@@ -98,7 +98,7 @@ def test_the_sweeps_estimate_by_hand():
 
 
 def test_the_estimate_of_a_trial_by_hand():
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
     from lbscale.sweep.estimate import timing_from, trial_seconds
     from lbscale.sweep.plan import TrialPlan
     from lbscale.train.plan import resolve_plan
@@ -121,7 +121,7 @@ def test_the_estimate_of_a_trial_whose_batch_grows_by_hand():
     evaluations (every 4 steps) are 35 // 4 = 8, and its training is priced at the first batch's seconds per sample
     over all its samples (51 steps' worth of 32 images at 0.2 s each), an upper bound where a larger batch takes
     fewer seconds per sample."""
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
     from lbscale.sweep.estimate import ShapeTiming, trial_seconds
     from lbscale.sweep.plan import TrialPlan
     from lbscale.train.plan import resolve_plan
@@ -136,7 +136,7 @@ def test_the_estimate_of_a_trial_whose_batch_grows_by_hand():
 def test_the_estimate_of_a_trial_with_geometric_evaluations_by_hand():
     """--eval-spacing 0.25 from step 2 over 51 steps evaluates at 2..8, 10, 12, 15, 18, 22, 27, 33, 41: 15 step
     evaluations, priced like any other."""
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
     from lbscale.sweep.estimate import ShapeTiming, trial_seconds
     from lbscale.sweep.plan import TrialPlan
     from lbscale.train.plan import resolve_plan
@@ -199,7 +199,7 @@ def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid)
     at 50/640 s, less the 12 s since its last record."""
     from dataclasses import asdict
 
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
     from lbscale.sweep.command import status_table
     from lbscale.sweep.follow import SweepProgress
     from lbscale.sweep.plan import TrialPlan

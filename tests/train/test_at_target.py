@@ -109,7 +109,7 @@ def _gns(out) -> dict:
 def test_gns_at_target_is_what_lbscale_gns_measures_on_a_checkpoint_there(tiny_h5, tmp_path, run_cli):
     """One process, stopped at its target at an epoch's end: the epoch's checkpoint holds the weights the noise
     scale was measured at, and `lbscale gns` on it (same seed, micro-batch, k and groups) gives the same record."""
-    from lbscale.analysis.gns import measure_trial
+    from lbscale.studies.gns import measure_trial
 
     out = tmp_path / "gns"
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "3", *BASE, *AT_ONCE,
@@ -177,7 +177,7 @@ def test_gns_at_target_needs_a_target(tiny_h5, tmp_path, run_cli, args, needle):
 
 
 def test_a_sweep_spec_sets_gns_at_target(tmp_path):
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
 
     path = tmp_path / "trial.yaml"
     path.write_text("data: x.h5\nout: o\ntarget_metric: val_top1\ntarget: 0.9\ngns_at_target: true\n")

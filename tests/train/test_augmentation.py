@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from lbscale.config import AUGMENTATIONS, TrialConfig
+from lbscale.train.config import AUGMENTATIONS, TrialConfig
 from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import ENCODED_AUGMENTATION, FALLBACK_AUGMENTATION, IMAGERY
 from lbscale.data.transforms import AUGMENT

@@ -26,7 +26,7 @@ def test_points_in_epochs_and_samples_and_the_batch_at_each_place():
 
 
 def test_fractional_epochs_are_checked_before_the_data_is_known(tmp_path, run_cli):
-    from lbscale.config import load_config
+    from lbscale.train.config import load_config
 
     cfg = load_config(None, data="d.h5", out=str(tmp_path), global_batch=32,
                       batch_schedule="32@0,64@0.25ep,128@1.2ep,256@1.4ep")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from lbscale.config import TrialConfig
+from lbscale.train.config import TrialConfig
 from lbscale.train.plan import resolve_plan
 from tests.train.helpers import summary
 

@@ -142,7 +142,7 @@ def test_an_option_the_optimizer_does_not_read_is_refused(tiny_h5, tmp_path, run
 
 
 def test_options_the_optimizer_reads_are_accepted():
-    from lbscale.config import TrialConfig, validate
+    from lbscale.train.config import TrialConfig, validate
 
     for optimizer, kw in (("lamb", dict(betas=(0.8, 0.9), eps=1e-4, max_grad_norm=1.0)),
                           ("lars", dict(momentum=0.8, trust_coeff=0.01, lars_nesterov=True)),

@@ -7,7 +7,7 @@ import pytest
 import timm
 import torch
 
-from lbscale.config import FIELDS
+from lbscale.train.config import FIELDS
 from lbscale.errors import LbscaleError
 from lbscale.train.models import MODELS, build_model, check_model
 

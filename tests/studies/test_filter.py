@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from lbscale.analysis.filter import detection, knee_eps, random_removal
+from lbscale.studies.filter import detection, knee_eps, random_removal
 from lbscale.data.formats import open_prepared
 from lbscale.data.inspect import check as check_file
 from lbscale.data.prepare import prepare
@@ -180,7 +180,7 @@ def test_model_without_pretrained_weights_says_so(small, run_cli, tmp_path):
 def test_other_failures_are_not_blamed_on_the_weights(small, run_cli, tmp_path, monkeypatch):
     import timm
 
-    from lbscale.analysis import filter as filter_module
+    from lbscale.studies import filter as filter_module
 
     rc, _, err = run_cli(*_pretrained(small, tmp_path, "resnet_nonesuch"))
     assert rc == 2 and err.startswith("lbscale: error: --model: 'resnet_nonesuch' is not a timm model")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lbscale.config import FIELDS, NO_PRUNING, load_config
+from lbscale.train.config import FIELDS, NO_PRUNING, load_config
 from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import TrialPlan

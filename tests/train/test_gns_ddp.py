@@ -21,7 +21,7 @@ def _closed_form(d2: float) -> float:
 
 
 def _worker(rank, port, scale, overflow_step, out):
-    from lbscale.analysis.gns import DDPNoiseScale
+    from lbscale.train.noise_measure import DDPNoiseScale
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.manual_seed(0)
