@@ -15,7 +15,6 @@ from lbscale.errors import LbscaleError
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
-TASKS = ("multiclass", "multilabel")
 # What a prepared file's pixels show (notes.imagery), each with the augmentation `augmentation: auto` trains
 # pixel data of that kind with: the transformations that keep every label true.
 IMAGERY = {
