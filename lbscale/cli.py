@@ -85,7 +85,9 @@ def _source_options(fn):
 @click.option("--test-fraction", type=float, default=0.2, show_default=True,
               help="Share carved out as test where the source has no test split (EuroSAT, synthetic).")
 @click.option("--workers", type=int, default=1, show_default=True,
-              help="Reader processes beside the writing process (BigEarthNet, EuroSAT); 0 reads in-process.")
+              help="Reader processes beside the writing process ("
+                   + ", ".join(name for name, source in SOURCES.items() if "workers" in source.common)
+                   + "); 0 reads in-process.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--max-train", type=int, help="Keep this many train samples (stratified by class, seeded by --seed) "
                                              "and leave the rest out: a documented subset for a quick study.")
