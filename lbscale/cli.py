@@ -11,11 +11,11 @@ import click
 
 from lbscale.data.formats.base import IMAGERY
 from lbscale.data.sources import SOURCES
+from lbscale.data.sources.base import prepare_options
 from lbscale.errors import ERROR_PREFIX, LbscaleError, os_error_line
 from lbscale.progress import set_quiet
 from lbscale.results import naming
 from lbscale.sweep.launchers import LAUNCHERS
-from lbscale.task import TASKS
 from lbscale.train import noise_measure
 from lbscale.train.models import MODELS
 
@@ -63,9 +63,22 @@ def cli():
     """Batch-size scaling studies: prepare datasets, train trials, sweep grids, follow their status."""
 
 
+def _source_options(fn):
+    """One CLI option per name the sources declare (their SourceOption), by the rule of prepare_options."""
+    for name, (spec, default) in reversed(prepare_options(SOURCES).items()):
+        if spec.type is bool:
+            fn = click.option(spec.flag, name, is_flag=True, help=spec.help)(fn)
+        else:
+            kind = click.Choice(spec.choices, case_sensitive=spec.case_sensitive) if spec.choices else spec.type
+            fn = click.option(spec.flag, name, type=kind, default=default, show_default=default is not None,
+                              help=spec.help)(fn)
+    return fn
+
+
 @cli.command()
 @click.argument("dataset", type=click.Choice(list(SOURCES)))
-@click.option("--src", type=click.Path(path_type=Path), help="Raw dataset file or folder (not for synthetic).")
+@click.option("--src", type=click.Path(path_type=Path), help="Raw dataset file or folder (not for "
+              + ", ".join(name for name, source in SOURCES.items() if not source.needs_src) + ").")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Prepared HDF5 file or TFRecord dir.")
 @click.option("--format", "fmt", type=click.Choice(["hdf5", "tfrecord"]), default="hdf5", show_default=True)
 @click.option("--val-fraction", type=float, default=0.1, show_default=True,
@@ -73,46 +86,19 @@ def cli():
 @click.option("--test-fraction", type=float, default=0.2, show_default=True,
               help="Share carved out as test where the source has no test split (EuroSAT, synthetic).")
 @click.option("--workers", type=int, default=1, show_default=True,
-              help="Reader processes beside the writing process (BigEarthNet, EuroSAT); 0 reads in-process.")
+              help="Reader processes beside the writing process ("
+                   + ", ".join(name for name, source in SOURCES.items() if "workers" in source.common)
+                   + "); 0 reads in-process.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--max-train", type=int, help="Keep this many train samples (stratified by class, seeded by --seed) "
                                              "and leave the rest out: a documented subset for a quick study.")
 @click.option("--force", is_flag=True, help="Replace an existing output.")
-@click.option("--count", type=int, default=6000, show_default=True, help="synthetic: samples in all splits.")
-@click.option("--bands", type=int, default=4, show_default=True, help="synthetic: spectral bands.")
-@click.option("--size", type=int, default=32, show_default=True,
-              help="synthetic: image side in pixels; folder, arrays: resize every image to SIZE x SIZE (bilinear).")
-@click.option("--classes", type=int, default=6, show_default=True, help="synthetic: classes.")
-@click.option("--task", type=click.Choice(list(TASKS)), default="multiclass", show_default=True,
-              help="synthetic: one class per image or a mosaic of 1-3.")
-@click.option("--label-noise", type=float, default=0.0, show_default=True,
-              help="synthetic: fraction of train labels flipped (recorded in /train/noisy).")
-@click.option("--metadata", help="bigearthnet v2.0: its metadata.parquet (default: SRC/metadata.parquet if there).")
-@click.option("--max-side", type=int, help="imagenet: re-encode images whose short side exceeds this (e.g. 256).")
-@click.option("--skip-bad", is_flag=True,
-              help="imagenet, folder: leave unreadable files out (listed) instead of failing.")
-@click.option("--val-labels", help="imagenet: labels of a flat val/ (LOC_val_solution.csv or the devkit).")
-@click.option("--images", help="arrays: the image array: X.npy, X.npz[:KEY] or X.h5:DATASET.")
-@click.option("--labels", help="arrays: the label array (N,) class ids or (N, K) multi-hot, same syntax as "
-                                "--images; folder: a labels CSV.")
-@click.option("--layout", type=click.Choice(["NCHW", "NHWC"], case_sensitive=False),
-              help="arrays: axis order of 4-D images (required for them; (N, H, W) images are one band).")
-@click.option("--split-of", help="arrays: a per-sample array of train/val/test (or 0/1/2); splits it marks no "
-                                  "sample of are carved from train.")
-@click.option("--band-names", help="arrays: comma-separated band names (default B1..Bn).")
-@click.option("--class-names", help="arrays: comma-separated class names (default 0..K-1).")
-@click.option("--encoding", type=click.Choice(["raw", "jpeg"]), default="raw", show_default=True,
-              help="folder: store pixels, or the JPEG bytes (PNG / JPEG; decoded by the loader, nvjpeg on a GPU).")
-@click.option("--name", help=f"idx: which dataset the files hold ({', '.join(SOURCES['idx'].names)}); "
-                             "default: from the file and folder names.")
-@click.option("--subset", help="idx: the set of files to read where --src holds several (EMNIST: balanced, ...).")
+@_source_options
 @click.option("--imagery", type=click.Choice(list(IMAGERY)),
               help="What the pixels show, recorded in place of what prepare infers (arrays: unknown); "
                    "`augmentation: auto` trains by it: " + ", ".join(f"{k} {v}" for k, v in IMAGERY.items()) + ".")
 @quiet_option
-def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, max_train, force, count, bands, size,
-            classes, images, labels, layout, split_of, band_names, class_names,
-            task, label_noise, metadata, max_side, skip_bad, val_labels, encoding, name, subset, imagery):
+def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, max_train, force, imagery, **options):
     """Convert DATASET from --src into a prepared HDF5 file (or TFRecord shards) at --out."""
     from lbscale.data.prepare import outcome_line
     from lbscale.data.prepare import prepare as run_prepare
@@ -121,12 +107,7 @@ def prepare(dataset, src, out, fmt, val_fraction, test_fraction, workers, seed, 
         raise LbscaleError("--workers must be >= 0")
     # Source-specific options only where given: prepare refuses one the dataset does not read.
     ctx = click.get_current_context()
-    specific = {name: value for name, value in dict(count=count, bands=bands, size=size, classes=classes, task=task,
-                                                      label_noise=label_noise, metadata=metadata, max_side=max_side,
-                                                      images=images, labels=labels, layout=layout, split_of=split_of,
-                                                      band_names=band_names, class_names=class_names,
-                                                      skip_bad=skip_bad, val_labels=val_labels,
-                                                      encoding=encoding, name=name, subset=subset).items()
+    specific = {name: value for name, value in options.items()
                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT}
     counts = run_prepare(dataset, src, out, fmt, val_fraction, test_fraction, seed, workers, force,
                          command=shlex.join(["lbscale", *sys.argv[1:]]), max_train=max_train, imagery=imagery,

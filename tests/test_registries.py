@@ -41,6 +41,23 @@ def test_sources_take_only_the_options_they_read(run_cli, tmp_path):
     assert all(isinstance(cls.options, tuple) for cls in SOURCES.values())
 
 
+def test_source_options_are_what_the_constructors_take():
+    """Each option a source declares (its own, and the common ones it reads) is a keyword of its constructor, and
+    none of its own takes the name of an option every source has."""
+    import inspect
+
+    from lbscale.cli import prepare as command
+    from lbscale.data.prepare import prepare
+
+    common = set(inspect.signature(prepare).parameters)
+    for cls in SOURCES.values():
+        takes = inspect.signature(cls.__init__).parameters
+        assert all(o.name in takes and o.name not in common for o in cls.options), cls
+        assert set(cls.common) <= common and all(name in takes for name in cls.common), cls
+    names = [p.name for p in command.params]
+    assert len(names) == len(set(names))
+
+
 def test_only_public_imports_of_dependencies():
     private = []
     for path in PACKAGE.rglob("*.py"):

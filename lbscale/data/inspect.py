@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from lbscale.data.formats import open_prepared
-from lbscale.data.formats.base import IMAGERY, SPLITS, TASKS, UNKNOWN_IMAGERY, auto_augmentation
+from lbscale.data.formats.base import IMAGERY, SPLITS, UNKNOWN_IMAGERY, auto_augmentation
 from lbscale.data.formats.hdf5 import Hdf5File, checksum_coverage, verify_checksums
 from lbscale.data.prepare import label_histogram
+from lbscale.task import TASKS
 
 SCAN = 4096  # images are scanned for NaN in blocks of this many samples
 NO_CHECKSUMS = "no checksums: written before lbscale stored them; re-prepare to get them"

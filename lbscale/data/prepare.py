@@ -33,44 +33,23 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
         raise LbscaleError("--val-fraction and --test-fraction must be in [0, 1)")
     if max_train is not None and max_train < 1:
         raise LbscaleError("--max-train must be >= 1")
-    if dataset not in ("synthetic", "arrays") and src is None:
-        raise LbscaleError(f"{dataset}: --src is required")
     cls = SOURCES[dataset]
-    if cls.encoding != "raw" and fmt != "hdf5":
-        raise LbscaleError(f"{dataset}: --format {fmt} does not store {cls.encoding.upper()}-encoded samples; use hdf5")
-    foreign = sorted(set(source_options) - set(cls.options))
+    if cls.needs_src and src is None:
+        raise LbscaleError(f"{dataset}: --src is required")
+    _check_format(dataset, cls.encoding, fmt)
+    foreign = sorted(set(source_options) - {option.name for option in cls.options})
     if foreign:
         raise LbscaleError(f"--{foreign[0].replace('_', '-')} does not apply to {dataset}")
     common = dict(workers=workers, seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
-    options = {**{k: v for k, v in common.items() if k in cls.options}, **source_options}
-    source = cls(dataset, src, **options)  # validates the input before any output exists
+    source = cls(dataset, src, **{k: common[k] for k in cls.common}, **source_options)  # checks before any output
     if source.meta.task == "multiclass" and len(source.meta.class_names) < 2:  # every target would be met at once
         names = ", ".join(map(str, source.meta.class_names)) or "none"
         raise LbscaleError(f"{dataset}: one class ({names}): a classification study needs two or more (check the "
                            "labels, or the class folders)")
     if imagery is not None:  # the user knows what the pixels show; a source only guesses (or cannot tell)
         source.meta.notes["imagery"] = imagery
-    if source.encoding != "raw" and fmt != "hdf5":  # a source whose encoding is an option (folder)
-        raise LbscaleError(f"{dataset}: --format {fmt} does not store {source.encoding.upper()}-encoded samples; "
-                           "use hdf5")
-
-    # Splits the source lacks are carved from train, stratified and seeded.
-    fractions = {}
-    if "val" not in source.splits and val_fraction > 0:
-        fractions["val"] = val_fraction
-    if "test" not in source.splits and test_fraction > 0:
-        fractions["test"] = test_fraction
-    assign = carve(source.train_labels(), fractions, seed) if fractions else None
-    if max_train is not None:  # a documented subset of train: stratified, seeded, the rest left out
-        try:
-            labels = source.train_labels()
-        except NotImplementedError:  # a source that generates its splits (synthetic): nothing to choose from
-            raise LbscaleError(f"{dataset}: --max-train chooses from a train split read from --src; {dataset} "
-                               "generates its splits (use its own size options, e.g. --count)") from None
-        before = assign if assign is not None else np.full(len(labels), "train", dtype=object)
-        assign = limit_train(before, labels, max_train, seed)
-        source.meta.notes["train_subset"] = (f"{max_train} of {int((before == 'train').sum())} train samples kept "
-                                             f"(--max-train, stratified by class, seed {seed})")
+    _check_format(dataset, source.encoding, fmt)  # a source whose encoding is an option (folder)
+    assign = _assignment(dataset, source, val_fraction, test_fraction, max_train, seed)
     counts = {s: 0 for s in SPLITS}
     with create_writer(fmt, out, source.meta, command) as writer:
         for split in source.splits:
@@ -80,6 +59,35 @@ def prepare(dataset: str, src: Path | None, out: Path, fmt: str = "hdf5", val_fr
     if skipped:
         log_line(f"left out {len(skipped)} unreadable files (--skip-bad); listed in notes.skipped of {out}")
     return counts
+
+
+def _check_format(dataset: str, encoding: str, fmt: str) -> None:
+    if encoding != "raw" and fmt != "hdf5":
+        raise LbscaleError(f"{dataset}: --format {fmt} does not store {encoding.upper()}-encoded samples; use hdf5")
+
+
+def _assignment(dataset: str, source, val_fraction: float, test_fraction: float, max_train: int | None,
+                seed: int) -> np.ndarray | None:
+    """The split each train sample goes to (None: left out), or None where all of train stays train: the splits the
+    source lacks carved from train (stratified, seeded), then --max-train's subset of what is left."""
+    fractions = {}
+    if "val" not in source.splits and val_fraction > 0:
+        fractions["val"] = val_fraction
+    if "test" not in source.splits and test_fraction > 0:
+        fractions["test"] = test_fraction
+    assign = carve(source.train_labels(), fractions, seed) if fractions else None
+    if max_train is None:
+        return assign
+    try:
+        labels = source.train_labels()
+    except NotImplementedError:  # a source that generates its splits (synthetic): nothing to choose from
+        raise LbscaleError(f"{dataset}: --max-train chooses from a train split read from --src; {dataset} "
+                           "generates its splits (use its own size options, e.g. --count)") from None
+    before = assign if assign is not None else np.full(len(labels), "train", dtype=object)
+    assign = limit_train(before, labels, max_train, seed)
+    source.meta.notes["train_subset"] = (f"{max_train} of {int((before == 'train').sum())} train samples kept "
+                                         f"(--max-train, stratified by class, seed {seed})")
+    return assign
 
 
 def outcome_line(out: Path, counts: dict[str, int]) -> str:

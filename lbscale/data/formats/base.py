@@ -16,7 +16,6 @@ from lbscale.results import naming
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
-TASKS = ("multiclass", "multilabel")
 # What a prepared file's pixels show (notes.imagery), each with the augmentation `augmentation: auto` trains
 # pixel data of that kind with: the transformations that keep every label true.
 IMAGERY = {

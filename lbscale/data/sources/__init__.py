@@ -1,7 +1,8 @@
-"""One module per raw dataset, each a `Source`; `SOURCES` maps the CLI name to its class."""
+"""One module per raw dataset, each a `Source` declaring the `lbscale prepare` options it reads (`SourceOption`);
+`SOURCES` maps the CLI name to its class, and the CLI is made from it."""
 
 from lbscale.data.sources.arrays import ArraysSource
-from lbscale.data.sources.base import Source, SplitBatch
+from lbscale.data.sources.base import Source, SourceOption, SplitBatch
 from lbscale.data.sources.bigearthnet import BigEarthNetSource
 from lbscale.data.sources.cifar import Cifar10Source
 from lbscale.data.sources.eurosat import EuroSatSource
@@ -24,4 +25,4 @@ SOURCES = {
     "folder": FolderSource,
 }
 
-__all__ = ["Source", "SplitBatch", "SOURCES"]
+__all__ = ["Source", "SourceOption", "SplitBatch", "SOURCES"]

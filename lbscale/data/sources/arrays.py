@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import SPLITS, DatasetMeta
-from lbscale.data.sources.base import PIXEL_TYPES, Source, SplitBatch, check_size, resize
+from lbscale.data.sources.base import PIXEL_TYPES, RESIZE, Source, SourceOption, SplitBatch, check_size, resize
 from lbscale.errors import LbscaleError
 
 BATCH = 1024
@@ -239,7 +239,15 @@ class ArraysSource(Source):
 
     splits = ("train",)
     help = "your own arrays: --images, --labels (X.npy, X.npz:KEY, X.h5:DATASET), --layout"
-    options = ("images", "labels", "layout", "split_of", "band_names", "class_names", "size")
+    options = (SourceOption("images", "the image array: X.npy, X.npz[:KEY] or X.h5:DATASET"),
+               SourceOption("labels", "the label array (N,) class ids or (N, K) multi-hot, same syntax as --images"),
+               SourceOption("layout", "axis order of 4-D images (required for them; (N, H, W) images are one band)",
+                            choices=("NCHW", "NHWC"), case_sensitive=False),
+               SourceOption("split_of", "a per-sample array of train/val/test (or 0/1/2); splits it marks no sample "
+                                        "of are carved from train"),
+               SourceOption("band_names", "comma-separated band names (default B1..Bn)"),
+               SourceOption("class_names", "comma-separated class names (default 0..K-1)"), RESIZE)
+    needs_src = False  # --images and --labels name its files
 
     def __init__(self, name: str = "arrays", src=None, images: str | None = None, labels: str | None = None,
                  layout: str | None = None, split_of: str | None = None, band_names=None, class_names=None,

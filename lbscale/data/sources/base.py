@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
@@ -38,6 +39,28 @@ class SplitBatch:
                           None if self.stats is None else self.stats[mask])
 
 
+@dataclass(frozen=True)
+class SourceOption:
+    """An option of `lbscale prepare` that a source reads (`label_noise` is --label-noise): the CLI makes the option
+    from it. Its default is the keyword default of the source's constructor, the one place it is written; prepare
+    passes the option only where it is given."""
+
+    name: str  # the constructor's keyword
+    help: str  # what this source does with it
+    type: type = str  # int, float, str, or bool for a flag
+    choices: tuple[str, ...] = ()
+    case_sensitive: bool = True
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+# Options several sources read with one meaning, declared once.
+RESIZE = SourceOption("size", "resize every image to SIZE x SIZE (bilinear)", int)
+SKIP_BAD = SourceOption("skip_bad", "leave unreadable files out (listed) instead of failing", bool)
+
+
 class Source:
     """A raw dataset. The constructor validates the input (LbscaleError on bad input) before any output exists.
 
@@ -48,8 +71,16 @@ class Source:
     meta: DatasetMeta
     splits: tuple[str, ...] = ("train", "test")
     help: str = ""  # one line for `lbscale prepare --help`
-    options: tuple[str, ...] = ()  # the prepare options this source reads besides name and src
+    options: tuple[SourceOption, ...] = ()  # the prepare options of its own this source reads
+    common: tuple[str, ...] = ()  # the options of every source that its constructor takes too (workers, seed, ...)
+    needs_src: bool = True  # False: it reads no --src (it generates its data, or names its files in options)
     encoding: str = "raw"  # "jpeg": samples are stored encoded (HDF5 only)
+
+    @classmethod
+    def default(cls, option: str):
+        """What the constructor takes where `option` is not given (None where it has no default)."""
+        default = inspect.signature(cls.__init__).parameters[option].default
+        return None if default is inspect.Parameter.empty else default
 
     def train_labels(self) -> np.ndarray:
         """Labels of the train split in stream order (used to carve stratified val/test splits)."""
@@ -57,6 +88,30 @@ class Source:
 
     def batches(self, split: str) -> Iterator[SplitBatch]:
         raise NotImplementedError
+
+
+def prepare_options(sources: dict[str, type[Source]]) -> dict[str, tuple[SourceOption, object]]:
+    """`lbscale prepare`'s own options of the sources, one per name, with the default it shows (None: none).
+
+    The rule for a name several sources read: it means one kind of value (they declare the same type and
+    choices, else TypeError), its help says what each source does with it, and it shows a default where they share
+    one; where they do not, each source's meaning names its own."""
+    uses: dict[str, list] = {}
+    for dataset, cls in sources.items():
+        for spec in cls.options:
+            uses.setdefault(spec.name, []).append((dataset, spec, cls.default(spec.name)))
+    merged = {}
+    for name, readers in uses.items():
+        if len({(s.type, s.choices, s.case_sensitive) for _, s, _ in readers}) > 1:
+            raise TypeError(f"--{name} means different kinds of value to {', '.join(d for d, _, _ in readers)}")
+        defaults = {repr(d) for _, _, d in readers}
+        meanings: dict[str, list[str]] = {}
+        for dataset, spec, default in readers:
+            own = len(defaults) > 1 and default not in (None, False)
+            meanings.setdefault(spec.help + (f" (default {default})" if own else ""), []).append(dataset)
+        text = "; ".join(f"{', '.join(names)}: {meaning}" for meaning, names in meanings.items()) + "."
+        merged[name] = (replace(readers[0][1], help=text), readers[0][2] if len(defaults) == 1 else None)
+    return merged
 
 
 class SampleNames:

@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch, parallel_batches, resize
+from lbscale.data.sources.base import Source, SourceOption, SplitBatch, parallel_batches, resize
 from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
 
@@ -90,7 +90,8 @@ class BigEarthNetSource(Source):
     splits = ("train", "val", "test")
     help = ("BigEarthNet-S2 v1.0 patch folders (19 and 43 labels) or v2.0 with --metadata metadata.parquet "
             "(19 labels): 12 bands at 120 px, official splits")
-    options = ("workers", "seed", "metadata")
+    options = (SourceOption("metadata", "the v2.0 metadata.parquet (default: SRC/metadata.parquet if there)"),)
+    common = ("workers", "seed")
 
     def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0, metadata: str | None = None):
         base, c = _ben()

@@ -33,7 +33,7 @@ class EuroSatSource(Source):
 
     splits = ("train",)
     help = "EuroSAT-MS class folders of 13-band GeoTIFFs"
-    options = ("workers", "seed")
+    common = ("workers", "seed")
 
     def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0):
         src = Path(src)

@@ -26,8 +26,8 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import UNKNOWN_IMAGERY, DatasetMeta
-from lbscale.data.sources.base import (PIXEL_TYPES, SampleNames, Source, SplitBatch, check_size, parallel_batches,
-                                       resize)
+from lbscale.data.sources.base import (PIXEL_TYPES, RESIZE, SKIP_BAD, SampleNames, Source, SourceOption, SplitBatch,
+                                       check_size, parallel_batches, resize)
 from lbscale.data.sources.imagenet import encoded_batches
 from lbscale.data.sources.tiff import read_tiff
 from lbscale.errors import LbscaleError
@@ -134,7 +134,10 @@ class FolderSource(Source):
     """Class folders (or a labels CSV) of PNG / JPEG / TIFF files, optionally split into train / val / test."""
 
     help = "your own images: SRC/<class>/<file> or SRC/train|val|test/<class>/<file>, PNG / JPEG / (Geo)TIFF"
-    options = ("workers", "seed", "labels", "size", "skip_bad", "encoding")
+    options = (SourceOption("labels", "a labels CSV"), RESIZE, SKIP_BAD,
+               SourceOption("encoding", "store pixels, or the JPEG bytes (PNG / JPEG; decoded by the loader, nvjpeg "
+                                        "on a GPU)", choices=("raw", "jpeg")))
+    common = ("workers", "seed")
 
     def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0, labels: str | None = None,
                  size: int | None = None, skip_bad: bool = False, encoding: str = "raw"):

@@ -13,7 +13,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch
+from lbscale.data.sources.base import Source, SourceOption, SplitBatch
 from lbscale.errors import LbscaleError
 from lbscale.progress import log_line
 
@@ -197,8 +197,9 @@ class IdxSource(Source):
 
     splits = ("train", "test")
     help = "MNIST, Fashion-MNIST, KMNIST, EMNIST: IDX files (train-images-idx3-ubyte[.gz], ...)"
-    options = ("name", "subset")
-    names = tuple(KNOWN)  # the values of --name
+    options = (SourceOption("name", f"which dataset the files hold ({', '.join(KNOWN)}); default: from the file and "
+                                    "folder names"),
+               SourceOption("subset", "the set of files to read where --src holds several (EMNIST: balanced, ...)"))
 
     def __init__(self, dataset: str, src: Path, name: str | None = None, subset: str | None = None):
         if src is None:

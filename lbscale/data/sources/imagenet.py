@@ -30,7 +30,7 @@ import numpy as np
 from lbscale.data import worker_context
 from lbscale.data.formats.base import DatasetMeta
 from lbscale.data.jpeg import BadImage, read_image_file
-from lbscale.data.sources.base import SampleNames, Source, SplitBatch
+from lbscale.data.sources.base import SKIP_BAD, SampleNames, Source, SourceOption, SplitBatch
 from lbscale.errors import LbscaleError
 from lbscale.progress import bar, log_line
 
@@ -89,7 +89,9 @@ class ImagenetSource(Source):
 
     splits = ("train", "test")
     help = "ImageNet-1k: train/<wnid>/*.JPEG and val/ (class folders, or flat with its labels), as JPEG"
-    options = ("workers", "seed", "max_side", "skip_bad", "val_labels")
+    options = (SourceOption("max_side", "re-encode images whose short side exceeds this (e.g. 256)", int), SKIP_BAD,
+               SourceOption("val_labels", "labels of a flat val/ (LOC_val_solution.csv or the devkit)"))
+    common = ("workers", "seed")
     encoding = "jpeg"
 
     def __init__(self, name: str, src: Path, workers: int = 1, seed: int = 0, max_side: int | None = None,

@@ -14,8 +14,9 @@ from typing import Iterator
 import numpy as np
 
 from lbscale.data.formats.base import DatasetMeta
-from lbscale.data.sources.base import Source, SplitBatch
+from lbscale.data.sources.base import Source, SourceOption, SplitBatch
 from lbscale.errors import LbscaleError
+from lbscale.task import TASKS
 
 BLOCK = 1024
 SPLIT_SEED = {"train": 1, "val": 2, "test": 3}
@@ -24,14 +25,19 @@ SPLIT_SEED = {"train": 1, "val": 2, "test": 3}
 class SyntheticSource(Source):
     splits = ("train", "val", "test")
     help = "generated multispectral land cover, deterministic per --seed (offline default)"
-    options = ("count", "bands", "size", "classes", "task", "seed", "label_noise", "val_fraction", "test_fraction")
+    options = (SourceOption("count", "samples in all splits", int), SourceOption("bands", "spectral bands", int),
+               SourceOption("size", "image side in pixels", int), SourceOption("classes", "classes", int),
+               SourceOption("task", "one class per image or a mosaic of 1-3", choices=tuple(TASKS)),
+               SourceOption("label_noise", "fraction of train labels flipped (recorded in /train/noisy)", float))
+    common = ("seed", "val_fraction", "test_fraction")
+    needs_src = False  # it generates its data
 
     def __init__(self, name: str = "synthetic", src=None, count: int = 6000, bands: int = 4, size: int = 32,
                  classes: int = 6, task: str = "multiclass", seed: int = 0, label_noise: float = 0.0,
                  val_fraction: float = 0.1, test_fraction: float = 0.1):
         if count < 10 or bands < 1 or size < 8 or classes < 2:
             raise LbscaleError("synthetic: need count >= 10, bands >= 1, size >= 8, classes >= 2")
-        if task not in ("multiclass", "multilabel"):
+        if task not in TASKS:
             raise LbscaleError(f"synthetic: unknown task {task!r} (multiclass or multilabel)")
         if not 0 <= label_noise < 1:
             raise LbscaleError(f"synthetic: --label-noise must be in [0, 1), got {label_noise}")
