@@ -50,7 +50,7 @@ def measured_seconds(trial: Path) -> float:
 def predict(res: Path, fit: Path):
     """Per batch: (predicted seconds at 2 processes from the 1-process trials, measured 2-process seconds,
     predicted and measured steps)."""
-    from lbscale.analysis.commmodel import load_allreduce
+    from lbscale.analysis.allreduce_model import load_allreduce
     from lbscale.report import gpus as g
     from lbscale.report import tables
     from lbscale.report.load import load_results

@@ -453,7 +453,7 @@ def bench():
 def allreduce(**options):
     """All-reduce time over message sizes and process counts, and the fitted ring model
     T = 2 (p-1) alpha + 2 (p-1)/p n beta. Starts torchrun here, or srun inside a SLURM allocation."""
-    from lbscale.bench.allreduce import AllreduceOptions, run_allreduce_bench
+    from lbscale.studies.allreduce import AllreduceOptions, run_allreduce_bench
 
     _, line = run_allreduce_bench(AllreduceOptions(**options))
     click.echo(line)

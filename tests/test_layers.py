@@ -7,11 +7,11 @@ The order, top to bottom (a module may import its own layer and any layer below 
 
 - cli: the Click group; each command parses options and calls one function.
 - studies: commands that compose several layers (branch: plan, run, fit, figure; filter; the gns measurement of
-  a checkpoint; `--until-resolved`'s decisions from the report's fit). `doctor.py` and `bench/` sit on this level
-  too, though they keep their places in the tree: each is a command of its own that reaches across layers
-  (doctor opens prepared data, reads a cluster profile from sweep.systems and asks SLURM; bench allreduce starts
-  processes through train.distributed, reads sweep.systems and fits analysis.commmodel), nothing but the CLI
-  imports them, and just under cli they may grow (a doctor check of a study, say) without an import pointing up.
+  a checkpoint; `--until-resolved`'s decisions from the report's fit; `lbscale bench allreduce`, which starts
+  processes through train.distributed, reads sweep.systems and fits analysis.allreduce_model). `doctor.py` sits on
+  this level too, though it keeps its place in the tree: a command of its own that reaches across layers (it opens
+  prepared data, reads a cluster profile from sweep.systems and asks SLURM), nothing but the CLI imports it, and
+  just under cli it may grow (a doctor check of a study, say) without an import pointing up.
 - report: the result store -> tables, figures, the verdict; it may read sweep's state (sweep.state), nothing
   below imports it.
 - sweep: spec -> trial plans; launchers; rounds.
@@ -31,7 +31,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "lbscale"
 ORDER = ["cli", "studies", "report", "sweep", "train", "analysis", "data", "ground"]
 # the first name under lbscale -> its layer (the packages are their own layer)
-PLACE = {"cli": "cli", "studies": "studies", "doctor": "studies", "bench": "studies", "report": "report",
+PLACE = {"cli": "cli", "studies": "studies", "doctor": "studies", "report": "report",
          "sweep": "sweep", "train": "train", "analysis": "analysis", "data": "data",
          "results": "ground", "task": "ground", "ranges": "ground", "errors": "ground", "progress": "ground",
          "slurm": "ground", "__init__": "ground"}

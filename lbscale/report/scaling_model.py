@@ -1,5 +1,5 @@
 """The scaling model in the report (`lbscale report --allreduce FILE`): each scaling series' time per epoch
-predicted from its measured point at the fewest GPUs and the fitted ring all-reduce (`analysis.commmodel`,
+predicted from its measured point at the fewest GPUs and the fitted ring all-reduce (`analysis.allreduce_model`,
 docs/scaling-model.md), at the GPU counts the series ran (beside the measurement) and at counts it did not.
 
 `predict_scaling` is a pure DataFrame function (trials in, one row per series and GPU count out); the table,
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lbscale.analysis.commmodel import load_allreduce, predict_epoch_seconds
+from lbscale.analysis.allreduce_model import load_allreduce, predict_epoch_seconds
 from lbscale.errors import LbscaleError
 from lbscale.ranges import parse_ints
 from lbscale.report.load import Study

@@ -1,7 +1,7 @@
 """How many GPUs to ask for: time to the target and GPU-hours at every (global batch, GPU count), joined from the
 two halves a study measures: the steps a batch needs (the steps model, `steps_model.steps_at`) and the time
 a step takes at a local batch and GPU count (the step-time model below, with the ring all-reduce of
-`analysis.commmodel` at GPU counts not run). Pure DataFrame functions; docs/scaling-model.md has the equations.
+`analysis.allreduce_model` at GPU counts not run). Pure DataFrame functions; docs/scaling-model.md has the equations.
 
     time(B, K) = S(B) x step(B / K, K)          GPU-hours(B, K) = K x time(B, K) / 3600
     step(b, K) = a + c b  +  comm(K) + imbalance(K)     (b: samples per GPU per step, local batch x accumulation)
@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from lbscale.analysis.commmodel import DDP_BUCKET_BYTES, ring_allreduce_seconds
+from lbscale.analysis.allreduce_model import DDP_BUCKET_BYTES, ring_allreduce_seconds
 from lbscale.report.likelihood import t_quantile
 from lbscale.report.steps_model import LEVEL
 

@@ -12,7 +12,7 @@ from lbscale.progress import interactive
 from lbscale.results import CONFIG, FINISHED, ROUNDS, read_json, remove_leftovers
 from lbscale.slurm import SlurmEnv
 from lbscale.sweep.array import run_array_task
-from lbscale.sweep.checks import check_plan_data, data_line
+from lbscale.sweep.preflight import check_plan_data, data_line
 from lbscale.sweep.confirm import confirmation, confirmation_to_come
 from lbscale.sweep.eta import clock, pace_of, since_news, trial_left
 from lbscale.sweep.launchers import LAUNCHERS

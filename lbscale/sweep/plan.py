@@ -166,7 +166,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
                seeds=None, epochs=None) -> list[TrialPlan]:
     """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs.
 
-    Pure: no data file is read here, so step counts are None until `sweep.checks.check_plan_data` resolves them
+    Pure: no data file is read here, so step counts are None until `sweep.preflight.check_plan_data` resolves them
     against the opened files."""
     cells = _cells(spec, batch, gpus, local_batch)
     seed_list = parse_seeds(seeds if seeds is not None else spec.seeds)

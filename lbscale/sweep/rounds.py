@@ -169,7 +169,7 @@ class Rounds:
 
     def more(self, plans: list[TrialPlan]) -> list[TrialPlan]:
         from lbscale.results import FINISHED
-        from lbscale.sweep.checks import check_plan_data
+        from lbscale.sweep.preflight import check_plan_data
         from lbscale.sweep.confirm import confirmation
         from lbscale.sweep.state import trial_state
 

@@ -4,7 +4,7 @@ The story of `Trial.run`: check the options against the data and resolve the pla
 model, optimizer and inputs, maybe resume, then epoch by epoch: train (micro-batches with accumulation, an LR per
 optimizer step, a cross-rank check every few steps for divergence and signals, evaluations the schedule asks
 for), evaluate, record, checkpoint. Result files (config.json, metrics.jsonl, summary.json) are written by rank
-0, atomically, summary last. The small parts live beside it: the checks (checks.py), the inputs (inputs.py),
+0, atomically, summary last. The small parts live beside it: the checks (data_checks.py), the inputs (inputs.py),
 evaluation and its schedule (evaluation.py), the record book (summary.py), the monitors (monitors.py), the
 checkpoint's state (checkpoint.py), the process entry (entry.py).
 """
@@ -31,7 +31,7 @@ from lbscale.train import distributed as dist
 from lbscale.analysis.critical import ema_update
 from lbscale.analysis.gns import GNS_FILE
 from lbscale.train.batches import BatchSchedule
-from lbscale.train.checks import check_trial_data
+from lbscale.train.data_checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
 from lbscale.train.evaluation import EvalSchedule, Evaluator, noise_scale_at_target
 from lbscale.train.inputs import TrialInputs

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lbscale.analysis.commmodel import ring_allreduce_seconds
+from lbscale.analysis.allreduce_model import ring_allreduce_seconds
 from lbscale.report.steps_model import Observations, fit, steps_at
 from lbscale.report.time_to_target import (best_per_gpus, interpolated_steps, measured_steps, one_run_steps, pareto,
                                            recommend, step_model, time_grid)

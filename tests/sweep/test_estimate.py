@@ -4,7 +4,7 @@ time paid once per trial, and the confirmation trials still to come counted in t
 import pytest
 
 from lbscale.sweep import estimate
-from lbscale.sweep.checks import check_plan_data
+from lbscale.sweep.preflight import check_plan_data
 from lbscale.sweep.confirm import confirmation_to_come
 from lbscale.sweep.estimate import ShapeTiming, median_spread, timing_from, timing_steps, trial_seconds
 from lbscale.sweep.plan import build_plan

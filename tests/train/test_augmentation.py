@@ -11,7 +11,7 @@ from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import ENCODED_AUGMENTATION, FALLBACK_AUGMENTATION, IMAGERY
 from lbscale.data.transforms import AUGMENT
 from lbscale.errors import LbscaleError
-from lbscale.train.checks import check_trial_data
+from lbscale.train.data_checks import check_trial_data
 from lbscale.train.plan import resolve_augmentation
 from tests.data.imagery_files import prepared, without_imagery
 

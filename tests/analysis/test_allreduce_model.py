@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from lbscale.analysis.commmodel import (
+from lbscale.analysis.allreduce_model import (
     check_fit,
     fit_alpha_beta,
     load_allreduce,

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from lbscale.bench.allreduce import parse_sizes
+from lbscale.studies.allreduce import parse_sizes
 from lbscale.errors import LbscaleError
 from tests.train.helpers import env
 

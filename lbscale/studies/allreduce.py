@@ -1,10 +1,10 @@
 """`lbscale bench allreduce`: all-reduce time over message sizes and process counts, and its alpha-beta fit.
 
 The command starts itself once per process count: `torchrun --standalone` on this machine, `srun --ntasks=P`
-inside a SLURM allocation. Each of those runs is `python -m lbscale.bench.allreduce` (the worker below); its
+inside a SLURM allocation. Each of those runs is `python -m lbscale.studies.allreduce` (the worker below); its
 rank 0 writes the measured times to a scratch file next to --out (on a cluster rank 0 may run on another node
 than this process, so the scratch file must sit on a shared file system, as the output does). The math is in
-`lbscale.analysis.commmodel`.
+`lbscale.analysis.allreduce_model`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lbscale.analysis.commmodel import check_fit, check_summary, fit_alpha_beta, save_allreduce
+from lbscale.analysis.allreduce_model import check_fit, check_summary, fit_alpha_beta, save_allreduce
 from lbscale.errors import ERROR_PREFIX, LbscaleError, error_line
 from lbscale.progress import is_quiet
 from lbscale.results import read_json, write_json
@@ -161,7 +161,7 @@ def _measure(p: int, index: int, sizes: list[int], o: AllreduceOptions, slurm: S
              step: dict) -> dict:
     """One torchrun / srun run of the worker at `p` processes; its rank 0's measurements."""
     result = scratch / f"procs-{p}.json"
-    worker = ["-m", "lbscale.bench.allreduce", "--sizes", ",".join(map(str, sizes)), "--repeats", str(o.repeats),
+    worker = ["-m", "lbscale.studies.allreduce", "--sizes", ",".join(map(str, sizes)), "--repeats", str(o.repeats),
               "--warmup", str(o.warmup), "--out", str(result)] + (["--backend", o.backend] if o.backend else [])
     env = dict(os.environ)
     if slurm.in_job:
@@ -250,7 +250,7 @@ def _time_size(nbytes: int, repeats: int, warmup: int, device) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lbscale.bench.allreduce",
+    parser = argparse.ArgumentParser(prog="python -m lbscale.studies.allreduce",
                                      description="One rank of `lbscale bench allreduce` (under torchrun or srun).")
     parser.add_argument("--sizes", required=True, help="Comma-separated message sizes in bytes.")
     parser.add_argument("--repeats", type=int, required=True)

@@ -1,5 +1,5 @@
 """Checks before launch: every data file of a plan is opened once, and each distinct (file, trial shape) is
-checked with the trial's own validation (`train.checks.check_trial_data`) and resolved against its train split
+checked with the trial's own validation (`train.data_checks.check_trial_data`) and resolved against its train split
 (`train.plan.resolve_plan`). A wrong path, a missing split or too few samples is then one line naming the spec
 field and the file, before anything is written or started, instead of every trial failing on its own, slowly.
 Torch-free: it costs the opening of each file.
@@ -16,7 +16,7 @@ from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import PreparedFile
 from lbscale.errors import LbscaleError
 from lbscale.sweep.plan import TrialPlan
-from lbscale.train.checks import check_trial_data
+from lbscale.train.data_checks import check_trial_data
 from lbscale.train.plan import resolve_plan
 
 
