@@ -255,11 +255,12 @@ def allreduce_rank(rank, world, backend: str, port, timeout) -> None:
     import torch
     import torch.distributed as dist
 
+    from lbscale.train.distributed import timed_all_reduce
+
     rank, world, wait = int(rank), int(world), timedelta(seconds=float(timeout))
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo binds where the host name resolves, maybe elsewhere
     store = dist.TCPStore("127.0.0.1", int(port), None, False, wait)
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
-    sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
     if backend == "nccl":
         torch.cuda.set_device(device)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=wait)
@@ -267,12 +268,7 @@ def allreduce_rank(rank, world, backend: str, port, timeout) -> None:
         x, times, worst = torch.empty(ALLREDUCE_FLOATS, device=device), [], 0.0
         for _ in range(6):  # the first connects the ranks and is not timed
             x.fill_(rank + 1.0)
-            dist.barrier()
-            sync()
-            start = time.perf_counter()
-            dist.all_reduce(x)
-            sync()
-            times.append(time.perf_counter() - start)
+            times.append(timed_all_reduce(x))
             worst = max(worst, float((x - world * (world + 1) / 2).abs().max()))
         store.set(f"doctor/rank{rank}", json.dumps({"seconds": sorted(times[1:])[2], "error": worst}))
     finally:

@@ -232,18 +232,12 @@ def _time_size(nbytes: int, repeats: int, warmup: int, device) -> float:
     import torch
     import torch.distributed as dist
 
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    from lbscale.train.distributed import timed_all_reduce
+
     x = torch.zeros(nbytes // FLOAT32, dtype=torch.float32, device=device)  # zeros: sums never overflow
     for _ in range(warmup):
         dist.all_reduce(x)
-    times = []
-    for _ in range(repeats):
-        dist.barrier()
-        sync()
-        start = time.perf_counter()
-        dist.all_reduce(x)
-        sync()
-        times.append(time.perf_counter() - start)
+    times = [timed_all_reduce(x) for _ in range(repeats)]
     slowest = torch.tensor(times, dtype=torch.float64, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
     return statistics.median(slowest.tolist())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -109,6 +110,18 @@ def active() -> bool:
 def barrier() -> None:
     if active():
         dist.barrier()
+
+
+def timed_all_reduce(x: torch.Tensor) -> float:
+    """Seconds of one all-reduce (sum) of `x`, the ranks lined up by a barrier first and a GPU synchronised on
+    both sides (what `lbscale bench allreduce` and doctor's check time)."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    dist.barrier()
+    sync()
+    start = time.perf_counter()
+    dist.all_reduce(x)
+    sync()
+    return time.perf_counter() - start
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:

@@ -89,14 +89,20 @@ def test_loader_still_maps_checksummed_chunks(prepared):
         np.testing.assert_array_equal(np.concatenate(views)[:420], f.images("train")[...])
 
 
-def test_encoded_stream_is_checksummed_and_mapped(tmp_path):
-    jpegs = np.empty(20, dtype=object)  # JPEG-shaped byte strings: the stream spans three 2 MiB chunks
+def _encoded(path):
+    """20 JPEG-shaped byte strings: the stream spans three 2 MiB chunks."""
+    jpegs = np.empty(20, dtype=object)
     jpegs[:] = [np.frombuffer(b"\xff\xd8" + bytes([i]) * (300_000 + i) + b"\xff\xd9", np.uint8) for i in range(20)]
     meta = DatasetMeta("enc", "multiclass", ["a", "b"], ["R", "G", "B"], "test", encoding="jpeg")
-    with create_writer("hdf5", tmp_path / "e.h5", meta, "test") as w:
+    with create_writer("hdf5", path, meta, "test") as w:
         w.append("train", jpegs, np.arange(20) % 2, extras={"sizes": np.ones((20, 2), np.int32)},
                  stats=np.ones((20, 7)))
         w.finish()
+    return jpegs
+
+
+def test_encoded_stream_is_checksummed_and_mapped(tmp_path):
+    jpegs = _encoded(tmp_path / "e.h5")
     with open_prepared(tmp_path / "e.h5") as f:
         images = f.images("train")
         assert images.ds.fletcher32 and images.views is not None
@@ -184,13 +190,7 @@ def test_the_loader_verifies_each_chunk_once(prepared):
 
 
 def test_a_corrupted_encoded_chunk_is_named_when_read(tmp_path):
-    jpegs = np.empty(20, dtype=object)
-    jpegs[:] = [np.frombuffer(b"\xff\xd8" + bytes([i]) * (300_000 + i) + b"\xff\xd9", np.uint8) for i in range(20)]
-    meta = DatasetMeta("enc", "multiclass", ["a", "b"], ["R", "G", "B"], "test", encoding="jpeg")
-    with create_writer("hdf5", tmp_path / "e.h5", meta, "test") as w:
-        w.append("train", jpegs, np.arange(20) % 2, extras={"sizes": np.ones((20, 2), np.int32)},
-                 stats=np.ones((20, 7)))
-        w.finish()
+    _encoded(tmp_path / "e.h5")
     _garble(tmp_path / "e.h5", "train/images", 1)
     with open_prepared(tmp_path / "e.h5") as f:
         images = f.images("train")
