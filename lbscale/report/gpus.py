@@ -316,17 +316,40 @@ def published_rows(compare: pd.DataFrame | None, grid: pd.DataFrame) -> Table | 
                   "data pipeline; predicted: this study's steps to its target and this machine's step time."])
 
 
-def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict | None, scaling_model,
-            gpu_budget=None, deadline=None, largest_default: int = 1024,
-            compare: pd.DataFrame | None = None) -> tuple[list, dict, str | None]:
-    """The time-to-target tables, figure and recommendation line of a study given the all-reduce fit; nothing
-    where no steps to target can be predicted. `models`: the steps model per arm (a tuned study's), None to fit
-    them here from `per_trial` (a rule-based one)."""
-    from lbscale.report import plots
+@dataclass
+class TimeToTarget:
+    """Time to target and GPU-hours per GPU count (`grid`) predicted from the all-reduce fit, and the line that
+    recommends a configuration; the report's entries (`report.sections`) make its tables and figure."""
 
+    grid: pd.DataFrame
+    bases: list
+    per_gpu: float | None
+    model: dict
+    compare: pd.DataFrame | None
+    advice: str | None
+
+    def table(self) -> Table:
+        return time_table(self.grid, self.bases, self.per_gpu, self.model)
+
+    def published(self) -> Table | None:
+        return published_rows(self.compare, self.grid)
+
+    def figure(self):
+        from lbscale.report import plots
+
+        fronts = {k: pareto(g) for k, g in self.grid.groupby(["variant", "basis"], sort=False)}
+        return plots.time_to_target(self.grid, fronts, self.per_gpu, self.compare)
+
+
+def predicted_times(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict | None, scaling_model,
+                   gpu_budget=None, deadline=None, largest_default: int = 1024,
+                   compare: pd.DataFrame | None = None) -> TimeToTarget | None:
+    """A study's time to target given the all-reduce fit; None where no steps to target can be predicted.
+    `models`: the steps model per arm (a tuned study's), None to fit them here from `per_trial` (a rule-based
+    one)."""
     measured = measured_steps(study.epochs, study.trials)
     if not len(measured):
-        return [], {}, None
+        return None
     model = step_model(measured, scaling_model.doc)
     bases = [b for b in study_bases(optima, per_trial, models) if b.steps["steps"].notna().any()] \
         if len(optima) else []
@@ -334,15 +357,9 @@ def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict |
     gpus = gpu_counts(measured, scaling_model.gpus, largest_default)
     grid = grids(bases, model, measured, gpus)
     if not len(grid) or grid["seconds"].notna().sum() == 0:
-        return [], {}, None
-    per_gpu = weak_batch(measured)
-    tables = [time_table(grid, bases, per_gpu, model)]
-    paper = published_rows(compare, grid)
-    if paper is not None:
-        tables.append(paper)
-    fronts = {k: pareto(g) for k, g in grid.groupby(["variant", "basis"], sort=False)}
-    figs = {"time-to-target": lambda: plots.time_to_target(grid, fronts, per_gpu, compare)}
-    return tables, figs, recommendation(grid, gpu_budget, deadline)
+        return None
+    return TimeToTarget(grid, bases, weak_batch(measured), model, compare,
+                        recommendation(grid, gpu_budget, deadline))
 
 
 def study_steps(steps: pd.DataFrame) -> pd.DataFrame:

@@ -16,11 +16,10 @@ import pandas as pd
 from lbscale.report.load import Study
 from lbscale.report.numbers import estimate_cell, number, whole
 from lbscale.results import FINISHED
-from lbscale.report.scaling import scaling_series, speedup_efficiency
+from lbscale.report.scaling import GROUP, scaling_series, speedup_efficiency
 from lbscale.report.steps_model import LEVEL
 from lbscale.report.steps_model import fit as fit_steps
-from lbscale.report.tuned import observations, resolve_hint, steps_to_result
-from lbscale.task import Task
+from lbscale.report.tuned import observations, resolve_hint
 
 LABELS = {"top1": "Accuracy", "top5": "Top-5 accuracy", "f1_micro": "F1", "f1_macro": "F1 macro",
           "precision": "Precision", "recall": "Recall", "loss": "Loss"}
@@ -46,7 +45,6 @@ def per_epoch(study: Study, metric: str) -> str:
     if len(ep) and metric in ep and ep[metric].notna().any():
         return metric
     return "val_" + metric.partition("_")[2]
-GROUP = ["variant", "warmup", "global_batch", "gpus"]
 
 
 @dataclass
@@ -329,22 +327,6 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
                      "seeds": len(g), "diverged": int((g["state"] == "diverged").sum())})
     display = pd.DataFrame([{"Batch size": batch_label(b), **c} for b, c in cells.items()]).fillna("-")
     return Table(f"by-{axis}", f"{label} by global batch and {axis}", display, pd.DataFrame(tidy))
-
-
-def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
-    """Steps / epochs / seconds to `target` per finished trial, from its evaluations (step evaluations where the
-    trial made them, else its epoch records: an analysis choice made after the runs); trials that never reached
-    it have None; step_before (the evaluation before the crossing) and last_step (its last evaluation)."""
-    t = study.trials[study.trials["state"].isin(FINISHED)]
-    keys = ["results", "trial"]
-    out = t[keys + GROUP + ["seed"]].copy()
-    ev = study.steps
-    if len(ev) == 0 or metric not in ev:
-        return out.assign(steps=None, epochs=None, seconds=None)
-    first = steps_to_result(ev, metric, target, task.higher_is_better(metric), keys)
-    first = first.rename(columns={"step": "steps", "epoch": "epochs", "elapsed_seconds": "seconds"})
-    last = ev.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
-    return out.merge(first, on=keys, how="left").merge(last, on=keys, how="left")
 
 
 def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table:

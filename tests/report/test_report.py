@@ -10,7 +10,7 @@ import torch
 from lbscale.analysis.gns import NoiseScale, estimate, measure
 from lbscale.report import load_results
 from lbscale.report.scaling import speedup_efficiency
-from lbscale.report.tables import target_steps
+from lbscale.report.scaling import target_steps
 from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
 from tests.fixtures.make_results import make_study, make_trial
 from tests.report.pictures import assert_drawn
