@@ -1,6 +1,7 @@
-"""A study's analysis as its report shows it, computed once: `rule_based` (the papers' tables over seeds) or
+"""A study's analysis as its report shows it, computed once: `rule_based` (the papers' tables over seeds),
 `tuned` (the best trial per batch, LR* ~ B^alpha and the critical batch with their intervals), each with the
-scaling section and the verdict's lines. `report.sections` turns an `Analysis` into tables and figures."""
+scaling section, or `branched` (a branch study: its local critical batch per checkpoint); and the verdict's lines.
+`report.sections` turns an `Analysis` into tables and figures."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from lbscale.report.published import published
 
 @dataclass
 class Analysis:
-    """What the tables and figures of one report read. `kind`: "rule" or "tuned"; the fields of the other kind
-    keep their defaults."""
+    """What the tables and figures of one report read. `kind`: "rule", "tuned" or "branch"; the fields of the
+    other kinds keep their defaults."""
 
     kind: str
     study: Study
@@ -53,6 +54,9 @@ class Analysis:
     three: pd.DataFrame | None = None  # the critical batch's estimates side by side
     rounds: list = field(default_factory=list)
     reached: bool = False  # a batch reached the target
+    # a branch study
+    branches: pd.DataFrame | None = None  # lbscale branch's table, one row per branch
+    local: pd.DataFrame | None = None  # the local critical batch per checkpoint, with its interval
 
 
 def scaling_section(a: Analysis, reached, o: ReportOptions) -> None:
@@ -134,3 +138,15 @@ def tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     a.verdict = tuned_verdict(a)
     a.prediction, a.outcome = joined(a.prediction, a.advice), tuned_tables.headline(a.fits, a.target)
     return a
+
+
+def branched(study: Study, found: list) -> Analysis:
+    """A branch study (`found`: its folders): the local critical batch per checkpoint from the table `lbscale
+    branch` wrote, with the interval the batches tried give."""
+    from lbscale.report import branch_study
+
+    rows = branch_study.read(found)
+    local = branch_study.per_checkpoint(rows)
+    lines = branch_study.verdict(local)
+    return Analysis("branch", study, "loss", None, metric_line=f"Judged by: {branch_study.judged_by(rows)}",
+                    verdict=lines, branches=rows, local=local, outcome="; ".join(x[0].lower() + x[1:] for x in lines))

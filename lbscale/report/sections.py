@@ -11,11 +11,13 @@ from typing import Callable
 
 import pandas as pd
 
-from lbscale.report.analysed import Analysis, rule_based, tuned
+from lbscale.report import branch_study
+from lbscale.report.analysed import Analysis, branched, rule_based, tuned
 from lbscale.report.load import Study
 from lbscale.report.options import ReportOptions, resolve_metric
 
-RULE, TUNED, BOTH = ("rule",), ("tuned",), ("rule", "tuned")
+RULE, TUNED, BRANCH = ("rule",), ("tuned",), ("branch",)
+BOTH, ALL = RULE + TUNED, RULE + TUNED + BRANCH  # rule-based and tuned; every kind
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ def _no_steps(a: Analysis) -> pd.DataFrame:
 
 
 TABLES = [
+    Entry("local-critical-batch", BRANCH, "branch_study.local_table", lambda a: [a.local]),
+    Entry("branches", BRANCH, "branch_study.branches_table", lambda a: [a.branches]),
     Entry("accuracy", RULE, "tables.accuracy_table", lambda a: [a.study, a.metric, a.compare]),
     Entry("lr", RULE, "tables.lr_table", lambda a: [a.study, a.metric, a.compare]),
     Entry("best-trial", TUNED, "tuned_tables.best_trial_table",
@@ -79,7 +83,7 @@ TABLES = [
           lambda a: [a.study, a.predicted, a.notes, a.model], lambda a: a.model is not None),
     Entry("critical-batch", RULE, "tables.critical_batch_table", lambda a: [a.study, _no_steps(a), a.models],
           lambda a: a.steps is not None or a.study.trials["gns_b_simple"].notna().any()),
-    Entry("unfinished", BOTH, "tables.trials_table", lambda a: [a.study]),
+    Entry("unfinished", ALL, "tables.trials_table", lambda a: [a.study]),
 ]
 
 
@@ -96,6 +100,7 @@ def _published_epochs(a: Analysis) -> pd.DataFrame | None:
 
 
 FIGURES = [
+    Entry("local-critical-batch", BRANCH, "branch_study.figure", lambda a: [a.local, a.branches]),
     Entry("metric-vs-batch", RULE, "plots.metric_vs_batch", lambda a: [a.study, a.metric, a.compare]),
     Entry("steps-to-result", TUNED, "plots.steps_to_result",
           lambda a: [a.optima, a.outcomes, a.fits, a.metric, a.target], lambda a: a.reached,
@@ -133,10 +138,14 @@ class Built:
 
 
 def build(study: Study, o: ReportOptions, model=None) -> Built:
-    """The study's analysis (rule-based or tuned: `report.analysed`), then its tables and figures in the lists'
-    order."""
+    """The study's analysis (rule-based, tuned or a branch study: `report.analysed`), then its tables and figures
+    in the lists' order."""
+    found = branch_study.folders(study, o)
     metric = resolve_metric(study, o.metric)
-    a = tuned(study, o, metric, model) if study.tuned else rule_based(study, o, metric, model)
+    if found:
+        a = branched(study, found)
+    else:
+        a = tuned(study, o, metric, model) if study.tuned else rule_based(study, o, metric, model)
     tables = [t for t in (e.make(a) for e in TABLES) if t is not None]
     figures = {e.name: f for e, f in ((e, e.make(a)) for e in FIGURES) if f is not None}
     if a.lead_first and a.lead_first in figures:  # e.g. nothing reached the target: the budget figure leads
