@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 GNS_FILE = "gns.json"
-LEVEL = 0.9  # the interval's level, as the report's
+from lbscale.analysis.intervals import LEVEL  # noqa: E402  (the interval's level, as the report's)
 
 
 def estimate(g2_small: float, g2_big: float, b_small: float, b_big: float) -> tuple[float, float]:

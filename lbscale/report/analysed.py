@@ -82,6 +82,7 @@ def rule_based(study: Study, o: ReportOptions, metric: str, model=None) -> Analy
     """A rule-based study: the papers' tables over seeds, steps to the target per trial and the critical batch
     of every trial's steps (no LR bowl: one LR per batch)."""
     from lbscale.report import gpus, tables
+    from lbscale.report.critical_batch import arm_models
     from lbscale.report.scaling import target_steps
     from lbscale.report.verdict import headline
 
@@ -94,7 +95,7 @@ def rule_based(study: Study, o: ReportOptions, metric: str, model=None) -> Analy
         a.steps = target_steps(study, per_epoch, target, study.task)
         reached = (gpus.reached_per_batch(a.steps), gpus.study_steps(a.steps), None)
     scaling_section(a, reached, o)
-    a.models = tables.arm_models(a.steps) if a.steps is not None else {}  # the table's and the figure's fit
+    a.models = arm_models(a.steps) if a.steps is not None else {}  # the table's and the figure's fit
     a.metric_line = f"Metric: {metric} (final, after the last epoch){'' if target is None else f'; target {target:g}'}"
     a.verdict = [headline(study, metric)] + ([a.advice] if a.advice else [])
     return a
@@ -104,6 +105,7 @@ def tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     intervals; the rule-based tables that average over seeds would average over search points here."""
     from lbscale.report import estimates, gpus, noise_scale, tuned as t, tuned_tables
+    from lbscale.report.critical_batch import fits_of
     from lbscale.report.verdict import joined, tuned_verdict
 
     if o.compare:
@@ -115,11 +117,11 @@ def tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     maximize = study.task.higher_is_better(m)
     a.outcomes = t.trial_outcomes(study.trials, study.steps, m, a.target, maximize)
     a.best = t.best_trials(study.trials, study.steps, m, a.target, maximize)
-    a.fits = t.fits_of(a.outcomes, a.target, maximize, level=tuned_tables.LEVEL, models=a.models)
+    a.fits = fits_of(a.outcomes, a.target, maximize, models=a.models)
     a.optima = t.optima_of(a.outcomes, a.target, maximize)
     for easier in targets[:-1]:  # B_crit per target (McCandlish et al.: it grows as the target tightens)
         o_t = t.trial_outcomes(study.trials, study.steps, m, easier, maximize)
-        a.by_target[easier] = (t.fits_of(o_t, easier, maximize, level=tuned_tables.LEVEL),
+        a.by_target[easier] = (fits_of(o_t, easier, maximize),
                                t.optima_of(o_t, easier, maximize))
     a.view = t.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
     scaling_section(a, (a.optima, gpus.per_trial_of(a.outcomes), a.models) if a.target is not None else None, o)

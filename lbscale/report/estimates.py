@@ -17,7 +17,7 @@ import pandas as pd
 
 from lbscale.report.branch_study import BRANCH_TABLE, branch_studies, local_at
 from lbscale.report.numbers import estimate_cell, whole
-from lbscale.report.steps_model import LEVEL
+from lbscale.analysis.intervals import LEVEL
 from lbscale.report.tables import Table
 
 KINDS = ("tuned", "gns", "branch")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lbscale.report.load import HP, Study
 from lbscale.report.numbers import bounded, estimate_cell, estimate_text, number, whole
-from lbscale.report.steps_model import LEVEL  # the intervals' level, as tables and verdict name it
+from lbscale.analysis.intervals import LEVEL
 from lbscale.report.tables import Table, batch_label, metric_label
 from lbscale.report.noise_scale import gns_at_target, gns_note, gns_sources, variant_gns
 from lbscale.report.tuned import hp_columns
@@ -45,11 +45,6 @@ def _hp(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-
-def _interval(lo, hi, fmt) -> str:
-    missing = any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (lo, hi))
-    return "[-]" if missing else f"[{fmt(lo)}, {fmt(hi)}]"
 
 
 def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: float | None,

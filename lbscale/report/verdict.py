@@ -52,12 +52,13 @@ def tuned_verdict(a) -> list[str]:
     """A tuned study's verdict (`analysed.Analysis`): per variant its B_crit and alpha, the arms' ratios, trials
     pruned at chance, B_crit per target, the recommendation, the evaluations' share of the time, the rounds."""
     from lbscale.report import tuned, tuned_tables
+    from lbscale.report.critical_batch import arm_ratios
 
     o = a.optima
     searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max())}
                 for v, g in o.groupby(o["variant"].fillna("-"))} if len(o) else {}
     lines = tuned_tables.verdict(a.fits, a.metric, a.target, searches, a.at_target) \
-        + tuned_tables.ratio_lines(tuned.arm_ratios(a.models))
+        + tuned_tables.ratio_lines(arm_ratios(a.models))
     per_target = None
     if a.by_target:
         per_target = tuned_tables.per_target_line({**{t: f for t, (f, _) in a.by_target.items()}, a.target: a.fits},
