@@ -1,7 +1,7 @@
-"""A study's analysis as its report shows it, computed once: `rule_based` (the papers' tables over seeds),
-`tuned` (the best trial per batch, LR* ~ B^alpha and the critical batch with their intervals), each with the
-scaling section, or `branched` (a branch study: its local critical batch per checkpoint); and the verdict's lines.
-`report.sections` turns an `Analysis` into tables and figures."""
+"""A study's analysis as its report shows it, computed once: `analyse_rule_based` (the papers' tables over
+seeds), `analyse_tuned` (the best trial per batch, LR* ~ B^alpha and the critical batch with their intervals),
+each with the scaling section, or `analyse_branches` (a branch study: its local critical batch per checkpoint);
+and the verdict's lines. `report.sections` turns an `Analysis` into tables and figures."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def scaling_section(a: Analysis, reached, o: ReportOptions) -> None:
         a.prediction = prediction_line(a.predicted)
 
 
-def rule_based(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
+def analyse_rule_based(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     """A rule-based study: the papers' tables over seeds, steps to the target per trial and the critical batch
     of every trial's steps (no LR bowl: one LR per batch)."""
     from lbscale.report import gpus, tables
@@ -101,7 +101,7 @@ def rule_based(study: Study, o: ReportOptions, metric: str, model=None) -> Analy
     return a
 
 
-def tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
+def analyse_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     intervals; the rule-based tables that average over seeds would average over search points here."""
     from lbscale.report import estimates, gpus, noise_scale, tuned as t, tuned_tables
@@ -142,7 +142,7 @@ def tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     return a
 
 
-def branched(study: Study, found: list) -> Analysis:
+def analyse_branches(study: Study, found: list) -> Analysis:
     """A branch study (`found`: its folders): the local critical batch per checkpoint from the table `lbscale
     branch` wrote, with the interval the batches tried give."""
     from lbscale.report import branch_study

@@ -1,18 +1,18 @@
 """What a report shows, in order, from one list: `TABLES` and `FIGURES` name every table and figure of the
-report, the kind of study each belongs to (rule-based, tuned, or both) and when it appears; `build` computes a
+report, the kinds of study that show it (rule-based, tuned, a branch study) and when it appears; `build` computes a
 study's analysis once (`report.analysed`) and walks the lists. A new table or figure is one entry here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from functools import partial
+from importlib import import_module
 from typing import Callable
 
 import pandas as pd
 
 from lbscale.report import branch_study
-from lbscale.report.analysed import Analysis, branched, rule_based, tuned
+from lbscale.report.analysed import Analysis, analyse_branches, analyse_rule_based, analyse_tuned
 from lbscale.report.load import Study
 from lbscale.report.options import ReportOptions, resolve_metric
 
@@ -60,13 +60,13 @@ TABLES = [
     Entry("branches", BRANCH, "branch_study.branches_table", lambda a: [a.branches]),
     Entry("accuracy", RULE, "tables.accuracy_table", lambda a: [a.study, a.metric, a.compare]),
     Entry("lr", RULE, "tables.lr_table", lambda a: [a.study, a.metric, a.compare]),
-    Entry("best-trial", TUNED, "tuned_tables.best_trial_table",
+    Entry("tuned-best", TUNED, "tuned_tables.best_trial_table",
           lambda a: [a.study, a.best, a.metric, a.target, a.optima]),
     Entry("tuned-fits", TUNED, "tuned_tables.fits_table", lambda a: [a.study, a.every, a.target, a.at_target]),
-    Entry("estimates", TUNED, "estimates.estimates_table", lambda a: [a.three, a.target, a.metric],
+    Entry("critical-batch-estimates", TUNED, "estimates.estimates_table", lambda a: [a.three, a.target, a.metric],
           lambda a: a.three is not None),
     Entry("rounds", TUNED, "tuned_tables.rounds_table", lambda a: [a.rounds], lambda a: a.rounds),
-    Entry("budget", TUNED, "tuned_tables.budget_table", lambda a: [a.view, a.metric]),
+    Entry("tuned-budget", TUNED, "tuned_tables.budget_table", lambda a: [a.view, a.metric]),
     Entry("time", BOTH, "tables.time_table", lambda a: [a.study, a.compare], keywords=lambda a: {"trials": a.winners}),
     Entry("time-split", BOTH, "tables.time_split_table", lambda a: [a.study]),
     Entry("by-variant", RULE, "tables.axis_table", lambda a: [a.study, "variant", a.metric], _several("variant")),
@@ -76,7 +76,7 @@ TABLES = [
     Entry("schedules", RULE, "schedules.schedule_table", lambda a: [a.study, a.per_epoch, a.target, a.steps],
           lambda a: a.steps is not None, eager=True),
     Entry("time-to-target", BOTH, "gpus.TimeToTarget.table", lambda a: [a.times], lambda a: a.times, eager=True),
-    Entry("time-to-target-published", BOTH, "gpus.TimeToTarget.published", lambda a: [a.times],
+    Entry("time-published", BOTH, "gpus.TimeToTarget.published", lambda a: [a.times],
           lambda a: a.times, eager=True),
     Entry("scaling", BOTH, "tables.scaling_table", lambda a: [a.study], lambda a: a.scaling),
     Entry("scaling-model", BOTH, "scaling_model.scaling_model_table",
@@ -141,11 +141,10 @@ def build(study: Study, o: ReportOptions, model=None) -> Built:
     """The study's analysis (rule-based, tuned or a branch study: `report.analysed`), then its tables and figures
     in the lists' order."""
     found = branch_study.folders(study, o)
-    metric = resolve_metric(study, o.metric)
     if found:
-        a = branched(study, found)
+        a = analyse_branches(study, found)
     else:
-        a = tuned(study, o, metric, model) if study.tuned else rule_based(study, o, metric, model)
+        a = (analyse_tuned if study.tuned else analyse_rule_based)(study, o, resolve_metric(study, o.metric), model)
     tables = [t for t in (e.make(a) for e in TABLES) if t is not None]
     figures = {e.name: f for e, f in ((e, e.make(a)) for e in FIGURES) if f is not None}
     if a.lead_first and a.lead_first in figures:  # e.g. nothing reached the target: the budget figure leads
