@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lbscale.analysis.intervals import LEVEL  # the level the report names
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_verdict_coverage import EVALS, covers  # noqa: E402  (the simulator's evaluation steps, strict scoring)
 
@@ -48,7 +49,7 @@ TRUTHS = [
     Truth("B_crit 128 inside 32..256, sigma ~ sqrt(B) 0.25..0.71", sigma=(0.25, 0.5)),
     Truth("B_crit 512 past 32..256, sigma ~ sqrt(B) 0.15..0.42", b_crit=512.0),
 ]
-RATIO, LEVEL = 4.0, 0.9
+RATIO = 4.0
 MAX_ROUNDS = 30
 
 

@@ -14,9 +14,9 @@ import math
 from dataclasses import asdict, dataclass
 
 from lbscale.analysis.critical import ema_update
+from lbscale.analysis.intervals import LEVEL
 
 GNS_FILE = "gns.json"
-LEVEL = 0.9  # the interval's level, as the report's
 
 
 def estimate(g2_small: float, g2_big: float, b_small: float, b_big: float) -> tuple[float, float]:

@@ -12,52 +12,15 @@ what the papers found, not a defect."""
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import pandas as pd
 
+from lbscale.report.branch_study import BRANCH_TABLE, branch_studies, local_at
 from lbscale.report.numbers import estimate_cell, whole
-from lbscale.report.steps_model import LEVEL
+from lbscale.analysis.intervals import LEVEL
 from lbscale.report.tables import Table
 
-BRANCH_TABLE = "critical-batch.csv"  # lbscale branch's table (lbscale.studies.branch.TABLE)
 KINDS = ("tuned", "gns", "branch")
-
-
-def branch_studies(results: list[str], trials: set = frozenset()) -> list[Path]:
-    """The branch studies kept with a sweep's results: folders one level down holding `lbscale branch`'s table
-    (`lbscale branch TRIAL` writes TRIAL-branches beside TRIAL, so inside the sweep's results); the sweep's own
-    trial directories (`trials`, by name) are not looked into."""
-    found = []
-    for r in map(Path, results):
-        if r.is_dir():
-            with os.scandir(r) as entries:  # the file type from the listing: no stat per trial directory
-                dirs = [e.name for e in entries if e.is_dir() and e.name not in trials]
-            found += sorted(r / d for d in dirs if (r / d / BRANCH_TABLE).is_file())
-    return found
-
-
-def local_at(table: pd.DataFrame, step: float | None) -> dict | None:
-    """The branch study's local critical batch at the checkpoint nearest `step` of the parent (its last one
-    where `step` is unknown), with its interval from the batches tried: the true value lies between the largest
-    batch that kept up and the next one tried, which did not; only a lower end where every factor kept up, only an
-    upper end where only the parent's own batch did (the parent may already train past it)."""
-    per = table.drop_duplicates("checkpoint").dropna(subset=["critical_batch"])
-    if per.empty:
-        return None
-    at = per.iloc[(per["parent_step"] - step).abs().argsort().iloc[0]] if step is not None else per.iloc[-1]
-    tried = sorted(table.loc[table["checkpoint"] == at["checkpoint"], "batch"].unique())
-    value = float(at["critical_batch"])
-    above = [b for b in tried if b > value]
-    if str(at["why"]).startswith("every factor"):
-        lo, hi, kind = value, math.inf, "lower"
-    elif value <= tried[0]:
-        lo, hi, kind = 0.0, float(above[0]), "upper"
-    else:
-        lo, hi, kind = value, float(above[0]), "interval"
-    return {"value": value, "lo": lo, "hi": hi, "kind": kind, "checkpoint": at["checkpoint"],
-            "parent_step": int(at["parent_step"]), "samples": at.get("samples")}
 
 
 def _kind(lo, hi) -> str:

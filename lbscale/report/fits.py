@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lbscale.report.likelihood import t_quantile
-from lbscale.report.steps_model import LEVEL  # one level for every interval of the report
+from lbscale.analysis.intervals import LEVEL
 
 MIN_BATCHES = 3  # two parameters and one residual degree of freedom
 

@@ -14,9 +14,11 @@ import pandas as pd
 import numpy as np
 
 from lbscale.report.likelihood import t_quantile
-from lbscale.report.numbers import estimate_cell, number, whole
-from lbscale.report.steps_model import LEVEL, steps_at
-from lbscale.report.tables import Table, arm_model, batch_label
+from lbscale.report.numbers import estimate_cell, interval_after, number, whole
+from lbscale.analysis.intervals import LEVEL
+from lbscale.report.steps_model import steps_at
+from lbscale.report.critical_batch import arm_model
+from lbscale.report.tables import Table, batch_label
 from lbscale.report.time_to_target import (best_per_gpus, interpolated_steps, measured_steps, one_run_steps, pareto,
                                            recommend, step_model, time_grid)
 
@@ -172,18 +174,6 @@ def _time(s) -> str:
     return f"{s / 3600:.2f} h" if s >= 3600 else f"{s:,.0f} s" if s >= 100 else f"{s:.1f} s"
 
 
-def _interval(lo, hi) -> str:
-    if lo is None or hi is None or not math.isfinite(lo) or pd.isna(lo) or pd.isna(hi) or lo == hi:
-        return ""
-    return f" [{_time(lo)}, {'inf' if not math.isfinite(hi) else _time(hi)}]"
-
-
-def _range(lo, hi) -> str:
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi) or lo == hi:
-        return ""
-    return f" [{number(lo)}, {'inf' if not math.isfinite(hi) else number(hi)}]"
-
-
 def _weak(grid: pd.DataFrame, per_gpu: float | None, k: int) -> dict:
     w = grid[(grid["per_gpu"] == per_gpu) & grid["seconds"].notna()] if per_gpu else grid.iloc[0:0]
     at, one = w[w["gpus"] == k], w[w["gpus"] == 1]
@@ -208,8 +198,8 @@ def time_table(grid: pd.DataFrame, bases: list[Basis], per_gpu: float | None, mo
                                                                       r.steps_source else ""),
                          "Steps to target": number(r.steps), "Step [s]": f"{r.step_seconds:.3g}"
                          + (" measured" if measured else " extrapolated" if "extrap" in r.step_source else ""),
-                         "Time to target": _time(r.seconds) + _interval(r.seconds_lo, r.seconds_hi),
-                         "GPU-hours": number(r.gpu_hours) + _range(r.gpu_hours_lo, r.gpu_hours_hi),
+                         "Time to target": _time(r.seconds) + interval_after(r.seconds_lo, r.seconds_hi, _time),
+                         "GPU-hours": number(r.gpu_hours) + interval_after(r.gpu_hours_lo, r.gpu_hours_hi, number),
                          f"Weak ({per_gpu:,.0f}/GPU)" if per_gpu else "Weak": _time(weak["seconds"]),
                          "Weak speed-up per epoch": number(weak["epoch_speedup"]),
                          "Weak speed-up to target": number(weak["target_speedup"])})
@@ -251,7 +241,7 @@ def recommendation(grid: pd.DataFrame, gpu_budget: int | None, deadline_hours: f
         f = rec["fastest"]
         parts.append(f"fastest{f' within {gpu_budget} GPUs' if gpu_budget else ''}: batch "
                      f"{batch_label(f['global_batch'])} on {_gpus(f['gpus'])}{_of(f, several)}, "
-                     f"{_time(f['seconds'])}{_interval(f['seconds_lo'], f['seconds_hi'])}, "
+                     f"{_time(f['seconds'])}{interval_after(f['seconds_lo'], f['seconds_hi'], _time)}, "
                      f"{number(f['gpu_hours'])} GPU-hours" + _tie(g, f, gpu_budget, several))
     elif gpu_budget:
         parts.append(f"nothing predicted within {gpu_budget} GPUs")
@@ -283,8 +273,9 @@ def _tie(g: pd.DataFrame, best: dict, gpu_budget: int | None, several: bool) -> 
     r = other.loc[other["seconds"].idxmin()]
     if not (r["seconds_lo"] <= best["seconds_hi"] and best["seconds_lo"] <= r["seconds_hi"]):
         return ""
+    spread = interval_after(r["seconds_lo"], r["seconds_hi"], _time)
     return (f" (a tie within the {LEVEL:.0%} intervals with batch {batch_label(r['global_batch'])} on "
-            f"{_gpus(r['gpus'])}{_of(r, several)}, {_time(r['seconds'])}{_interval(r['seconds_lo'], r['seconds_hi'])})")
+            f"{_gpus(r['gpus'])}{_of(r, several)}, {_time(r['seconds'])}{spread})")
 
 
 def _of(row: dict, several: bool) -> str:
@@ -316,17 +307,40 @@ def published_rows(compare: pd.DataFrame | None, grid: pd.DataFrame) -> Table | 
                   "data pipeline; predicted: this study's steps to its target and this machine's step time."])
 
 
-def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict | None, scaling_model,
-            gpu_budget=None, deadline=None, largest_default: int = 1024,
-            compare: pd.DataFrame | None = None) -> tuple[list, dict, str | None]:
-    """The time-to-target tables, figure and recommendation line of a study given the all-reduce fit; nothing
-    where no steps to target can be predicted. `models`: the steps model per arm (a tuned study's), None to fit
-    them here from `per_trial` (a rule-based one)."""
-    from lbscale.report import plots
+@dataclass
+class TimeToTarget:
+    """Time to target and GPU-hours per GPU count (`grid`) predicted from the all-reduce fit, and the line that
+    recommends a configuration; the report's entries (`report.sections`) make its tables and figure."""
 
+    grid: pd.DataFrame
+    bases: list
+    per_gpu: float | None
+    model: dict
+    compare: pd.DataFrame | None
+    advice: str | None
+
+    def table(self) -> Table:
+        return time_table(self.grid, self.bases, self.per_gpu, self.model)
+
+    def published(self) -> Table | None:
+        return published_rows(self.compare, self.grid)
+
+    def figure(self):
+        from lbscale.report import plots
+
+        fronts = {k: pareto(g) for k, g in self.grid.groupby(["variant", "basis"], sort=False)}
+        return plots.time_to_target(self.grid, fronts, self.per_gpu, self.compare)
+
+
+def predicted_times(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict | None, scaling_model,
+                   gpu_budget=None, deadline=None, largest_default: int = 1024,
+                   compare: pd.DataFrame | None = None) -> TimeToTarget | None:
+    """A study's time to target given the all-reduce fit; None where no steps to target can be predicted.
+    `models`: the steps model per arm (a tuned study's), None to fit them here from `per_trial` (a rule-based
+    one)."""
     measured = measured_steps(study.epochs, study.trials)
     if not len(measured):
-        return [], {}, None
+        return None
     model = step_model(measured, scaling_model.doc)
     bases = [b for b in study_bases(optima, per_trial, models) if b.steps["steps"].notna().any()] \
         if len(optima) else []
@@ -334,15 +348,9 @@ def section(study, optima: pd.DataFrame, per_trial: pd.DataFrame, models: dict |
     gpus = gpu_counts(measured, scaling_model.gpus, largest_default)
     grid = grids(bases, model, measured, gpus)
     if not len(grid) or grid["seconds"].notna().sum() == 0:
-        return [], {}, None
-    per_gpu = weak_batch(measured)
-    tables = [time_table(grid, bases, per_gpu, model)]
-    paper = published_rows(compare, grid)
-    if paper is not None:
-        tables.append(paper)
-    fronts = {k: pareto(g) for k, g in grid.groupby(["variant", "basis"], sort=False)}
-    figs = {"time-to-target": lambda: plots.time_to_target(grid, fronts, per_gpu, compare)}
-    return tables, figs, recommendation(grid, gpu_budget, deadline)
+        return None
+    return TimeToTarget(grid, bases, weak_batch(measured), model, compare,
+                        recommendation(grid, gpu_budget, deadline))
 
 
 def study_steps(steps: pd.DataFrame) -> pd.DataFrame:

@@ -48,6 +48,14 @@ def bounded(value, lo, hi, fmt) -> str:
     return f"{fmt(value)} {left}, {right}"
 
 
+def interval_after(lo, hi, fmt) -> str:
+    """The interval written after its value: ' [110, 290]', ' [110, inf]' where the upper end is open; '' where an
+    end is missing or not finite below, or both agree (nothing to show)."""
+    if not _finite(lo) or hi is None or hi != hi or lo == hi:
+        return ""
+    return f" [{fmt(lo)}, {fmt(hi) if math.isfinite(hi) else 'inf'}]"
+
+
 def estimate_cell(value, lo, hi, kind, fmt) -> str:
     """A quantity with its interval as the data support it, for a table cell: '410 [260, 900]' (both ends
     finite), '> 256' (bounded from below only), '< 64' (from above only), 'not resolved' (neither)."""

@@ -10,11 +10,13 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lbscale.analysis.intervals import LEVEL  # noqa: E402
 from lbscale.report.load import Study  # noqa: E402
 from lbscale.report.numbers import estimate_cell, estimate_text, tick, whole  # noqa: E402
 from lbscale.report.scaling import scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
-from lbscale.report.tables import arm_models, batch_label, metric_label  # noqa: E402
+from lbscale.report.critical_batch import arm_models  # noqa: E402
+from lbscale.report.tables import batch_label, metric_label  # noqa: E402
 from lbscale.report.tuned import whole_split  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
 
@@ -192,7 +194,7 @@ def _perfect_scaling(ax, batches: np.ndarray, steps: np.ndarray, color, variant)
 def steps_to_target(steps: pd.DataFrame, metric: str, target: float, compare: pd.DataFrame | None = None,
                     models: dict | None = None):
     """Steps to target vs global batch (log-log), the perfect-scaling line and the model's S_min (1 + B_crit / B)
-    where B_crit has a two-sided interval (`models`: `tables.arm_models(steps)` where already fitted)."""
+    where B_crit has a two-sided interval (`models`: `critical_batch.arm_models(steps)` where already fitted)."""
     models = arm_models(steps) if models is None else models
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     reached = steps.dropna(subset=["steps"])
@@ -351,6 +353,57 @@ def lr_schedules(study: Study):
     return fig
 
 
+TIME_PARTS = {"compute_seconds": "compute", "data_seconds": "waiting for data",
+              "comm_seconds": "communication (exposed all-reduce)", "imbalance_seconds": "waiting for slower ranks"}
+
+
+def _bar_slot(groups: list[str]) -> float:
+    """A bar's slot (inches) wide enough for its batch and for its share of its group's name (measured at 9 pt)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    nine = FontProperties(size=9)
+    return max([0.45] + [(text_to_path.get_text_width_height_descent(g, nine, ismath=False)[0] / 72 + 0.2) / n
+                         for g, n in pd.Series(groups).value_counts().items()])
+
+
+def _stacked_parts(ax, x, per: pd.DataFrame, recorded: dict) -> list:
+    """The time's parts stacked in `TIME_PARTS`' order, each in its own color; the legend's handles."""
+    from matplotlib.patches import Patch
+
+    bottom = np.zeros(len(per))
+    handles = []
+    for i, (column, name) in enumerate(TIME_PARTS.items()):
+        color = f"C{i}"  # each part its own color, whether or not it has bars
+        if recorded[column] or column in ("compute_seconds", "data_seconds"):
+            bars = ax.bar(x, per[column], bottom=bottom, label=name, color=color)
+            for bar, base in zip(bars, bottom):  # a stacked bar's bottom is no edge of the data: matplotlib
+                if base:  # would end the axis there (a sticky edge), on the tallest stack with a 0 s part on top
+                    bar.sticky_edges.y.clear()
+            handles.append(bars)
+            bottom = bottom + per[column].to_numpy()
+        else:  # no trial timed it: its legend entry says so (in its color), and no bar of height 0 is drawn
+            label = f"{name} (not recorded)"
+            ax.bar([], [], label=label)
+            handles.append(Patch(color=color, label=label))
+    return handles
+
+
+def _grouped_batch_axis(ax, x, batches: list, groups: list[str]) -> None:
+    """Each bar's batch under it, its group's name once below them (not "lamb-sqrt 512" forty times, turned 60
+    degrees: harder to read, and a third of the figure's drawing), a line between groups."""
+    ax.xaxis.remove_overlapping_locs = False  # a group of one bar: its name's tick lies on its batch's
+    ax.set_xticks(x, [batch_label(b) for b in batches], minor=True)
+    ax.tick_params(axis="x", which="minor", labelsize=8)
+    starts = [i for i in range(len(groups)) if i == 0 or groups[i] != groups[i - 1]]
+    ax.set_xticks([(a + b - 1) / 2 for a, b in zip(starts, starts[1:] + [len(groups)])], [groups[a] for a in starts],
+                  fontsize=9)
+    ax.tick_params(axis="x", which="major", length=0, pad=14)
+    ax.grid(False, axis="x")
+    for a in starts[1:]:
+        ax.axvline(a - 0.5, color="0.6", lw=0.8)
+
+
 def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "seeds"):
     """Training seconds computing, waiting for data, waiting for the gradient all-reduce and waiting for slower
     ranks (stacked in that order), per (variant, warm-up where the grid varies it, global batch), the mean over
@@ -360,7 +413,7 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     says "(not recorded)"."""
     t = study.trials if trials is None else trials
     t = t[t["state"].isin(FINISHED)]
-    columns = ["compute_seconds", "data_seconds", "comm_seconds", "imbalance_seconds"]
+    columns = list(TIME_PARTS)
     parts = t.reindex(columns=columns).apply(pd.to_numeric, errors="coerce")
     recorded = {c: bool(parts[c].notna().any()) for c in columns}
     keys = [t["variant"].fillna("-")] + ([t["warmup"].map(_warmup)] if study.varies("warmup") else []) \
@@ -369,49 +422,13 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     title = f"Compute, data wait, communication and imbalance (mean over {over})"
     room = 3.3  # inches right of the axes for the legend (its longest entry ends "... (not recorded)")
     groups = [" warm-up ".join(map(str, k[:-1])) for k in per.index]  # the variant (and warm-up) under its bars
-    counts = pd.Series(groups).value_counts()
-    # a bar's slot wide enough for its batch and for its share of its group's name (measured at 9 pt, in inches)
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import text_to_path
-
-    nine = FontProperties(size=9)
-    slot = max([0.45] + [(text_to_path.get_text_width_height_descent(g, nine, ismath=False)[0] / 72 + 0.2) / n
-                         for g, n in counts.items()])
+    slot = _bar_slot(groups)
     # the axes at least as wide as the title over them (about 0.09 inch a character at 12 pt): a title wider
     # than the canvas loses the glyphs that fall outside it
     fig, ax = plt.subplots(figsize=(max(6.4, slot * len(per) + 2, 0.09 * len(title) + 1.2) + room, 4.8))
     x = np.arange(len(per))
-    labels = {"compute_seconds": "compute", "data_seconds": "waiting for data",
-              "comm_seconds": "communication (exposed all-reduce)", "imbalance_seconds": "waiting for slower ranks"}
-    bottom = np.zeros(len(per))
-    from matplotlib.patches import Patch
-
-    handles = []
-    for i, column in enumerate(columns):
-        color = f"C{i}"  # each part its own color, whether or not it has bars
-        if recorded[column] or column in ("compute_seconds", "data_seconds"):
-            bars = ax.bar(x, per[column], bottom=bottom, label=labels[column], color=color)
-            for bar, base in zip(bars, bottom):  # a stacked bar's bottom is no edge of the data: matplotlib
-                if base:  # would end the axis there (a sticky edge), on the tallest stack with a 0 s part on top
-                    bar.sticky_edges.y.clear()
-            handles.append(bars)
-            bottom = bottom + per[column].to_numpy()
-        else:  # no trial timed it: its legend entry says so (in its color), and no bar of height 0 is drawn
-            label = f"{labels[column]} (not recorded)"
-            ax.bar([], [], label=label)
-            handles.append(Patch(color=color, label=label))
-    # each bar's batch under it, its group's name once below them (not "lamb-sqrt 512" forty times, turned 60
-    # degrees: harder to read, and a third of the figure's drawing), a line between groups
-    ax.xaxis.remove_overlapping_locs = False  # a group of one bar: its name's tick lies on its batch's
-    ax.set_xticks(x, [batch_label(k[-1]) for k in per.index], minor=True)
-    ax.tick_params(axis="x", which="minor", labelsize=8)
-    starts = [i for i in range(len(groups)) if i == 0 or groups[i] != groups[i - 1]]
-    ax.set_xticks([(a + b - 1) / 2 for a, b in zip(starts, starts[1:] + [len(groups)])], [groups[a] for a in starts],
-                  fontsize=9)
-    ax.tick_params(axis="x", which="major", length=0, pad=14)
-    ax.grid(False, axis="x")
-    for a in starts[1:]:
-        ax.axvline(a - 0.5, color="0.6", lw=0.8)
+    handles = _stacked_parts(ax, x, per, recorded)
+    _grouped_batch_axis(ax, x, [k[-1] for k in per.index], groups)
     ax.set_ylabel("training time per trial [s]")
     ax.set_title(title)
     # beside the axes, the gap in points (borderaxespad) rather than a share of the axes' width
@@ -420,7 +437,7 @@ def time_split(study: Study, trials: pd.DataFrame | None = None, over: str = "se
     return fig
 
 
-# --- a tuned study (a hyperparameter search per batch): from `tuned.best_trials` and `tuned.tuned_fits` ----------
+# --- a tuned study (a hyperparameter search per batch): from `tuned.best_trials` and `critical_batch.fits_of` ---
 
 def _by_variant(frame: pd.DataFrame):
     return frame.groupby(frame["variant"].fillna("-"), sort=True) if len(frame) else []
@@ -472,7 +489,7 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
                            alpha=0.12)
             else:
                 bounds.append(f"{variant}: " + estimate_text("B_crit", f["b_crit"], f["b_crit_lo"], f["b_crit_hi"],
-                                                             f["b_crit_kind"], whole, 0.9))
+                                                             f["b_crit_kind"], whole, LEVEL))
     if len(outcomes):
         _batch_axis(ax, outcomes["global_batch"])
     if not len(optima) or not optima["reached"].any():

@@ -1,10 +1,33 @@
-"""Pure scaling math: the series of GPU counts a study ran, speedup and efficiency. The critical batch has its
-own home: `report.steps_model`."""
+"""The study's analysis as pure DataFrame functions: steps to a target per trial, the series of GPU counts a study
+ran, speedup and efficiency. The critical batch has its own home: `report.steps_model`."""
 
 from __future__ import annotations
 
-
 import numpy as np
+import pandas as pd
+
+from lbscale.report.load import Study
+from lbscale.report.tuned import steps_to_result
+from lbscale.results import FINISHED
+from lbscale.task import Task
+
+GROUP = ["variant", "warmup", "global_batch", "gpus"]  # a rule-based study's groups; statistics are over seeds
+
+
+def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
+    """Steps / epochs / seconds to `target` per finished trial, from its evaluations (step evaluations where the
+    trial made them, else its epoch records: an analysis choice made after the runs); trials that never reached
+    it have None; step_before (the evaluation before the crossing) and last_step (its last evaluation)."""
+    t = study.trials[study.trials["state"].isin(FINISHED)]
+    keys = ["results", "trial"]
+    out = t[keys + GROUP + ["seed"]].copy()
+    ev = study.steps
+    if len(ev) == 0 or metric not in ev:
+        return out.assign(steps=None, epochs=None, seconds=None)
+    first = steps_to_result(ev, metric, target, task.higher_is_better(metric), keys)
+    first = first.rename(columns={"step": "steps", "epoch": "epochs", "elapsed_seconds": "seconds"})
+    last = ev.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
+    return out.merge(first, on=keys, how="left").merge(last, on=keys, how="left")
 
 
 def scaling_series(trials, means=()):

@@ -7,7 +7,7 @@ import pandas as pd
 
 from lbscale.results import FINISHED
 from lbscale.report.load import Study
-from lbscale.report.tables import Table, _stat, batch_label
+from lbscale.report.tables import Table, batch_label, mean_std
 from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
 
 
@@ -45,9 +45,9 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
         arm_mean = None
         for label, g in rows:
             s = steps.reindex(pd.MultiIndex.from_frame(g[keys]) if len(keys) > 1 else g[keys[0]])
-            st, mean, _, _ = _stat(s["steps"], 1)
-            tt, _, _, _ = _stat(s["seconds"], 2)
-            ft, _, _, _ = _stat(g[final] if final in g else [], 3)
+            st, mean, _, _ = mean_std(s["steps"], 1)
+            tt, _, _, _ = mean_std(s["seconds"], 2)
+            ft, _, _, _ = mean_std(g[final] if final in g else [], 3)
             arm_mean = mean if label == "arm" else arm_mean
             saved = (f"{100 * (1 - arm_mean / mean):.0f}%" if label != "arm" and arm_mean and mean else "-")
             reached = int(s["steps"].notna().sum())

@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from lbscale.analysis.intervals import LEVEL
 from lbscale.report.likelihood import (REACH, Fitter, Observations, Problem, log_s_min_for, profile, t_quantile,
                                        threshold)
 
 __all__ = ["LEVEL", "Observations", "Estimate", "ModelFit", "fit", "threshold", "steps_at", "ratio",
            "doubling_saving", "steps_for_samples"]
 
-LEVEL = 0.9  # the intervals' level, as the tables and the verdict name it
 ALPHA_REACH = 4.0  # alpha's profile is searched within +- 4 of its estimate
 NAMES = ("log_s_min", "log_b_crit", "lr0", "alpha", "log_k", "v0", "v1")
 

@@ -16,11 +16,9 @@ import pandas as pd
 from lbscale.report.load import Study
 from lbscale.report.numbers import estimate_cell, number, whole
 from lbscale.results import FINISHED
-from lbscale.report.scaling import scaling_series, speedup_efficiency
-from lbscale.report.steps_model import LEVEL
-from lbscale.report.steps_model import fit as fit_steps
-from lbscale.report.tuned import observations, resolve_hint, steps_to_result
-from lbscale.task import Task
+from lbscale.report.scaling import GROUP, scaling_series, speedup_efficiency
+from lbscale.analysis.intervals import LEVEL
+from lbscale.report.critical_batch import arm_models, resolve_hint
 
 LABELS = {"top1": "Accuracy", "top5": "Top-5 accuracy", "f1_micro": "F1", "f1_macro": "F1 macro",
           "precision": "Precision", "recall": "Recall", "loss": "Loss"}
@@ -46,7 +44,6 @@ def per_epoch(study: Study, metric: str) -> str:
     if len(ep) and metric in ep and ep[metric].notna().any():
         return metric
     return "val_" + metric.partition("_")[2]
-GROUP = ["variant", "warmup", "global_batch", "gpus"]
 
 
 @dataclass
@@ -68,7 +65,8 @@ def batch_label(b) -> str:
     return str(b)
 
 
-def _stat(values, digits=3) -> tuple[str, float | None, float | None, int]:
+def mean_std(values, digits=3) -> tuple[str, float | None, float | None, int]:
+    """Over seeds: ('mean ± std (n=k)', or the value alone for one seed; '-' for none), mean, std, k."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     if not vals:
         return "-", None, None, 0
@@ -97,7 +95,7 @@ def _metric_cell(g: pd.DataFrame, col: str, digits=3) -> tuple[str, float | None
     stopped = int((diverged & ~has).sum())
     if not has.any():
         return ("diverges" if n == 1 else f"diverges ({stopped} of {n})") if stopped else "-", None, None
-    text, mean, std, _ = _stat(values[has], digits)
+    text, mean, std, _ = mean_std(values[has], digits)
     ran_on = int((diverged & has).sum())
     if ran_on:
         text += " (diverged)" if ran_on == int(has.sum()) else f" ({ran_on} of {n} diverged)"
@@ -135,7 +133,7 @@ def accuracy_table(study: Study, metric: str, compare: pd.DataFrame | None = Non
         n, k = len(g), int((g["state"] == "diverged").sum())
         m_text, m_mean, m_std = _metric_cell(g, f"final_{metric}")
         l_text, l_mean, l_std = _metric_cell(g, f"final_{loss_of(metric)}")
-        t_text, t_mean, t_std, _ = _stat(g["epoch_seconds"], 2)
+        t_text, t_mean, t_std, _ = mean_std(g["epoch_seconds"], 2)
         if g["epoch_seconds_estimated"].any():
             t_text += " (partial epoch)"
         disp.append({**_lead(keys, study), label: m_text, metric_label(loss_of(metric)): l_text,
@@ -255,20 +253,20 @@ def time_table(study: Study, compare: pd.DataFrame | None = None, trials: pd.Dat
     disp, tidy = [], []
     for keys, g in _groups(study, trials=trials):
         keys = dict(zip(GROUP, keys))
-        text, mean, _, _ = _stat(g["total_train_seconds"], 1)
+        text, mean, _, _ = mean_std(g["total_train_seconds"], 1)
         # the epochs trained: those completed, or where a step evaluation was later (a trial that stopped at its
         # target, or was pruned, mid-epoch)
         last = stepped.reindex(pd.MultiIndex.from_arrays([g["results"], g["trial"]])).to_numpy(dtype=float)
         trained = np.fmax(_floats(g["epochs_done"]), last)
         whole = bool(np.all(np.isnan(trained) | (trained % 1 == 0)))
-        ep, ep_mean, _, _ = _stat(trained, 0 if whole else 2)
+        ep, ep_mean, _, _ = mean_std(trained, 0 if whole else 2)
         row = {**_lead(keys, study), "Epochs": ep, "Total training time [s]": text}
         numbers = {"epochs_mean": math.nan if ep_mean is None else ep_mean, "total_train_seconds_mean": mean}
         if with_steps:
             steps = pd.to_numeric(g["steps"], errors="coerce")
-            row["Steps"], numbers["steps_mean"], _, _ = _stat(steps, 0)
+            row["Steps"], numbers["steps_mean"], _, _ = mean_std(steps, 0)
             per_step = pd.to_numeric(g["total_train_seconds"], errors="coerce") / steps
-            row["Time per step [s]"], numbers["step_seconds_mean"], _, _ = _stat(per_step, 3)
+            row["Time per step [s]"], numbers["step_seconds_mean"], _, _ = mean_std(per_step, 3)
         disp.append(row)
         tidy.append({**keys, **numbers})
     display, tidy = pd.DataFrame(disp), pd.DataFrame(tidy)
@@ -331,22 +329,6 @@ def axis_table(study: Study, axis: str, metric: str) -> Table:
     return Table(f"by-{axis}", f"{label} by global batch and {axis}", display, pd.DataFrame(tidy))
 
 
-def target_steps(study: Study, metric: str, target: float, task: Task) -> pd.DataFrame:
-    """Steps / epochs / seconds to `target` per finished trial, from its evaluations (step evaluations where the
-    trial made them, else its epoch records: an analysis choice made after the runs); trials that never reached
-    it have None; step_before (the evaluation before the crossing) and last_step (its last evaluation)."""
-    t = study.trials[study.trials["state"].isin(FINISHED)]
-    keys = ["results", "trial"]
-    out = t[keys + GROUP + ["seed"]].copy()
-    ev = study.steps
-    if len(ev) == 0 or metric not in ev:
-        return out.assign(steps=None, epochs=None, seconds=None)
-    first = steps_to_result(ev, metric, target, task.higher_is_better(metric), keys)
-    first = first.rename(columns={"step": "steps", "epoch": "epochs", "elapsed_seconds": "seconds"})
-    last = ev.dropna(subset=[metric]).groupby(keys, sort=False)["step"].max().rename("last_step").reset_index()
-    return out.merge(first, on=keys, how="left").merge(last, on=keys, how="left")
-
-
 def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table:
     disp, tidy = [], []
     if len(per_trial):
@@ -354,9 +336,9 @@ def target_table(study: Study, metric: str, target: float, per_trial: pd.DataFra
                                         variant=per_trial["variant"].fillna("-")).groupby(GROUP, sort=True):
             keys = dict(zip(GROUP, keys))
             reached = g.dropna(subset=["steps"])
-            st, s_mean, _, _ = _stat(reached["steps"], 0)
-            et, _, _, _ = _stat(reached["epochs"], 1)
-            tt, t_mean, _, _ = _stat(reached["seconds"], 1)
+            st, s_mean, _, _ = mean_std(reached["steps"], 0)
+            et, _, _, _ = mean_std(reached["epochs"], 1)
+            tt, t_mean, _, _ = mean_std(reached["seconds"], 1)
             disp.append({**_lead(keys, study), "Reached": f"{len(reached)} of {len(g)}", "Steps to target": st,
                          "Epochs to target": et, "Time to target [s]": tt})
             tidy.append({**keys, "reached": len(reached), "seeds": len(g), "steps_mean": s_mean,
@@ -430,22 +412,6 @@ def critical_batch_table(study: Study, steps: pd.DataFrame, models: dict | None 
                   "neither, each with what would resolve it; nothing is clipped to the measured batches",
                   "B_simple: tr(Sigma) / |G|^2 measured from gradients (median over trials), McCandlish et al.'s "
                   "predictor of B_crit (up to a factor)"])
-
-
-def arm_models(steps: pd.DataFrame) -> dict:
-    """`arm_model` of each variant's trials in `target_steps` (by variant; None where it has no fit)."""
-    if not len(steps) or "steps" not in steps:
-        return {}
-    return {v: arm_model(g) for v, g in steps.groupby(steps["variant"].fillna("-"), sort=True)}
-
-
-def arm_model(steps: pd.DataFrame):
-    """The steps model (`steps_model.fit`, no LR bowl) of one arm's per-trial `target_steps`; None where fewer
-    than two batches reached the target."""
-    frame = pd.DataFrame({"global_batch": steps["global_batch"], "reached": steps["steps"].notna(),
-                          "steps_to_target": steps["steps"], "steps_before": steps.get("step_before"),
-                          "last_step": steps.get("last_step")})
-    return fit_steps(observations(frame, None), LEVEL, quantities=("b_crit", "s_min"))
 
 
 def trials_table(study: Study) -> Table:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from lbscale.analysis.allreduce_model import DDP_BUCKET_BYTES, ring_allreduce_seconds
 from lbscale.report.likelihood import t_quantile
-from lbscale.report.steps_model import LEVEL
+from lbscale.analysis.intervals import LEVEL
 
 STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds", "train_seconds")
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lbscale.report.load import HP, Study
 from lbscale.report.numbers import bounded, estimate_cell, estimate_text, number, whole
-from lbscale.report.steps_model import LEVEL  # the intervals' level, as tables and verdict name it
+from lbscale.analysis.intervals import LEVEL
 from lbscale.report.tables import Table, batch_label, metric_label
 from lbscale.report.noise_scale import gns_at_target, gns_note, gns_sources, variant_gns
 from lbscale.report.tuned import hp_columns
@@ -45,11 +45,6 @@ def _hp(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-
-def _interval(lo, hi, fmt) -> str:
-    missing = any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (lo, hi))
-    return "[-]" if missing else f"[{fmt(lo)}, {fmt(hi)}]"
 
 
 def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: float | None,
@@ -135,8 +130,9 @@ def regimes_text(f) -> str:
     if f.get("b_crit_kind") != "interval":
         return ""
     b, lo, hi = f["b_crit"], f["b_crit_lo"], f["b_crit_hi"]
-    text = (f"a doubling of the batch saves >= 45% of the steps below ~{whole(b / 9)} [{whole(lo / 9)}, "
-            f"{whole(hi / 9)}], under 10% above ~{whole(4 * b)} [{whole(4 * lo)}, {whole(4 * hi)}]")
+    below = estimate_cell(b / 9, lo / 9, hi / 9, "interval", whole)
+    above = estimate_cell(4 * b, 4 * lo, 4 * hi, "interval", whole)
+    text = f"a doubling of the batch saves >= 45% of the steps below ~{below}, under 10% above ~{above}"
     for name, q, unit in (("S_min", "s_min", "steps"), ("E_min", "e_min", "samples")):
         if f.get(f"{q}_kind") in ("interval", "lower", "upper"):
             text += "; " + estimate_text(name, f[q], f[f"{q}_lo"], f[f"{q}_hi"], f[f"{q}_kind"], whole, LEVEL) \

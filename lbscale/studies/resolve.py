@@ -1,7 +1,7 @@
 """The decisions of `lbscale sweep --until-resolved`: after each round, the report's fit of every arm
-(`report.tuned.fits_of`: the steps model's B_crit with its profile interval) and each batch's search, handed to the
-round planner (`analysis.rounds.plan_round`). The sweep (sweep/command.py) turns the actions into trials and writes
-them down; this module only reads results and decides."""
+(`report.critical_batch.fits_of`: the steps model's B_crit with its profile interval) and each batch's search,
+handed to the round planner (`analysis.rounds.plan_round`). The sweep (sweep/command.py) turns the actions into
+trials and writes them down; this module only reads results and decides."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 
 from lbscale.analysis.rounds import Action, Answer, BatchState, Point, Round, plan_round
 from lbscale.report.load import load_results
-from lbscale.report.tuned import arms, batch_optima, fits_of, trial_outcomes
+from lbscale.report.critical_batch import fits_of
+from lbscale.report.tuned import arms, batch_optima, trial_outcomes
 from lbscale.sweep.plan import point_id
 from lbscale.task import Task
 

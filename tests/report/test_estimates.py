@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from lbscale.report.estimates import local_at
+from lbscale.report.branch_study import local_at
 from tests.report.make_tuned import make_tuned_study
 
 

@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lbscale.report import ReportOptions, load_results  # noqa: E402
-from lbscale.report import _build  # noqa: E402
+from lbscale.report.sections import build  # noqa: E402
 from lbscale.report.render import drawn, save_figure  # noqa: E402
 from tests.fixtures.make_results import make_study  # noqa: E402
 from tests.report.make_tuned import make_tuned_study  # noqa: E402
@@ -104,7 +104,7 @@ def report_figures(tmp_path_factory):
     figures = {}
     for name, make in (("grid", make_study), ("tuned", make_tuned_study)):
         study = load_results([make(tmp / name)])
-        built = _build(study, ReportOptions(out=tmp / f"{name}-report", formats=("md",)))
+        built = build(study, ReportOptions(out=tmp / f"{name}-report", formats=("md",)))
         figures.update({f"{name}: {n}": f for n, f in built.figures.items()})
     return figures
 

@@ -10,7 +10,7 @@ import torch
 from lbscale.analysis.gns import NoiseScale, estimate
 from lbscale.report import load_results
 from lbscale.report.scaling import speedup_efficiency
-from lbscale.report.tables import target_steps
+from lbscale.report.scaling import target_steps
 from lbscale.report.tables import accuracy_table, batch_label, lr_table, scaling_table
 from lbscale.train.noise_measure import measure
 from tests.fixtures.make_results import make_study, make_trial

@@ -12,7 +12,7 @@ import pytest
 
 from lbscale.report import ReportOptions, headline, load_results, write_report
 from lbscale.report import plots
-from lbscale.report.tables import target_steps
+from lbscale.report.scaling import target_steps
 from tests.fixtures.make_results import make_study, make_trial
 
 ROOT = Path(__file__).resolve().parents[2]

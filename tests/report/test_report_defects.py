@@ -125,14 +125,14 @@ def test_report_time_per_epoch_is_the_summary_s(tmp_path):
 
 
 def test_finished_has_one_home():
-    import lbscale.report as report
     import lbscale.report.load as load
     import lbscale.report.plots as plots_module
     import lbscale.report.tables as tables
+    import lbscale.report.write as write
     import lbscale.results as results
 
     assert "FINISHED" not in vars(load)
-    assert all(m.FINISHED is results.FINISHED for m in (report, plots_module, tables))
+    assert all(m.FINISHED is results.FINISHED for m in (write, plots_module, tables))
 
 
 # --- what the figures plot ------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_time_split_bars_are_the_mean_compute_and_data_seconds(tmp_path):
 
 
 def test_steps_to_target_plots_the_mean_steps(tmp_path):
-    from lbscale.report.tables import target_steps
+    from lbscale.report.scaling import target_steps
 
     study = _study(tmp_path)
     steps = target_steps(study, "val_top1", 0.9, study.task)
@@ -276,7 +276,7 @@ def test_a_subset_evaluation_never_reaches_the_target_in_the_report(tmp_path):
     on fashion-mnist-batch-warmup it counted 3 of 3 warm-up seeds at 141 steps where the trials (summary.json)
     had 2 of 3. Here: subset 0.95 at step 15 with the whole split at 0.85 there, then 0.92 at the epoch's end,
     step 20: the report's steps to 0.9 are 20, as the trial's."""
-    from lbscale.report.tables import target_steps
+    from lbscale.report.scaling import target_steps
     from lbscale.report.tuned import steps_to_result
     from lbscale.task import get_task
 

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from lbscale.report import ReportOptions, load_results, plots, write_report
-from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, budget_view, fits_of,
-                                  optima_of, steps_to_result, trial_outcomes, tuned_fits)
+from lbscale.report.critical_batch import fits_of, tuned_fits
+from lbscale.report.tuned import (apply_epoch_budget, best_measurement, best_trials, budget_view, optima_of,
+                                  steps_to_result, trial_outcomes)
 from tests.fixtures.make_results import make_study
 from tests.report.pictures import assert_drawn
 from tests.report.make_tuned import critical_steps, make_tuned_study, make_tuned_trial, tuned_frames

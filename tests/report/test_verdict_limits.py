@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lbscale.report.tuned import fits_of, optima_of, trial_outcomes, tuned_fits
+from lbscale.report.critical_batch import fits_of, tuned_fits
+from lbscale.report.tuned import optima_of, trial_outcomes
 from lbscale.report.tuned_tables import verdict
 from tests.report.synthetic import study
 
@@ -206,7 +207,7 @@ def test_the_verdict_sets_two_arms_critical_batches_side_by_side_as_a_ratio():
     # lamb's steps fall in proportion up to 512, sgd's up to 64 (S = 100 (1 + B_crit / B), 3 LRs, 2 seeds each,
     # each crossing known within 5%, no seed noise): "LAMB extends the critical batch" as a ratio with its
     # interval (its coverage under noise: benchmarks/bench_verdict_coverage.py)
-    from lbscale.report.tuned import arm_ratios
+    from lbscale.report.critical_batch import arm_ratios
     from lbscale.report.tuned_tables import ratio_lines
 
     parts = []
@@ -269,7 +270,7 @@ def test_a_warmup_axis_is_an_arm_of_its_own():
 def test_what_would_resolve_it_never_counts_below_zero():
     # Fashion-MNIST's demo-real: 5 trials reached the target for 6 parameters; the hint said "(-1 left over the
     # model's parameters)" beside the reason that already said there was no residual degree of freedom
-    from lbscale.report.tuned import resolve_hint
+    from lbscale.report.critical_batch import resolve_hint
 
     assert "left over" not in resolve_hint("none", [32.0, 64.0], "", 2, dof=-1)
     assert "more trials that reach the target (only 3 left over" in resolve_hint("none", [32.0, 64.0], "", 2, dof=3)
