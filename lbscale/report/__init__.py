@@ -13,9 +13,8 @@ tables), `analysed` (a study's analysis, computed once), `sections` (the one lis
 
 from lbscale.report.critical_batch import tuned_critical_batch
 from lbscale.report.load import Study, load_results
-from lbscale.report.options import ReportOptions, parse_targets, tuned_study
+from lbscale.report.options import FORMATS, ReportOptions, parse_targets, tuned_study
 from lbscale.report.published import published, published_tables
-from lbscale.report.render import FORMATS
 from lbscale.report.verdict import headline
 from lbscale.report.write import write_report
 

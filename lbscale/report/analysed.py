@@ -11,7 +11,7 @@ import pandas as pd
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import Study
-from lbscale.report.options import ReportOptions, hardest_target, report_targets
+from lbscale.report.options import ReportOptions, hardest_target, report_targets, step_metric
 from lbscale.report.published import published
 
 
@@ -111,7 +111,7 @@ def analyse_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> An
     if o.compare:
         raise LbscaleError("--compare: published tables are rule-based; a tuned study (a search per batch) "
                            "has no row to put beside them")
-    m = tuned_tables.step_metric(study, metric)
+    m = step_metric(study, metric)
     targets = report_targets(study, m, o.target)
     a = Analysis("tuned", study, m, targets[-1] if targets else None, model=model)  # the hardest: the headline's
     maximize = study.task.higher_is_better(m)

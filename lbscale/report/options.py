@@ -8,8 +8,9 @@ from pathlib import Path
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
-from lbscale.report.render import FORMATS
 from lbscale.task import Task
+
+FORMATS = ("md", "latex", "csv", "html")  # what --format may name
 
 
 @dataclass
@@ -76,14 +77,21 @@ def hardest_target(study: Study, metric: str, target) -> float | None:
     return targets[-1] if targets else None
 
 
+def step_metric(study: Study, metric: str) -> str:
+    """The metric the evaluations carry: `metric`, or its val figure where the test split was evaluated only at
+    the end (as `tables.per_epoch`)."""
+    s = study.steps
+    if len(s) and metric in s and s[metric].notna().any():
+        return metric
+    return "val_" + metric.partition("_")[2]
+
+
 def tuned_study(path, why: str):
     """A tuned study as its report reads it by default: (study, the evaluations' metric, its hardest target or None,
     whether higher is better); one line, ending in `why`, where the results are not a tuned study."""
-    from lbscale.report import tuned_tables
-
     study = load_results([path])
     if not study.tuned:
         raise LbscaleError(f"{path}: not a tuned study (no search per batch): {why}")
-    m = tuned_tables.step_metric(study, resolve_metric(study, "auto"))
+    m = step_metric(study, resolve_metric(study, "auto"))
     targets = report_targets(study, m, None)
     return study, m, targets[-1] if targets else None, study.task.higher_is_better(m)

@@ -15,7 +15,6 @@ import pandas as pd
 from lbscale.errors import os_error_line
 from lbscale.report.parallel import can_fork, next_taken, start
 
-FORMATS = ("md", "latex", "csv", "html")
 
 
 def integral(df: pd.DataFrame) -> pd.DataFrame:

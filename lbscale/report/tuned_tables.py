@@ -16,15 +16,6 @@ from lbscale.report.noise_scale import gns_at_target, gns_note, gns_sources, var
 from lbscale.report.tuned import hp_columns
 
 
-def step_metric(study: Study, metric: str) -> str:
-    """The metric the evaluations carry: `metric`, or its val figure where the test split was evaluated only at
-    the end (as `tables.per_epoch`)."""
-    s = study.steps
-    if len(s) and metric in s and s[metric].notna().any():
-        return metric
-    return "val_" + metric.partition("_")[2]
-
-
 def epoch_budgets(study: Study) -> list[float]:
     """A quarter, half and all of the longest trial's epochs (half and all below 4 epochs): the budget figure's
     lines."""

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
-from lbscale.report.options import ReportOptions
-from lbscale.report.render import FORMATS, figures_drawn, html_page, integral, latex, markdown, prepare_figures
+from lbscale.report.options import FORMATS, ReportOptions
+from lbscale.report.render import figures_drawn, html_page, integral, latex, markdown, prepare_figures
 from lbscale.report.sections import Built, build
 from lbscale.results import FINISHED, group_readable
 from lbscale.sweep.state import count_line
