@@ -22,18 +22,17 @@ import torch
 from lbscale.config import TrialConfig
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher
-from lbscale.errors import LbscaleError
 from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, TARGET, WAITING, write_json
 from lbscale.train import checkpoint, provenance
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
-from lbscale.analysis.critical import ema_update
 from lbscale.analysis.gns import GNS_FILE
-from lbscale.train.batches import BatchSchedule
+from lbscale.train.branching import Branch
 from lbscale.train.checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
 from lbscale.train.evaluation import EvalSchedule, Evaluator, noise_scale_at_target
+from lbscale.train.grouping import StepGrouping
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
 from lbscale.train.monitors import DivergenceMonitor, EpochClock, PaceMeter, split_exposed_wait
@@ -64,18 +63,8 @@ class Trial:
         self.pace = PaceMeter(cfg.timing_warmup_steps, env.world_size, sync, cfg.compile)
         self.pruner = make_pruner(cfg, self.task, self.plan.total_steps)
         self.keep = keep_steps(cfg.keep_checkpoints, self.plan.total_steps, self.plan.steps_per_epoch)
-        self.batches = BatchSchedule.parse(cfg.batch_schedule, self.plan.epoch_samples, cfg.batch_rule,
-                                           cfg.global_batch) if cfg.batch_schedule else None
-        if self.batches:
-            self.batches.check_run(cfg.epochs, self.plan.epoch_samples)
-        if self.batches:
-            self.batches.check(self.plan.local_batch * env.world_size)
-        # a schedule's or a branch's steps are counted from their own start (a branch may start inside a step of
-        # its batch): the micro-batches of the step so far, and the step's place, batch and LR schedule index
-        self.grouped = bool(self.batches or cfg.branch_from)
-        if cfg.branch_from:  # before any output: a folder that is no kept checkpoint, or other micro-batches
-            self.check_branch(Path(cfg.branch_from))
-        self.step_micro, self.step_start = 0, (0, self.plan.global_batch, 0)
+        self.grouping = StepGrouping.of(cfg, self.plan)  # which micro-batches make a step (a schedule's, a branch's)
+        self.branch = Branch.of(cfg, self.plan)  # before any output: checks its kept checkpoint
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
@@ -102,7 +91,8 @@ class Trial:
 
     # --- checkpoints ----------------------------------------------------------------------------
     def monitors(self) -> dict:
-        return {"divergence": self.divergence, "clock": self.clock, "gns": self.train_step.gns, "pruner": self.pruner}
+        return {"divergence": self.divergence, "clock": self.clock, "gns": self.train_step.gns, "pruner": self.pruner,
+                "branch": self.branch, "grouping": self.grouping}
 
     def save_checkpoint(self, reason: str, folder: str = CHECKPOINT) -> None:
         p = self.progress
@@ -116,46 +106,25 @@ class Trial:
 
     def samples_seen(self) -> int:
         """Training samples of every rank up to now (a kept partial last batch counted whole)."""
-        p, plan = self.progress, self.plan
-        return p.epoch * plan.epoch_samples + min(p.batch * plan.local_batch * plan.world_size, plan.epoch_samples)
+        return self.plan.samples_seen(self.progress.epoch, self.progress.batch)
 
-    def start_branch(self) -> None:
-        """A branch (`lbscale branch`): the parent's weights, optimizer state, RNG and place in the data at its
-        kept checkpoint, continued at this trial's batch: the same micro-batches, grouped into larger steps
-        (`checkpoint.branch_progress`); the LR is this trial's schedule at the mapped step."""
-        folder = Path(self.cfg.branch_from)
+    def load(self, monitors: dict, folder: Path | None = None) -> TrialState:
+        """The trial's checkpoint (or a kept one in `folder`) into the network, optimizer, scaler, `monitors`, the
+        RNG and this epoch's loss; its state, for the progress."""
         main, rank = checkpoint.load(self.out, self.env, self.device, folder)
         state = TrialState.from_dict(main)
-        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, {"divergence": self.divergence})
-        self.progress = checkpoint.branch_progress(state.progress, self.plan.steps_per_epoch, self.plan.accum_steps)
-        if self.cfg.branch_ema:
-            self.progress.branch_ema = [0.0, 0.0, checkpoint.kept_info(folder)["global_batch"]]
-        if self.progress.batch >= self.plan.micro_batches_per_epoch:  # at the end of an epoch (one that keeps only
-            self.progress.branch_start = [self.progress.epoch + 1, 0]  # whole larger steps may end sooner)
+        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, monitors)
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
         self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
-
-    def check_branch(self, folder: Path) -> None:
-        info = checkpoint.kept_info(folder)
-        if info["local_batch"] != self.plan.local_batch:
-            raise LbscaleError(f"--branch-from {folder}: a branch continues its parent's micro-batches of "
-                               f"{info['local_batch']} per process; this trial's are {self.plan.local_batch}")
-
-    def window_done(self) -> bool:
-        """A branch has trained its --branch-samples past its start."""
-        p, start = self.progress, self.progress.branch_start
-        if start is None or not self.cfg.branch_samples:
-            return False
-        micro = (p.epoch - start[0]) * self.plan.micro_batches_per_epoch + p.batch - start[1]
-        return micro * self.plan.local_batch * self.plan.world_size >= self.cfg.branch_samples
+        return state
 
     def restore(self) -> None:
-        main, rank = checkpoint.load(self.out, self.env, self.device)
-        state = TrialState.from_dict(main)
-        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, self.monitors())
+        state = self.load(self.monitors())
         self.progress, self.book.records = state.progress, state.records
-        checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
-        self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
+
+    def start_branch(self) -> None:
+        """A branch: its parent's kept checkpoint, its divergence monitor too, continued at this trial's batch."""
+        self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
 
     def elapsed(self) -> float:
         return self.progress.elapsed + time.perf_counter() - self.t_start
@@ -170,9 +139,8 @@ class Trial:
         t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=self.device)])
         loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
         window.zero_()
-        if p.branch_ema is not None and count:  # checked every step: this step's mean loss over all ranks
-            p.branch_ema = ema_update(p.branch_ema, loss_sum / count,
-                                      self.cfg.branch_ema ** (self.plan.global_batch / p.branch_ema[2]))
+        if self.branch:
+            self.branch.observe(loss_sum, count, self.plan.global_batch)
         if self.divergence.update(loss_sum / max(count, 1), p.step):
             if p.diverged_at is None:
                 p.diverged_at = {"epoch": p.epoch + 1, "step": p.step}
@@ -197,7 +165,7 @@ class Trial:
                 data_seconds += time.perf_counter() - td
                 images += self.micro_batch(batch, window)
                 progress.update(1)
-                if self.step_ended():  # the step's last micro-batch
+                if self.grouping.ended(p):  # the step's last micro-batch
                     verdict = self.optimizer_step(window, images)
                     images = 0
         finally:
@@ -205,45 +173,10 @@ class Trial:
         progress.close()
         return verdict, self.close_epoch(data_seconds)
 
-    def step_ended(self) -> bool:
-        """After a micro-batch: whether it ended its optimizer step."""
-        p = self.progress
-        if self.grouped:
-            return self.step_micro == 0
-        return p.batch % self.plan.accum_steps == 0 or p.batch == self.plan.micro_batches_per_epoch
-
-    def scheduled_grouping(self) -> tuple[bool, int]:
-        """With a batch schedule or in a branch, for the next micro-batch: (whether it ends its step, the step's
-        samples on this rank); a step's batch is the schedule's at the samples and steps before it (noted where it
-        changes), or the trial's; its LR index the first batch's step at its first micro-batch."""
-        p, plan = self.progress, self.plan
-        if self.step_micro == 0:
-            seen = self.samples_seen()
-            batch = self.batches.batch_at(seen, p.step) if self.batches else plan.global_batch
-            if self.batches and (not p.batch_changes or p.batch_changes[-1]["global_batch"] != batch):
-                p.batch_changes.append({"step": p.step, "samples_seen": seen, "global_batch": batch})
-            self.step_start = (seen, batch, p.epoch * plan.steps_per_epoch + p.batch // plan.accum_steps)
-        accum = self.step_start[1] // (plan.local_batch * plan.world_size)
-        last = self.step_micro + 1 == accum or p.batch + 1 == plan.micro_batches_per_epoch
-        shard = plan.epoch_samples // plan.world_size
-        in_step = min(plan.local_batch * accum, shard - (p.batch - self.step_micro) * plan.local_batch)
-        self.step_micro = 0 if last else self.step_micro + 1
-        return last, in_step
-
-    def step_lr(self) -> float | None:
-        """A batch schedule's LR for the step just accumulated: the schedule's at its place in the data (in steps
-        of the first batch), times the rule's factor for its batch."""
-        if not self.batches:
-            return None
-        # a step cut short at an epoch's end (fewer micro-batches than its batch) gets the factor of what it trained
-        trained = min(self.step_start[1], self.in_step * self.plan.world_size)
-        return self.policy.lr(self.step_start[2]) * self.batches.lr_factor(trained)
-
     def micro_batch(self, batch, window: torch.Tensor) -> int:
         p = self.progress
         x, y = self.inputs(batch, train=True)
-        grouping = self.scheduled_grouping() if self.grouped else None
-        loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, grouping)
+        loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, self.grouping.next(p))
         counted = torch.stack([loss, torch.ones_like(loss)])
         window += counted
         self.epoch_loss += counted
@@ -251,38 +184,49 @@ class Trial:
         return len(x)
 
     def optimizer_step(self, window: torch.Tensor, images: int) -> str | None:
-        """The update, the cross-rank check where due, a step evaluation where due."""
-        p, cfg = self.progress, self.cfg
-        self.train_step.update(p.step, self.step_lr())
+        """The update, the cross-rank check where due, a branch's end or a step evaluation where due."""
+        p = self.progress
+        self.train_step.update(p.step, self.grouping.lr(self.policy, self.in_step))
         p.step += 1
         self.pace.step(images)
         if p.step in self.keep:  # for lbscale branch: the state after this step, the epoch's clock aside
             self.save_checkpoint("kept", f"{checkpoint.KEPT}/{self.keep[p.step]}")
-        verdict = None
-        if p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps or p.branch_ema is not None \
-                or p.batch == self.plan.micro_batches_per_epoch or self.window_done():
-            verdict = self.check(window)
-        if verdict != "diverged" and self.window_done():  # a branch's window: its one evaluation, then the end
-            self.pace.sync()
-            trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
-            smoothed = {"train_loss_ema": p.branch_ema[0] / p.branch_ema[1]} if p.branch_ema and p.branch_ema[1] \
-                else None
-            self.schedule.evaluate_now(p, trained, self.samples_seen(), bool(cfg.eval_subset), smoothed)
+        verdict = self.check(window) if self.check_due() else None
+        if verdict == "diverged":
+            return verdict
+        if self.branch and self.branch.done(p):  # its window trained: its one evaluation, then the end
+            self.schedule.evaluate_now(p, self.trained_seconds(), self.samples_seen(), bool(self.cfg.eval_subset),
+                                       self.branch.smoothed())
             return "window"
         # a due evaluation runs also when a preemption stops the epoch here: a resumed trial starts after this
         # step, and a rung it skipped would never be judged ('wait', 'pruned' and 'target' end the process as the
         # preemption would)
+        return self.step_evaluation() or verdict
+
+    def check_due(self) -> bool:
+        """After a step: every --check-every steps, at the preemption step and an epoch's end, and where a branch
+        asks (every step for its average, its window's end)."""
+        p, cfg = self.progress, self.cfg
+        return (p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps
+                or p.batch == self.plan.micro_batches_per_epoch or bool(self.branch and self.branch.check_due(p)))
+
+    def step_evaluation(self) -> str | None:
+        """The evaluation the schedule asks for after this step, if any (`EvalSchedule.run`'s verdict)."""
+        p = self.progress
         seen = p.epoch * self.plan.epoch_samples + (self.clock.images + self.pace.images) * self.plan.world_size
-        if verdict != "diverged" and self.schedule.due(p.step, seen - self.in_step * self.plan.world_size, seen):
-            self.pace.sync()
-            te = time.perf_counter()
-            trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
-            before = p.target_hit
-            verdict = self.schedule.run(p, trained, seen) or verdict
-            self.train_step.train()
-            self.pace.eval_seconds += time.perf_counter() - te
-            self.pace.aside_seconds += self.measure_at_target(before)
+        if not self.schedule.due(p.step, seen - self.in_step * self.plan.world_size, seen):
+            return None
+        trained, te, before = self.trained_seconds(), time.perf_counter(), p.target_hit
+        verdict = self.schedule.run(p, trained, seen)
+        self.train_step.train()
+        self.pace.eval_seconds += time.perf_counter() - te
+        self.pace.aside_seconds += self.measure_at_target(before)
         return verdict
+
+    def trained_seconds(self) -> float:
+        """This trial's training seconds in this epoch so far (waits for the device)."""
+        self.pace.sync()
+        return self.clock.timing()["train_seconds"] + self.pace.elapsed()
 
     def close_epoch(self, data_seconds: float) -> dict:
         """The epoch's (or its part's) seconds into the clock; its timing fields (collective)."""
@@ -351,7 +295,7 @@ class Trial:
         resumed = cfg.resume and checkpoint.exists(self.out)
         if resumed:
             self.restore()
-        elif cfg.branch_from:
+        elif self.branch:
             self.start_branch()
         if cfg.tensorboard and self.env.is_main:  # a resumed trial hides what it replays after its checkpoint
             self.book.scalars = ScalarLog(self.out / TENSORBOARD_DIR, self.progress.step + 1 if resumed else None)
@@ -419,9 +363,6 @@ class Trial:
         return 0
 
     def summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
-        out = trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
-                            self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
-                            self.train_step.gns if self.train_step else None)
-        if self.batches:  # the batch of every step, as it happened
-            out["batch_schedule"] = self.progress.batch_changes
-        return out
+        return {**trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
+                                self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
+                                self.train_step.gns if self.train_step else None), **self.grouping.summary()}
