@@ -1,12 +1,13 @@
 """One trial: a data-parallel training run of one configuration, with honest timing and exact resume.
 
 The story of `Trial.run`: check the options against the data and resolve the plan (batches, steps, LR), build
-model, optimizer and inputs, maybe resume, then epoch by epoch: train (micro-batches with accumulation, an LR per
-optimizer step, a cross-rank check every few steps for divergence and signals, evaluations the schedule asks
-for), evaluate, record, checkpoint. Result files (config.json, metrics.jsonl, summary.json) are written by rank
-0, atomically, summary last. The small parts live beside it: the checks (checks.py), the inputs (inputs.py),
-evaluation and its schedule (evaluation.py), the record book (summary.py), the monitors (monitors.py), the
-checkpoint's state (checkpoint.py), the process entry (entry.py).
+model, optimizer and inputs, maybe resume (or start a branch from its parent's checkpoint), then epoch by epoch:
+train (micro-batches grouped into optimizer steps, an LR per step, a cross-rank check every few steps for divergence
+and signals, evaluations the schedule asks for), evaluate, record, checkpoint. Result files (config.json,
+metrics.jsonl, summary.json) are written by rank 0, atomically, summary last. The small parts live beside it: the
+checks (checks.py), the inputs (inputs.py), the step (step.py) and its grouping (grouping.py: a batch schedule's or
+a branch's), a branch (branching.py), evaluation and its schedule (evaluation.py), the record book (summary.py), the
+monitors (monitors.py), the checkpoint's state (checkpoint.py), the process entry (entry.py).
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY
 from lbscale.train import checkpoint, provenance
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
-from lbscale.analysis.gns import GNS_FILE
 from lbscale.train.branching import Branch
 from lbscale.train.checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
-from lbscale.train.evaluation import EvalSchedule, Evaluator, noise_scale_at_target
+from lbscale.train.evaluation import EvalSchedule, Evaluator, NoiseAtTarget
 from lbscale.train.grouping import StepGrouping
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
-from lbscale.train.monitors import DivergenceMonitor, EpochClock, PaceMeter, split_exposed_wait
+from lbscale.train.monitors import (CrossRankCheck, DivergenceMonitor, EpochClock, PaceMeter, TrainLoss,
+                                   split_exposed_wait)
 from lbscale.train.plan import keep_steps, resolve_plan
 from lbscale.train.pruning import make_pruner
 from lbscale.train.step import TrainStep
@@ -65,6 +66,8 @@ class Trial:
         self.keep = keep_steps(cfg.keep_checkpoints, self.plan.total_steps, self.plan.steps_per_epoch)
         self.grouping = StepGrouping.of(cfg, self.plan)  # which micro-batches make a step (a schedule's, a branch's)
         self.branch = Branch.of(cfg, self.plan)  # before any output: checks its kept checkpoint
+        self.loss = TrainLoss(device)
+        self.check = CrossRankCheck(cfg, self.plan, self.loss, self.divergence, self.branch)
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
@@ -84,7 +87,8 @@ class Trial:
                                    self.device, self.train_step.autocast, self.train_step.loss_fn)
         self.schedule = EvalSchedule(cfg, self.plan, self.task, self.evaluator, self.book, self.pruner,
                                      self.env.is_main, self.rung_decision, self.train_step.gns)
-        self.epoch_loss = torch.zeros(2, dtype=torch.float64, device=self.device)  # this rank's sum, micro-batches
+        self.at_target = NoiseAtTarget(cfg, self.model, self.data, self.inputs, self.task, self.plan.local_batch,
+                                       self.device, self.out if self.env.is_main else None)
 
     def rung_decision(self) -> str | None:
         return self.pruner.collective_decision(self.env.is_main, dist.all_reduce_sum, self.device)
@@ -99,14 +103,10 @@ class Trial:
         state = TrialState.of(self.model, self.train_step.optimizer, self.train_step.scaler,
                               replace(p, elapsed=self.elapsed()),
                               self.book.records, self.env.world_size, self.monitors())
-        rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.epoch_loss.cpu()}
+        rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.loss.epoch.cpu()}
         checkpoint.save(self.out, self.env, state.to_dict(), rank, {
             "reason": reason, "epoch": p.epoch, "step": p.step, "global_batch": self.plan.global_batch,
-            "local_batch": self.plan.local_batch, "samples_seen": self.samples_seen()}, folder)
-
-    def samples_seen(self) -> int:
-        """Training samples of every rank up to now (a kept partial last batch counted whole)."""
-        return self.plan.samples_seen(self.progress.epoch, self.progress.batch)
+            "local_batch": self.plan.local_batch, "samples_seen": self.plan.samples_seen(p.epoch, p.batch)}, folder)
 
     def load(self, monitors: dict, folder: Path | None = None) -> TrialState:
         """The trial's checkpoint (or a kept one in `folder`) into the network, optimizer, scaler, `monitors`, the
@@ -115,39 +115,22 @@ class Trial:
         state = TrialState.from_dict(main)
         state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, monitors)
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
-        self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
+        self.loss.epoch = checkpoint.epoch_loss(rank).to(self.device)
         return state
 
-    def restore(self) -> None:
-        state = self.load(self.monitors())
-        self.progress, self.book.records = state.progress, state.records
-
-    def start_branch(self) -> None:
-        """A branch: its parent's kept checkpoint, its divergence monitor too, continued at this trial's batch."""
-        self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
+    def restore(self, resumed: bool) -> None:
+        """Resumed: from the trial's own checkpoint. A branch: from its parent's kept checkpoint (its divergence
+        monitor too), continued at this trial's batch (branching.py)."""
+        if resumed:
+            state = self.load(self.monitors())
+            self.progress, self.book.records = state.progress, state.records
+        elif self.branch:
+            self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
 
     def elapsed(self) -> float:
         return self.progress.elapsed + time.perf_counter() - self.t_start
 
     # --- the loop -------------------------------------------------------------------------------
-    def check(self, window: torch.Tensor) -> str | None:
-        """Cross-rank agreement every few steps: 'diverged' (where divergence stops the trial), 'stop' (a signal
-        or the preemption step: checkpoint and requeue, also after a divergence the trial carries on from),
-        or None. The first divergence is recorded either way."""
-        p = self.progress
-        stop = 1.0 if (self.stop_signal or p.step == self.cfg.preempt_after_steps) else 0.0
-        t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=self.device)])
-        loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
-        window.zero_()
-        if self.branch:
-            self.branch.observe(loss_sum, count, self.plan.global_batch)
-        if self.divergence.update(loss_sum / max(count, 1), p.step):
-            if p.diverged_at is None:
-                p.diverged_at = {"epoch": p.epoch + 1, "step": p.step}
-            if self.cfg.on_divergence != "continue":
-                return "diverged"
-        return "stop" if stop else None
-
     def train_epoch(self) -> tuple[str | None, dict]:
         p, n_micro = self.progress, self.plan.micro_batches_per_epoch
         self.train_step.train()
@@ -155,7 +138,6 @@ class Trial:
         batches = Prefetcher(self.inputs.train.iterate(p.batch), pin_memory=self.device.type == "cuda")
         progress = bar(total=n_micro, desc=f"epoch {p.epoch + 1}/{self.cfg.epochs}", unit="batch", log_every=None,
                        start=p.batch, shown=self.env.is_main)
-        window = torch.zeros(2, dtype=torch.float64, device=self.device)
         self.pace.start()
         data_seconds, verdict, images = 0.0, None, 0
         try:
@@ -163,27 +145,26 @@ class Trial:
                 td = time.perf_counter()
                 batch = next(batches)  # the wait for data; normalising and augmenting count as compute
                 data_seconds += time.perf_counter() - td
-                images += self.micro_batch(batch, window)
+                images += self.micro_batch(batch)
                 progress.update(1)
                 if self.grouping.ended(p):  # the step's last micro-batch
-                    verdict = self.optimizer_step(window, images)
+                    verdict = self.optimizer_step(images)
                     images = 0
         finally:
             batches.close()  # also when the epoch stops early (divergence, preemption, an error)
         progress.close()
-        return verdict, self.close_epoch(data_seconds)
+        ips, compiled = self.pace.close(self.clock, data_seconds, self.train_step.take_comm_seconds)  # into the clock
+        return verdict, self.epoch_timing(ips, compiled)
 
-    def micro_batch(self, batch, window: torch.Tensor) -> int:
+    def micro_batch(self, batch) -> int:
         p = self.progress
         x, y = self.inputs(batch, train=True)
         loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, self.grouping.next(p))
-        counted = torch.stack([loss, torch.ones_like(loss)])
-        window += counted
-        self.epoch_loss += counted
+        self.loss.add(loss)
         p.batch += 1
         return len(x)
 
-    def optimizer_step(self, window: torch.Tensor, images: int) -> str | None:
+    def optimizer_step(self, images: int) -> str | None:
         """The update, the cross-rank check where due, a branch's end or a step evaluation where due."""
         p = self.progress
         self.train_step.update(p.step, self.grouping.lr(self.policy, self.in_step))
@@ -191,24 +172,17 @@ class Trial:
         self.pace.step(images)
         if p.step in self.keep:  # for lbscale branch: the state after this step, the epoch's clock aside
             self.save_checkpoint("kept", f"{checkpoint.KEPT}/{self.keep[p.step]}")
-        verdict = self.check(window) if self.check_due() else None
+        verdict = self.check(p, bool(self.stop_signal)) if self.check.due(p) else None
         if verdict == "diverged":
             return verdict
         if self.branch and self.branch.done(p):  # its window trained: its one evaluation, then the end
-            self.schedule.evaluate_now(p, self.trained_seconds(), self.samples_seen(), bool(self.cfg.eval_subset),
-                                       self.branch.smoothed())
+            self.schedule.evaluate_now(p, self.pace.trained(self.clock), self.plan.samples_seen(p.epoch, p.batch),
+                                       bool(self.cfg.eval_subset), self.branch.smoothed())
             return "window"
         # a due evaluation runs also when a preemption stops the epoch here: a resumed trial starts after this
         # step, and a rung it skipped would never be judged ('wait', 'pruned' and 'target' end the process as the
         # preemption would)
         return self.step_evaluation() or verdict
-
-    def check_due(self) -> bool:
-        """After a step: every --check-every steps, at the preemption step and an epoch's end, and where a branch
-        asks (every step for its average, its window's end)."""
-        p, cfg = self.progress, self.cfg
-        return (p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps
-                or p.batch == self.plan.micro_batches_per_epoch or bool(self.branch and self.branch.check_due(p)))
 
     def step_evaluation(self) -> str | None:
         """The evaluation the schedule asks for after this step, if any (`EvalSchedule.run`'s verdict)."""
@@ -216,87 +190,47 @@ class Trial:
         seen = p.epoch * self.plan.epoch_samples + (self.clock.images + self.pace.images) * self.plan.world_size
         if not self.schedule.due(p.step, seen - self.in_step * self.plan.world_size, seen):
             return None
-        trained, te, before = self.trained_seconds(), time.perf_counter(), p.target_hit
+        trained, te, before = self.pace.trained(self.clock), time.perf_counter(), p.target_hit
         verdict = self.schedule.run(p, trained, seen)
         self.train_step.train()
         self.pace.eval_seconds += time.perf_counter() - te
-        self.pace.aside_seconds += self.measure_at_target(before)
+        self.pace.aside_seconds += self.at_target.after(before, p)
         return verdict
 
-    def trained_seconds(self) -> float:
-        """This trial's training seconds in this epoch so far (waits for the device)."""
-        self.pace.sync()
-        return self.clock.timing()["train_seconds"] + self.pace.elapsed()
-
-    def close_epoch(self, data_seconds: float) -> dict:
-        """The epoch's (or its part's) seconds into the clock; its timing fields (collective)."""
-        self.pace.sync()
-        end = time.perf_counter()
-        comm_seconds = self.train_step.take_comm_seconds()
-        # step evaluations: out of the training time, in their own bucket; measurements at the target: out of it
-        trained = end - self.pace.t0 - self.pace.left_out
-        self.clock.add(data=data_seconds, compute=trained - data_seconds - comm_seconds, comm=comm_seconds,
-                       step_eval=self.pace.eval_seconds)
-        self.clock.count(self.pace.images)
-        ips, compiled = self.pace.finish(end)
-        timing = self.epoch_timing(ips)
-        if compiled is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
-            timing["compile_seconds"] = compiled
-        return timing
-
-    def epoch_timing(self, ips: float | None = None) -> dict:
-        """Collective: every rank's clock, split in the frame of the rank that waited most (monitors.py)."""
-        ranks = dist.all_gather_object(self.clock.timing())
-        split = split_exposed_wait(ranks) if self.env.world_size > 1 else {**ranks[0], "imbalance_seconds": 0.0}
-        return epoch_timing(split, self.clock.images * self.plan.world_size, ips,
-                            self.train_step.optimizer.param_groups[0]["lr"], self.plan.train_samples,
-                            self.schedule.any)
-
-    def epoch_train_loss(self) -> float:
-        """The epoch's mean training loss over every rank's micro-batches so far (collective)."""
-        loss_sum, count = dist.all_reduce_sum(self.epoch_loss.clone()).tolist()
-        return loss_sum / max(count, 1)
+    def epoch_timing(self, ips: float | None = None, compiled: float | None = None) -> dict:
+        """The epoch's (or its part's) timing fields (collective): every rank's clock, split in the frame of the rank
+        that waited most (monitors.py); the compile seconds where this epoch compiled, reported once beside img/s
+        (which leaves the first steps out anyway)."""
+        split = split_exposed_wait(dist.all_gather_object(self.clock.timing()))
+        timing = epoch_timing(split, self.clock.images * self.plan.world_size, ips,
+                              self.train_step.optimizer.param_groups[0]["lr"], self.plan.train_samples,
+                              self.schedule.any)
+        return timing if compiled is None else {**timing, "compile_seconds": compiled}
 
     def end_epoch(self, timing: dict) -> None:
         p = self.progress
-        train_loss = self.epoch_train_loss()
+        train_loss = self.loss.epoch_mean()
         te = time.perf_counter()
         metrics = self.evaluator.evaluate(self.cfg.eval_split)
         record = self.book.epoch(p.epoch + 1, p.step, train_loss, metrics, timing, time.perf_counter() - te,
                                  self.train_step.gns.end_epoch() if self.train_step.gns else {})
         p.epoch, p.batch = p.epoch + 1, 0
         self.clock.reset()
-        self.epoch_loss.zero_()
+        self.loss.epoch.zero_()
         before = p.target_hit
         self.schedule.note_target(record, p)
-        self.measure_at_target(before)  # after the epoch's record: outside its time
-
-    def measure_at_target(self, before: dict | None) -> float:
-        """After an evaluation: where it first reached the target (none had before it: `before`), the noise scale
-        there (--gns-at-target; every rank measures the same weights alike, so no collective; rank 0 writes
-        gns.json). Its seconds, which are not training time."""
-        if before is not None or self.progress.target_hit is None or not self.cfg.gns_at_target:
-            return 0.0
-        t0 = time.perf_counter()
-        record = noise_scale_at_target(self.model, self.data, self.inputs, self.task, self.cfg,
-                                       self.plan.local_batch, self.progress.step, self.device)
-        if self.env.is_main:
-            write_json(self.out / GNS_FILE, record)
-        return time.perf_counter() - t0
+        self.at_target.after(before, p)  # after the epoch's record: outside its time
 
     def record_partial_epoch(self, timing: dict) -> None:
         p = self.progress
         self.book.partial_epoch(p.epoch + 1, p.step, p.batch / self.plan.micro_batches_per_epoch,
-                                self.epoch_train_loss(), timing)
+                                self.loss.epoch_mean(), timing)
 
     def run(self) -> int:
         cfg = self.cfg
         self.build()
         resumed = cfg.resume and checkpoint.exists(self.out)
-        if resumed:
-            self.restore()
-        elif self.branch:
-            self.start_branch()
+        self.restore(resumed)
         if cfg.tensorboard and self.env.is_main:  # a resumed trial hides what it replays after its checkpoint
             self.book.scalars = ScalarLog(self.out / TENSORBOARD_DIR, self.progress.step + 1 if resumed else None)
         described = provenance.describe(self.cfg, self.plan, self.env.world_size, self.data.dataset, self.task,
@@ -306,10 +240,8 @@ class Trial:
             write_json(self.out / CONFIG, described)
         for signum in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(signum, self._on_signal)
-        if self.pruner and self.pruner.pending:  # resumed while waiting at a rung: decide first
-            verdict = self.rung_decision()
-            if verdict:
-                return self.stop_early(verdict, self.epoch_timing())
+        if self.pruner and self.pruner.pending and (verdict := self.rung_decision()):  # resumed at a rung: decided
+            return self.stop_early(verdict, self.epoch_timing())
         if resumed and cfg.stop_at_target and self.progress.target_hit:  # checkpointed at the target, not ended
             return self.stop_early("target", None)
         while self.progress.epoch < cfg.epochs:
