@@ -215,8 +215,20 @@ def outcome(p: TrialPlan, code: int) -> str:
     return f"{s['state']}{shown}{stopped}"
 
 
-def _counts(plans: list[TrialPlan]) -> str:
-    return count_line([trial_state(p.out)["state"] for p in plans])
+def next_stage(plans: list[TrialPlan], run: SweepRun, announce: bool = True) -> list[TrialPlan]:
+    """The trials that follow `plans` now (`run.more`: the confirmation stage of the cells whose search finished,
+    or with --until-resolved a round), those not planned already; a confirmation stage announced."""
+    planned = {q.trial_id for q in plans}
+    more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in planned]
+    if announce and more and all(p.confirms and not p.round for p in more):
+        print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)", flush=True)
+    return more
+
+
+def done_line(plans: list[TrialPlan], results: Path) -> str:
+    """A sweep's last line: its trials' states and what to run next."""
+    states = count_line([trial_state(p.out)["state"] for p in plans])
+    return f"sweep done: {states}; results in {results} (next: lbscale report {results})"
 
 
 def arrival_order(plans: list[TrialPlan]) -> list[TrialPlan]:
@@ -252,17 +264,13 @@ class LocalLauncher:
                 if line not in warned:
                     print(f"warning: {line}", flush=True)
                     warned.add(line)
-            more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in {q.trial_id for q in plans}]
+            more = next_stage(plans, run)
             if not more:
                 break
-            # the confirmation stage of the cells whose search finished, or a round (--until-resolved)
-            if all(p.confirms and not p.round for p in more):
-                print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
-                      flush=True)
             write_trial_files(more)
             plans = plans + more
             todo = select(more, run.options.retry_failed)
-        print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
+        print(done_line(plans, run.results))
         return 1 if failures else 0
 
     def run_rounds(self, todo: list[TrialPlan], progress: SweepProgress) -> int:

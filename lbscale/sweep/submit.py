@@ -10,7 +10,7 @@ from pathlib import Path
 from lbscale import slurm
 from lbscale.errors import LbscaleError
 from lbscale.results import FINISHED, SUBMITTED, write_atomic, write_json
-from lbscale.sweep.launch import _counts, finished, select, write_trial_files
+from lbscale.sweep.launch import done_line, finished, next_stage, select, write_trial_files
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import TrialPlan
 from lbscale.sweep.state import running_here, trial_state
@@ -89,22 +89,18 @@ class SlurmLauncher:
         if run.more and (searching or adaptive) and jobs and not run.options.wait:  # plans the next stage after them
             self.follow_up(jobs, run)
         if adaptive and not jobs and not run.options.wait:  # every trial has ended: decide the next round now
-            more = [p for p in (run.more(plans) if run.more else []) if p.trial_id not in {q.trial_id for q in plans}]
+            more = next_stage(plans, run, announce=False)  # submit says what it submits
             if more and (jobs := self.submit(plans + more, run)):
                 self.follow_up(jobs, run)
                 plans = plans + more
         if run.options.wait and jobs:
             while jobs:  # the confirmation stage, then (--until-resolved) each round, until none follows
                 slurm.wait_for_jobs(jobs)
-                more = [p for p in (run.more(plans) if run.more else [])
-                        if p.trial_id not in {q.trial_id for q in plans}]
-                if more and all(p.confirms and not p.round for p in more):
-                    print(f"confirmation stage: {len(more)} trials (the best points of each batch, more seeds)",
-                          flush=True)
+                more = next_stage(plans, run)
                 plans = plans + more
                 jobs = self.submit(more, run) if more else []
             states = [trial_state(p.out)["state"] for p in plans]
-            print(f"sweep done: {_counts(plans)}; results in {run.results} (next: lbscale report {run.results})")
+            print(done_line(plans, run.results))
             return 0 if all(s in FINISHED for s in states) else 1
         if jobs:
             print(f"{len(jobs)} job array(s) submitted; follow them with: lbscale status {run.results}")

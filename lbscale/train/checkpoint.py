@@ -23,7 +23,8 @@ from lbscale.results import CHECKPOINT, CHECKPOINT_INFO, SUMMARY, naming, read_j
 from lbscale.train import distributed as dist
 
 
-MONITORS = ("divergence", "clock", "gns", "pruner")  # the small state objects a checkpoint carries
+MONITORS = ("divergence", "clock", "gns", "pruner", "branch", "grouping")  # the small state objects it carries
+OLD_FIELDS = ("divergence", "branch", "grouping")  # an earlier lbscale kept their fields in model.pt's own
 
 
 @dataclass
@@ -38,9 +39,6 @@ class Progress:
     diverged_at: dict | None = None
     elapsed: float = 0.0
     target_hits: dict = field(default_factory=dict)  # target (as text) -> its first full-split evaluation
-    branch_start: list | None = None  # a branch's [epoch, micro-batch] at its parent's kept checkpoint
-    branch_ema: list | None = None  # --branch-ema: [weighted loss sum, weight, the parent's batch]
-    batch_changes: list = field(default_factory=list)  # --batch-schedule: {step, samples_seen, global_batch} each
 
 
 @dataclass
@@ -83,8 +81,9 @@ class TrialState:
         own fields (its load_state_dict knows them), and a missing clock carries no seconds."""
         progress = Progress(**{f.name: d[f.name] for f in fields(Progress) if f.name in d})
         monitors = {name: d.get(name) for name in MONITORS}
-        if monitors["divergence"] is None:
-            monitors["divergence"] = d
+        for name in OLD_FIELDS:
+            if monitors[name] is None:
+                monitors[name] = d
         return cls(d["model"], d["optimizer"], d["scaler"], progress, d["records"], d["world_size"], monitors)
 
 
@@ -177,15 +176,6 @@ def kept_info(folder: Path) -> dict:
     if not (Path(folder) / "model.pt").exists() or "local_batch" not in info:
         raise LbscaleError(f"{folder}: not a kept checkpoint of this lbscale (train with --keep-checkpoints)")
     return info
-
-
-def branch_progress(parent: Progress, steps_per_epoch: int, accum: int) -> Progress:
-    """Where a branch with `steps_per_epoch` steps of `accum` micro-batches each starts from its parent's progress:
-    the same epoch and micro-batch (the same data next), the step of its own schedule at that micro-batch (the LR's
-    place: epochs mean the same epochs at every batch), no records, targets or divergence of the parent's, and
-    the start remembered (the window, and the branch's steps, count from it)."""
-    return Progress(epoch=parent.epoch, batch=parent.batch, step=parent.epoch * steps_per_epoch + parent.batch // accum,
-                    branch_start=[parent.epoch, parent.batch])
 
 
 def exists(out: Path) -> bool:

@@ -42,7 +42,7 @@ except ImportError:
 
 from lbscale.errors import LbscaleError
 from lbscale.results import METRICS, write_atomic
-from lbscale.train.summary import _steady, epoch_records, epoch_seconds
+from lbscale.train.summary import steady_among, epoch_records, epoch_seconds
 
 COLUMNS = "metrics.columns.json"
 FORMAT = 2  # raise it whenever `digest` or the copy's layout changes: older copies are then not read (2: packed)
@@ -150,7 +150,7 @@ def record_timing(epochs: list[dict]) -> dict:
     imbalance = _present(epochs, "imbalance_seconds")
     # the exposed all-reduce share of the training time over the epochs epoch_seconds averages (the full ones
     # after the first): what the scaling model's base step carries
-    steady = [r for r in _steady(epochs) if "comm_seconds" in r and r.get("train_seconds")] if comm else []
+    steady = [r for r in steady_among(epochs) if "comm_seconds" in r and r.get("train_seconds")] if comm else []
     return {
         "epochs_done": len(epochs) - sum(map(bool, map(_PARTIAL, epochs))),
         "epoch_seconds": seconds, "epoch_seconds_estimated": estimated,
@@ -208,7 +208,7 @@ def code_mark() -> str:
 
     try:
         code = "".join(inspect.getsource(f) for f in (digest, measured, lists, first_seen, record_timing, _total,
-                                                       _present, is_metric, epoch_records, _steady, epoch_seconds))
+                                                       _present, is_metric, epoch_records, steady_among, epoch_seconds))
     except (OSError, TypeError):
         return str(FORMAT)
     return f"{FORMAT}:{hashlib.sha1((code + repr(EVALUATED) + repr(TIMING)).encode()).hexdigest()[:16]}"

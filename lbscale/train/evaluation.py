@@ -2,7 +2,7 @@
 (`EvalSchedule`: every N steps, every N training samples, at geometrically spaced steps, at a successive-halving
 rung), with what follows from
 one: the target reached, a rung's decision; and the measurement a trial takes where it first reaches its target
-(`noise_scale_at_target`).
+(`noise_scale_at_target`, `NoiseAtTarget`).
 
 Every pass runs through the unwrapped module, never the DDP wrapper: DDP's forward broadcasts buffers, so a rank
 with fewer evaluation batches than another (or none) would wait in that broadcast for ever. Passes are collective
@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from lbscale.results import write_json
 from lbscale.train.config import TrialConfig
 from lbscale.task import Task
 from lbscale.train.checkpoint import Progress
@@ -74,6 +75,31 @@ def noise_scale_at_target(model, data, inputs, task: Task, cfg: TrialConfig, loc
     return measure_at(copy.deepcopy(model), data, task, cfg.label_set, lambda b: inputs(b, train=False),
                       min(MICRO_BATCH, local_batch), K, GROUPS, cfg.seed, step, "target", device,
                       loader_options=jpeg)
+
+
+class NoiseAtTarget:
+    """--gns-at-target: after an evaluation that first reached the target (the hardest), the noise scale at those
+    weights (`noise_scale_at_target`); every rank measures the same weights alike, so no collective. gns.json is
+    written into `out` (rank 0's; None on the others)."""
+
+    def __init__(self, cfg: TrialConfig, model, data, inputs, task: Task, local_batch: int, device: torch.device,
+                 out=None):
+        self.cfg, self.model, self.data, self.inputs, self.task = cfg, model, data, inputs, task
+        self.local_batch, self.device, self.out = local_batch, device, out
+
+    def after(self, before: dict | None, progress: Progress) -> float:
+        """After an evaluation (`before`: the target's hit before it, where one had): the measurement where it
+        first reached the target; its seconds, which are not training time."""
+        if before is not None or progress.target_hit is None or not self.cfg.gns_at_target:
+            return 0.0
+        from lbscale.analysis.gns import GNS_FILE
+
+        t0 = time.perf_counter()
+        record = noise_scale_at_target(self.model, self.data, self.inputs, self.task, self.cfg, self.local_batch,
+                                       progress.step, self.device)
+        if self.out is not None:
+            write_json(self.out / GNS_FILE, record)
+        return time.perf_counter() - t0
 
 
 def geometric_steps(first: int, spacing: float, total_steps: int) -> list[int]:

@@ -1,11 +1,16 @@
 """The training loop's small state objects: the divergence monitor and the epoch clock, each carried through a
-checkpoint by its own `state_dict`; the pace meter of an epoch's steady steps; and the split of the exposed
-all-reduce wait into the collective and the wait for slower ranks."""
+checkpoint by its own `state_dict`; the training loss's tallies and the cross-rank check every few steps; the pace
+meter of an epoch's steady steps; and the split of the exposed all-reduce wait into the collective and the wait for
+slower ranks."""
 
 from __future__ import annotations
 
 import math
 import time
+
+import torch
+
+from lbscale.train import distributed as dist
 
 
 class DivergenceMonitor:
@@ -42,6 +47,60 @@ class DivergenceMonitor:
         self.initial_loss = state.get("initial_loss")
         self.above_steps = state.get("above_steps", 0)
         self.last_step = state.get("last_step", state.get("step", 0))
+
+
+class TrainLoss:
+    """This rank's training loss as (sum, micro-batches): since the last cross-rank check (`window`) and in this
+    epoch (`epoch`, which a checkpoint carries per rank)."""
+
+    def __init__(self, device: torch.device):
+        self.window = torch.zeros(2, dtype=torch.float64, device=device)
+        self.epoch = torch.zeros(2, dtype=torch.float64, device=device)
+
+    def add(self, loss: torch.Tensor) -> None:
+        """A micro-batch's loss (detached, float64)."""
+        counted = torch.stack([loss, torch.ones_like(loss)])
+        self.window += counted
+        self.epoch += counted
+
+    def epoch_mean(self) -> float:
+        """The epoch's mean over every rank's micro-batches so far (collective)."""
+        loss_sum, count = dist.all_reduce_sum(self.epoch.clone()).tolist()
+        return loss_sum / max(count, 1)
+
+
+class CrossRankCheck:
+    """Every few optimizer steps the ranks agree, in one all-reduce: the mean training loss since the last check
+    (`loss.window`) goes to the divergence monitor and a branch's average, and one rank's reason to stop (a
+    signal, the preemption step) stops all."""
+
+    def __init__(self, cfg, plan, loss: TrainLoss, divergence: DivergenceMonitor, branch):
+        self.cfg, self.plan, self.loss, self.divergence, self.branch = cfg, plan, loss, divergence, branch
+
+    def due(self, p) -> bool:
+        """After a step: every --check-every steps, at the preemption step and an epoch's end, and where a branch
+        asks (every step for its average, its window's end)."""
+        cfg = self.cfg
+        return (p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps
+                or p.batch == self.plan.micro_batches_per_epoch or bool(self.branch and self.branch.check_due(p)))
+
+    def __call__(self, p, signalled: bool) -> str | None:
+        """The check (collective): 'diverged' (where divergence stops the trial), 'stop' (a signal or the
+        preemption step: checkpoint and requeue, also after a divergence the trial carries on from), or None. The
+        first divergence is recorded in the progress `p` either way."""
+        stop = 1.0 if (signalled or p.step == self.cfg.preempt_after_steps) else 0.0
+        window = self.loss.window
+        t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=window.device)])
+        loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
+        window.zero_()
+        if self.branch:
+            self.branch.observe(loss_sum, count, self.plan.global_batch)
+        if self.divergence.update(loss_sum / max(count, 1), p.step):
+            if p.diverged_at is None:
+                p.diverged_at = {"epoch": p.epoch + 1, "step": p.step}
+            if self.cfg.on_divergence != "continue":
+                return "diverged"
+        return "stop" if stop else None
 
 
 class EpochClock:
@@ -91,7 +150,7 @@ def split_exposed_wait(ranks: list[dict]) -> dict:
     exposed all-reduce wait), in the frame of the rank that waited most (the fastest): its data and compute, the
     collective itself as `comm_seconds` (the wait of the rank that waited least, which arrived last: for it the
     all-reduce started at once) and the rest of its wait, for slower ranks, as `imbalance_seconds`. Sums to that
-    rank's train_seconds."""
+    rank's train_seconds. One rank's own, with no imbalance."""
     fastest = max(ranks, key=lambda r: r["comm_seconds"])
     collective = min(r["comm_seconds"] for r in ranks)
     return {**fastest, "comm_seconds": collective, "imbalance_seconds": fastest["comm_seconds"] - collective}
@@ -133,6 +192,25 @@ class PaceMeter:
     def elapsed(self) -> float:
         """Training seconds of this epoch so far in this process (`left_out` left out)."""
         return time.perf_counter() - self.t0 - self.left_out
+
+    def trained(self, clock: EpochClock) -> float:
+        """The epoch's training seconds so far: `clock`'s (earlier processes of it) and this process's (waits for the
+        device)."""
+        self.sync()
+        return clock.timing()["train_seconds"] + self.elapsed()
+
+    def close(self, clock: EpochClock, data_seconds: float, take_comm_seconds) -> tuple[float | None, float | None]:
+        """The epoch's (or its part's) seconds into `clock`: the wait for data (`data_seconds`), the exposed
+        all-reduce wait (`take_comm_seconds()`), compute the rest; step evaluations in their own bucket, measurements
+        at the target left out. `finish`'s figures."""
+        self.sync()
+        end = time.perf_counter()
+        comm_seconds = take_comm_seconds()
+        trained = end - self.t0 - self.left_out
+        clock.add(data=data_seconds, compute=trained - data_seconds - comm_seconds, comm=comm_seconds,
+                  step_eval=self.eval_seconds)
+        clock.count(self.images)
+        return self.finish(end)
 
     def finish(self, end: float) -> tuple[float | None, float | None]:
         """(steady images/s over all ranks or None, the compile seconds where this epoch compiled or None)."""

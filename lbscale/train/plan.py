@@ -37,6 +37,11 @@ class Plan:
         shard, per_step = self.epoch_samples // self.world_size, self.local_batch * self.accum_steps
         return min(per_step, shard - micro_batch // self.accum_steps * per_step)
 
+    def samples_seen(self, epoch: int, micro_batch: int) -> int:
+        """Training samples of every rank after `micro_batch` micro-batches of epoch `epoch` (counted from 0; a kept
+        partial last batch counted whole)."""
+        return epoch * self.epoch_samples + min(micro_batch * self.local_batch * self.world_size, self.epoch_samples)
+
     def policy(self, cfg: TrialConfig) -> LRPolicy:
         return LRPolicy(self.peak_lr, self.steps_per_epoch, cfg.epochs, self.warmup_epochs, cfg.schedule,
                         cfg.warmup_start_lr, cfg.poly_power, cfg.end_lr, tuple(cfg.milestones),

@@ -24,10 +24,10 @@ def epoch_records(records: list[dict]) -> list[dict]:
 def steady_epochs(records: list[dict]) -> list[dict]:
     """The epochs a trial's pace is taken over: its full epoch records after the first, which carries start-up
     costs (compile, warm caches, DDP's bucket rebuild); the first where there is only one."""
-    return _steady(epoch_records(records))
+    return steady_among(epoch_records(records))
 
 
-def _steady(epochs: list[dict]) -> list[dict]:
+def steady_among(epochs: list[dict]) -> list[dict]:
     """`steady_epochs` of records that are epoch records already (a report filters 200,000 of them once)."""
     full = [r for r in epochs if not r.get("partial")]
     return full[1:] if len(full) > 1 else full
@@ -39,7 +39,7 @@ def epoch_seconds(records: list[dict]) -> tuple[float | None, bool]:
     costs (the first where there is only one); else a partial epoch's pace extrapolated to a full pass
     (estimated: True). Records of lbscale before full_pass_seconds count their train_seconds."""
     records = epoch_records(records)
-    steady = _steady(records)
+    steady = steady_among(records)
     if steady:
         return float(np.mean([r.get("full_pass_seconds", r["train_seconds"]) for r in steady])), False
     partial = [r for r in records if r.get("partial")]
@@ -59,7 +59,7 @@ def summarize(records: list[dict], task: Task, status: str, error: str | None = 
     partial = records[-1] if records and records[-1].get("partial") else None
     metrics = sorted({k for r in full for k in r if k.startswith(("val_", "test_"))})
     best = {k: task.best(k, [r[k] for r in full if k in r]) for k in metrics}
-    steady = _steady(records)
+    steady = steady_among(records)
     seconds, estimated = epoch_seconds(records)
     return {
         "status": status, "error": error, "epochs_completed": len(full),

@@ -1,12 +1,13 @@
 """One trial: a data-parallel training run of one configuration, with honest timing and exact resume.
 
 The story of `Trial.run`: check the options against the data and resolve the plan (batches, steps, LR), build
-model, optimizer and inputs, maybe resume, then epoch by epoch: train (micro-batches with accumulation, an LR per
-optimizer step, a cross-rank check every few steps for divergence and signals, evaluations the schedule asks
-for), evaluate, record, checkpoint. Result files (config.json, metrics.jsonl, summary.json) are written by rank
-0, atomically, summary last. The small parts live beside it: the checks (data_checks.py), the inputs (inputs.py),
-evaluation and its schedule (evaluation.py), the record book (summary.py), the monitors (monitors.py), the
-checkpoint's state (checkpoint.py), the process entry (entry.py).
+model, optimizer and inputs, maybe resume (or start a branch from its parent's checkpoint), then epoch by epoch:
+train (micro-batches grouped into optimizer steps, an LR per step, a cross-rank check every few steps for divergence
+and signals, evaluations the schedule asks for), evaluate, record, checkpoint. Result files (config.json,
+metrics.jsonl, summary.json) are written by rank 0, atomically, summary last. The small parts live beside it: the
+checks (data_checks.py), the inputs (inputs.py), the step (step.py) and its grouping (grouping.py: a batch schedule's or
+a branch's), a branch (branching.py), evaluation and its schedule (evaluation.py), the record book (summary.py), the
+monitors (monitors.py), the checkpoint's state (checkpoint.py), the process entry (entry.py).
 """
 
 from __future__ import annotations
@@ -22,21 +23,20 @@ import torch
 from lbscale.train.config import TrialConfig
 from lbscale.data.formats import open_prepared
 from lbscale.data.loader import Prefetcher
-from lbscale.errors import LbscaleError
 from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, TARGET, WAITING, write_json
 from lbscale.train import checkpoint, provenance
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
-from lbscale.analysis.critical import ema_update
-from lbscale.analysis.gns import GNS_FILE
-from lbscale.train.batches import BatchSchedule
+from lbscale.train.branching import Branch
 from lbscale.train.data_checks import check_trial_data
 from lbscale.train.checkpoint import Progress, TrialState
-from lbscale.train.evaluation import EvalSchedule, Evaluator, noise_scale_at_target
+from lbscale.train.evaluation import EvalSchedule, Evaluator, NoiseAtTarget
+from lbscale.train.grouping import StepGrouping
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
-from lbscale.train.monitors import DivergenceMonitor, EpochClock, PaceMeter, split_exposed_wait
+from lbscale.train.monitors import (CrossRankCheck, DivergenceMonitor, EpochClock, PaceMeter, TrainLoss,
+                                   split_exposed_wait)
 from lbscale.train.plan import keep_steps, resolve_plan
 from lbscale.train.pruning import make_pruner
 from lbscale.train.step import TrainStep
@@ -64,18 +64,10 @@ class Trial:
         self.pace = PaceMeter(cfg.timing_warmup_steps, env.world_size, sync, cfg.compile)
         self.pruner = make_pruner(cfg, self.task, self.plan.total_steps)
         self.keep = keep_steps(cfg.keep_checkpoints, self.plan.total_steps, self.plan.steps_per_epoch)
-        self.batches = BatchSchedule.parse(cfg.batch_schedule, self.plan.epoch_samples, cfg.batch_rule,
-                                           cfg.global_batch) if cfg.batch_schedule else None
-        if self.batches:
-            self.batches.check_run(cfg.epochs, self.plan.epoch_samples)
-        if self.batches:
-            self.batches.check(self.plan.local_batch * env.world_size)
-        # a schedule's or a branch's steps are counted from their own start (a branch may start inside a step of
-        # its batch): the micro-batches of the step so far, and the step's place, batch and LR schedule index
-        self.grouped = bool(self.batches or cfg.branch_from)
-        if cfg.branch_from:  # before any output: a folder that is no kept checkpoint, or other micro-batches
-            self.check_branch(Path(cfg.branch_from))
-        self.step_micro, self.step_start = 0, (0, self.plan.global_batch, 0)
+        self.grouping = StepGrouping.of(cfg, self.plan)  # which micro-batches make a step (a schedule's, a branch's)
+        self.branch = Branch.of(cfg, self.plan)  # before any output: checks its kept checkpoint
+        self.loss = TrainLoss(device)
+        self.check = CrossRankCheck(cfg, self.plan, self.loss, self.divergence, self.branch)
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
@@ -95,91 +87,50 @@ class Trial:
                                    self.device, self.train_step.autocast, self.train_step.loss_fn)
         self.schedule = EvalSchedule(cfg, self.plan, self.task, self.evaluator, self.book, self.pruner,
                                      self.env.is_main, self.rung_decision, self.train_step.gns)
-        self.epoch_loss = torch.zeros(2, dtype=torch.float64, device=self.device)  # this rank's sum, micro-batches
+        self.at_target = NoiseAtTarget(cfg, self.model, self.data, self.inputs, self.task, self.plan.local_batch,
+                                       self.device, self.out if self.env.is_main else None)
 
     def rung_decision(self) -> str | None:
         return self.pruner.collective_decision(self.env.is_main, dist.all_reduce_sum, self.device)
 
     # --- checkpoints ----------------------------------------------------------------------------
     def monitors(self) -> dict:
-        return {"divergence": self.divergence, "clock": self.clock, "gns": self.train_step.gns, "pruner": self.pruner}
+        return {"divergence": self.divergence, "clock": self.clock, "gns": self.train_step.gns, "pruner": self.pruner,
+                "branch": self.branch, "grouping": self.grouping}
 
     def save_checkpoint(self, reason: str, folder: str = CHECKPOINT) -> None:
         p = self.progress
         state = TrialState.of(self.model, self.train_step.optimizer, self.train_step.scaler,
                               replace(p, elapsed=self.elapsed()),
                               self.book.records, self.env.world_size, self.monitors())
-        rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.epoch_loss.cpu()}
+        rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.loss.epoch.cpu()}
         checkpoint.save(self.out, self.env, state.to_dict(), rank, {
             "reason": reason, "epoch": p.epoch, "step": p.step, "global_batch": self.plan.global_batch,
-            "local_batch": self.plan.local_batch, "samples_seen": self.samples_seen()}, folder)
+            "local_batch": self.plan.local_batch, "samples_seen": self.plan.samples_seen(p.epoch, p.batch)}, folder)
 
-    def samples_seen(self) -> int:
-        """Training samples of every rank up to now (a kept partial last batch counted whole)."""
-        p, plan = self.progress, self.plan
-        return p.epoch * plan.epoch_samples + min(p.batch * plan.local_batch * plan.world_size, plan.epoch_samples)
-
-    def start_branch(self) -> None:
-        """A branch (`lbscale branch`): the parent's weights, optimizer state, RNG and place in the data at its
-        kept checkpoint, continued at this trial's batch: the same micro-batches, grouped into larger steps
-        (`checkpoint.branch_progress`); the LR is this trial's schedule at the mapped step."""
-        folder = Path(self.cfg.branch_from)
+    def load(self, monitors: dict, folder: Path | None = None) -> TrialState:
+        """The trial's checkpoint (or a kept one in `folder`) into the network, optimizer, scaler, `monitors`, the
+        RNG and this epoch's loss; its state, for the progress."""
         main, rank = checkpoint.load(self.out, self.env, self.device, folder)
         state = TrialState.from_dict(main)
-        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, {"divergence": self.divergence})
-        self.progress = checkpoint.branch_progress(state.progress, self.plan.steps_per_epoch, self.plan.accum_steps)
-        if self.cfg.branch_ema:
-            self.progress.branch_ema = [0.0, 0.0, checkpoint.kept_info(folder)["global_batch"]]
-        if self.progress.batch >= self.plan.micro_batches_per_epoch:  # at the end of an epoch (one that keeps only
-            self.progress.branch_start = [self.progress.epoch + 1, 0]  # whole larger steps may end sooner)
+        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, monitors)
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
-        self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
+        self.loss.epoch = checkpoint.epoch_loss(rank).to(self.device)
+        return state
 
-    def check_branch(self, folder: Path) -> None:
-        info = checkpoint.kept_info(folder)
-        if info["local_batch"] != self.plan.local_batch:
-            raise LbscaleError(f"--branch-from {folder}: a branch continues its parent's micro-batches of "
-                               f"{info['local_batch']} per process; this trial's are {self.plan.local_batch}")
-
-    def window_done(self) -> bool:
-        """A branch has trained its --branch-samples past its start."""
-        p, start = self.progress, self.progress.branch_start
-        if start is None or not self.cfg.branch_samples:
-            return False
-        micro = (p.epoch - start[0]) * self.plan.micro_batches_per_epoch + p.batch - start[1]
-        return micro * self.plan.local_batch * self.plan.world_size >= self.cfg.branch_samples
-
-    def restore(self) -> None:
-        main, rank = checkpoint.load(self.out, self.env, self.device)
-        state = TrialState.from_dict(main)
-        state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, self.monitors())
-        self.progress, self.book.records = state.progress, state.records
-        checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
-        self.epoch_loss = checkpoint.epoch_loss(rank).to(self.device)
+    def restore(self, resumed: bool) -> None:
+        """Resumed: from the trial's own checkpoint. A branch: from its parent's kept checkpoint (its divergence
+        monitor too), continued at this trial's batch (branching.py)."""
+        if resumed:
+            state = self.load(self.monitors())
+            self.progress, self.book.records = state.progress, state.records
+        elif self.branch:
+            self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
 
     def elapsed(self) -> float:
         return self.progress.elapsed + time.perf_counter() - self.t_start
 
     # --- the loop -------------------------------------------------------------------------------
-    def check(self, window: torch.Tensor) -> str | None:
-        """Cross-rank agreement every few steps: 'diverged' (where divergence stops the trial), 'stop' (a signal
-        or the preemption step: checkpoint and requeue, also after a divergence the trial carries on from),
-        or None. The first divergence is recorded either way."""
-        p = self.progress
-        stop = 1.0 if (self.stop_signal or p.step == self.cfg.preempt_after_steps) else 0.0
-        t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=self.device)])
-        loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
-        window.zero_()
-        if p.branch_ema is not None and count:  # checked every step: this step's mean loss over all ranks
-            p.branch_ema = ema_update(p.branch_ema, loss_sum / count,
-                                      self.cfg.branch_ema ** (self.plan.global_batch / p.branch_ema[2]))
-        if self.divergence.update(loss_sum / max(count, 1), p.step):
-            if p.diverged_at is None:
-                p.diverged_at = {"epoch": p.epoch + 1, "step": p.step}
-            if self.cfg.on_divergence != "continue":
-                return "diverged"
-        return "stop" if stop else None
-
     def train_epoch(self) -> tuple[str | None, dict]:
         p, n_micro = self.progress, self.plan.micro_batches_per_epoch
         self.train_step.train()
@@ -187,7 +138,6 @@ class Trial:
         batches = Prefetcher(self.inputs.train.iterate(p.batch), pin_memory=self.device.type == "cuda")
         progress = bar(total=n_micro, desc=f"epoch {p.epoch + 1}/{self.cfg.epochs}", unit="batch", log_every=None,
                        start=p.batch, shown=self.env.is_main)
-        window = torch.zeros(2, dtype=torch.float64, device=self.device)
         self.pace.start()
         data_seconds, verdict, images = 0.0, None, 0
         try:
@@ -195,164 +145,92 @@ class Trial:
                 td = time.perf_counter()
                 batch = next(batches)  # the wait for data; normalising and augmenting count as compute
                 data_seconds += time.perf_counter() - td
-                images += self.micro_batch(batch, window)
+                images += self.micro_batch(batch)
                 progress.update(1)
-                if self.step_ended():  # the step's last micro-batch
-                    verdict = self.optimizer_step(window, images)
+                if self.grouping.ended(p):  # the step's last micro-batch
+                    verdict = self.optimizer_step(images)
                     images = 0
         finally:
             batches.close()  # also when the epoch stops early (divergence, preemption, an error)
         progress.close()
-        return verdict, self.close_epoch(data_seconds)
+        ips, compiled = self.pace.close(self.clock, data_seconds, self.train_step.take_comm_seconds)  # into the clock
+        return verdict, self.epoch_timing(ips, compiled)
 
-    def step_ended(self) -> bool:
-        """After a micro-batch: whether it ended its optimizer step."""
-        p = self.progress
-        if self.grouped:
-            return self.step_micro == 0
-        return p.batch % self.plan.accum_steps == 0 or p.batch == self.plan.micro_batches_per_epoch
-
-    def scheduled_grouping(self) -> tuple[bool, int]:
-        """With a batch schedule or in a branch, for the next micro-batch: (whether it ends its step, the step's
-        samples on this rank); a step's batch is the schedule's at the samples and steps before it (noted where it
-        changes), or the trial's; its LR index the first batch's step at its first micro-batch."""
-        p, plan = self.progress, self.plan
-        if self.step_micro == 0:
-            seen = self.samples_seen()
-            batch = self.batches.batch_at(seen, p.step) if self.batches else plan.global_batch
-            if self.batches and (not p.batch_changes or p.batch_changes[-1]["global_batch"] != batch):
-                p.batch_changes.append({"step": p.step, "samples_seen": seen, "global_batch": batch})
-            self.step_start = (seen, batch, p.epoch * plan.steps_per_epoch + p.batch // plan.accum_steps)
-        accum = self.step_start[1] // (plan.local_batch * plan.world_size)
-        last = self.step_micro + 1 == accum or p.batch + 1 == plan.micro_batches_per_epoch
-        shard = plan.epoch_samples // plan.world_size
-        in_step = min(plan.local_batch * accum, shard - (p.batch - self.step_micro) * plan.local_batch)
-        self.step_micro = 0 if last else self.step_micro + 1
-        return last, in_step
-
-    def step_lr(self) -> float | None:
-        """A batch schedule's LR for the step just accumulated: the schedule's at its place in the data (in steps
-        of the first batch), times the rule's factor for its batch."""
-        if not self.batches:
-            return None
-        # a step cut short at an epoch's end (fewer micro-batches than its batch) gets the factor of what it trained
-        trained = min(self.step_start[1], self.in_step * self.plan.world_size)
-        return self.policy.lr(self.step_start[2]) * self.batches.lr_factor(trained)
-
-    def micro_batch(self, batch, window: torch.Tensor) -> int:
+    def micro_batch(self, batch) -> int:
         p = self.progress
         x, y = self.inputs(batch, train=True)
-        grouping = self.scheduled_grouping() if self.grouped else None
-        loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, grouping)
-        counted = torch.stack([loss, torch.ones_like(loss)])
-        window += counted
-        self.epoch_loss += counted
+        loss, self.in_step = self.train_step.micro_batch(x, y, p.batch, p.step, self.grouping.next(p))
+        self.loss.add(loss)
         p.batch += 1
         return len(x)
 
-    def optimizer_step(self, window: torch.Tensor, images: int) -> str | None:
-        """The update, the cross-rank check where due, a step evaluation where due."""
-        p, cfg = self.progress, self.cfg
-        self.train_step.update(p.step, self.step_lr())
+    def optimizer_step(self, images: int) -> str | None:
+        """The update, the cross-rank check where due, a branch's end or a step evaluation where due."""
+        p = self.progress
+        self.train_step.update(p.step, self.grouping.lr(self.policy, self.in_step))
         p.step += 1
         self.pace.step(images)
         if p.step in self.keep:  # for lbscale branch: the state after this step, the epoch's clock aside
             self.save_checkpoint("kept", f"{checkpoint.KEPT}/{self.keep[p.step]}")
-        verdict = None
-        if p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps or p.branch_ema is not None \
-                or p.batch == self.plan.micro_batches_per_epoch or self.window_done():
-            verdict = self.check(window)
-        if verdict != "diverged" and self.window_done():  # a branch's window: its one evaluation, then the end
-            self.pace.sync()
-            trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
-            smoothed = {"train_loss_ema": p.branch_ema[0] / p.branch_ema[1]} if p.branch_ema and p.branch_ema[1] \
-                else None
-            self.schedule.evaluate_now(p, trained, self.samples_seen(), bool(cfg.eval_subset), smoothed)
+        verdict = self.check(p, bool(self.stop_signal)) if self.check.due(p) else None
+        if verdict == "diverged":
+            return verdict
+        if self.branch and self.branch.done(p):  # its window trained: its one evaluation, then the end
+            self.schedule.evaluate_now(p, self.pace.trained(self.clock), self.plan.samples_seen(p.epoch, p.batch),
+                                       bool(self.cfg.eval_subset), self.branch.smoothed())
             return "window"
         # a due evaluation runs also when a preemption stops the epoch here: a resumed trial starts after this
         # step, and a rung it skipped would never be judged ('wait', 'pruned' and 'target' end the process as the
         # preemption would)
+        return self.step_evaluation() or verdict
+
+    def step_evaluation(self) -> str | None:
+        """The evaluation the schedule asks for after this step, if any (`EvalSchedule.run`'s verdict)."""
+        p = self.progress
         seen = p.epoch * self.plan.epoch_samples + (self.clock.images + self.pace.images) * self.plan.world_size
-        if verdict != "diverged" and self.schedule.due(p.step, seen - self.in_step * self.plan.world_size, seen):
-            self.pace.sync()
-            te = time.perf_counter()
-            trained = self.clock.timing()["train_seconds"] + self.pace.elapsed()
-            before = p.target_hit
-            verdict = self.schedule.run(p, trained, seen) or verdict
-            self.train_step.train()
-            self.pace.eval_seconds += time.perf_counter() - te
-            self.pace.aside_seconds += self.measure_at_target(before)
+        if not self.schedule.due(p.step, seen - self.in_step * self.plan.world_size, seen):
+            return None
+        trained, te, before = self.pace.trained(self.clock), time.perf_counter(), p.target_hit
+        verdict = self.schedule.run(p, trained, seen)
+        self.train_step.train()
+        self.pace.eval_seconds += time.perf_counter() - te
+        self.pace.aside_seconds += self.at_target.after(before, p)
         return verdict
 
-    def close_epoch(self, data_seconds: float) -> dict:
-        """The epoch's (or its part's) seconds into the clock; its timing fields (collective)."""
-        self.pace.sync()
-        end = time.perf_counter()
-        comm_seconds = self.train_step.take_comm_seconds()
-        # step evaluations: out of the training time, in their own bucket; measurements at the target: out of it
-        trained = end - self.pace.t0 - self.pace.left_out
-        self.clock.add(data=data_seconds, compute=trained - data_seconds - comm_seconds, comm=comm_seconds,
-                       step_eval=self.pace.eval_seconds)
-        self.clock.count(self.pace.images)
-        ips, compiled = self.pace.finish(end)
-        timing = self.epoch_timing(ips)
-        if compiled is not None:  # reported once, beside img/s (which leaves the first steps out anyway)
-            timing["compile_seconds"] = compiled
-        return timing
-
-    def epoch_timing(self, ips: float | None = None) -> dict:
-        """Collective: every rank's clock, split in the frame of the rank that waited most (monitors.py)."""
-        ranks = dist.all_gather_object(self.clock.timing())
-        split = split_exposed_wait(ranks) if self.env.world_size > 1 else {**ranks[0], "imbalance_seconds": 0.0}
-        return epoch_timing(split, self.clock.images * self.plan.world_size, ips,
-                            self.train_step.optimizer.param_groups[0]["lr"], self.plan.train_samples,
-                            self.schedule.any)
-
-    def epoch_train_loss(self) -> float:
-        """The epoch's mean training loss over every rank's micro-batches so far (collective)."""
-        loss_sum, count = dist.all_reduce_sum(self.epoch_loss.clone()).tolist()
-        return loss_sum / max(count, 1)
+    def epoch_timing(self, ips: float | None = None, compiled: float | None = None) -> dict:
+        """The epoch's (or its part's) timing fields (collective): every rank's clock, split in the frame of the rank
+        that waited most (monitors.py); the compile seconds where this epoch compiled, reported once beside img/s
+        (which leaves the first steps out anyway)."""
+        split = split_exposed_wait(dist.all_gather_object(self.clock.timing()))
+        timing = epoch_timing(split, self.clock.images * self.plan.world_size, ips,
+                              self.train_step.optimizer.param_groups[0]["lr"], self.plan.train_samples,
+                              self.schedule.any)
+        return timing if compiled is None else {**timing, "compile_seconds": compiled}
 
     def end_epoch(self, timing: dict) -> None:
         p = self.progress
-        train_loss = self.epoch_train_loss()
+        train_loss = self.loss.epoch_mean()
         te = time.perf_counter()
         metrics = self.evaluator.evaluate(self.cfg.eval_split)
         record = self.book.epoch(p.epoch + 1, p.step, train_loss, metrics, timing, time.perf_counter() - te,
                                  self.train_step.gns.end_epoch() if self.train_step.gns else {})
         p.epoch, p.batch = p.epoch + 1, 0
         self.clock.reset()
-        self.epoch_loss.zero_()
+        self.loss.epoch.zero_()
         before = p.target_hit
         self.schedule.note_target(record, p)
-        self.measure_at_target(before)  # after the epoch's record: outside its time
-
-    def measure_at_target(self, before: dict | None) -> float:
-        """After an evaluation: where it first reached the target (none had before it: `before`), the noise scale
-        there (--gns-at-target; every rank measures the same weights alike, so no collective; rank 0 writes
-        gns.json). Its seconds, which are not training time."""
-        if before is not None or self.progress.target_hit is None or not self.cfg.gns_at_target:
-            return 0.0
-        t0 = time.perf_counter()
-        record = noise_scale_at_target(self.model, self.data, self.inputs, self.task, self.cfg,
-                                       self.plan.local_batch, self.progress.step, self.device)
-        if self.env.is_main:
-            write_json(self.out / GNS_FILE, record)
-        return time.perf_counter() - t0
+        self.at_target.after(before, p)  # after the epoch's record: outside its time
 
     def record_partial_epoch(self, timing: dict) -> None:
         p = self.progress
         self.book.partial_epoch(p.epoch + 1, p.step, p.batch / self.plan.micro_batches_per_epoch,
-                                self.epoch_train_loss(), timing)
+                                self.loss.epoch_mean(), timing)
 
     def run(self) -> int:
         cfg = self.cfg
         self.build()
         resumed = cfg.resume and checkpoint.exists(self.out)
-        if resumed:
-            self.restore()
-        elif cfg.branch_from:
-            self.start_branch()
+        self.restore(resumed)
         if cfg.tensorboard and self.env.is_main:  # a resumed trial hides what it replays after its checkpoint
             self.book.scalars = ScalarLog(self.out / TENSORBOARD_DIR, self.progress.step + 1 if resumed else None)
         described = provenance.describe(self.cfg, self.plan, self.env.world_size, self.data.dataset, self.task,
@@ -362,10 +240,8 @@ class Trial:
             write_json(self.out / CONFIG, described)
         for signum in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(signum, self._on_signal)
-        if self.pruner and self.pruner.pending:  # resumed while waiting at a rung: decide first
-            verdict = self.rung_decision()
-            if verdict:
-                return self.stop_early(verdict, self.epoch_timing())
+        if self.pruner and self.pruner.pending and (verdict := self.rung_decision()):  # resumed at a rung: decided
+            return self.stop_early(verdict, self.epoch_timing())
         if resumed and cfg.stop_at_target and self.progress.target_hit:  # checkpointed at the target, not ended
             return self.stop_early("target", None)
         while self.progress.epoch < cfg.epochs:
@@ -419,9 +295,6 @@ class Trial:
         return 0
 
     def summary(self, status: str, error: str | None, digests: list, test: dict | None = None) -> dict:
-        out = trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
-                            self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
-                            self.train_step.gns if self.train_step else None)
-        if self.batches:  # the batch of every step, as it happened
-            out["batch_schedule"] = self.progress.batch_changes
-        return out
+        return {**trial_summary(self.book, self.task, status, error, self.cfg, self.plan, self.progress,
+                                self.env.world_size, self.elapsed(), digests, test, self.stopped, self.pruner,
+                                self.train_step.gns if self.train_step else None), **self.grouping.summary()}

@@ -2,9 +2,13 @@
 continuation, bit for bit; a larger batch continues the same micro-batches in larger steps."""
 
 import json
+from types import SimpleNamespace
 
 from lbscale.results import read_jsonl
-from lbscale.train.checkpoint import Progress, branch_progress
+from lbscale.train.branching import Branch, branch_progress
+from lbscale.train.checkpoint import Progress, TrialState
+from lbscale.train.grouping import StepGrouping
+from lbscale.train.plan import Plan
 from tests.train.helpers import summary
 
 BASE = ["--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd", "--momentum", "0.9",
@@ -15,8 +19,39 @@ BASE = ["--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "
 def test_branch_progress_by_hand():
     parent = Progress(epoch=1, batch=6, step=23, target_hits={"0.9": {}}, elapsed=5.0)
     # at 4 micro-batches a step and 5 steps an epoch: epoch 1's step 6 // 4 = 1, so step 5 + 1
-    assert branch_progress(parent, 5, 4) == Progress(epoch=1, batch=6, step=6, branch_start=[1, 6])
+    assert branch_progress(parent, 5, 4) == Progress(epoch=1, batch=6, step=6)
     assert branch_progress(parent, 17, 1).step == 23  # factor 1: the parent's own step
+
+
+def test_branch_and_grouping_state_through_a_checkpoint_and_from_an_earlier_lbscales(tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "model.pt").write_bytes(b"")
+    (kept / "info.json").write_text(json.dumps({"local_batch": 32, "global_batch": 32}))
+    plan = Plan(1, 64, 32, 2, 560, 9, 18, 0.1, 0.0, 0, 17, 544)
+    cfg = SimpleNamespace(branch_from=str(kept), branch_samples=320, branch_ema=0.9, batch_schedule=None)
+
+    def fresh():
+        return {"branch": Branch.of(cfg, plan), "grouping": StepGrouping.of(cfg, plan)}
+
+    objects = fresh()
+    assert objects["branch"].begin(Progress(epoch=1, batch=17, step=34)) == Progress(epoch=1, batch=17, step=17)
+    assert (objects["branch"].start, objects["branch"].ema) == ([2, 0], [0.0, 0.0, 32])  # at an epoch's end
+    objects["branch"].observe(3.0, 2, 64)
+    objects["grouping"].changes = [{"step": 0, "samples_seen": 0, "global_batch": 64}]
+    model = {"model": {}, "optimizer": {}, "scaler": {}, "records": [], "world_size": 1}
+    saved = {**model, **{k: v.state_dict() for k, v in objects.items()}}
+    # an earlier lbscale kept both in its progress: model.pt's own fields
+    earlier = {**model, "epoch": 2, "branch_start": [2, 0], "branch_ema": objects["branch"].ema,
+               "batch_changes": objects["grouping"].changes}
+    for d in (saved, earlier):
+        loaded = fresh()
+        state = TrialState.from_dict(d)
+        for name, obj in loaded.items():
+            obj.load_state_dict(state.monitors[name])
+        assert (loaded["branch"].start, loaded["branch"].ema) == ([2, 0], objects["branch"].ema)
+        assert loaded["branch"].smoothed() == {"train_loss_ema": 1.5}
+        assert loaded["grouping"].changes == objects["grouping"].changes
 
 
 def test_factor_one_is_the_parents_continuation_and_factor_two_takes_half_the_steps(tiny_h5, tmp_path, run_cli):

@@ -1,7 +1,8 @@
 """The loop's small state objects without training: the divergence monitor and the epoch clock, each checked
-on hand-made sequences and through its state_dict (what a checkpoint carries)."""
+on hand-made sequences and through its state_dict (what a checkpoint carries), and the cross-rank check."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -102,3 +103,28 @@ def test_measurements_at_the_target_are_neither_training_time_nor_in_the_pace(mo
     pace.step(10)
     assert pace.elapsed() == 3.0  # 6.5 s, less 0.5 s of evaluation and 3 s of measurement
     assert pace.finish(6.5) == (20 / 2.0, None)  # 20 images in the 2 s of training after the warm-up
+
+
+def test_the_cross_rank_check_by_hand_on_one_process():
+    """Due at --check-every, the preemption step and an epoch's end; the loss since the last check goes to the
+    divergence monitor, then starts again; a signal or the preemption step stops; a diverged trial stops at once
+    only where it must."""
+    import torch
+
+    from lbscale.train.checkpoint import Progress
+    from lbscale.train.monitors import CrossRankCheck, TrainLoss
+
+    cfg = SimpleNamespace(check_every=4, preempt_after_steps=6, on_divergence="stop")
+    loss = TrainLoss(torch.device("cpu"))
+    check = CrossRankCheck(cfg, SimpleNamespace(micro_batches_per_epoch=10, global_batch=32), loss,
+                           DivergenceMonitor(2.0, 1), None)
+    assert [s for s in range(1, 10) if check.due(Progress(step=s, batch=s))] == [4, 6, 8]
+    assert check.due(Progress(step=3, batch=10))  # an epoch's end
+    for value in (1.0, 3.0):
+        loss.add(torch.tensor(value, dtype=torch.float64))
+    assert check(Progress(step=4), False) is None and check.divergence.initial_loss == 2.0
+    assert loss.window.tolist() == [0.0, 0.0] and loss.epoch.tolist() == [4.0, 2.0] and loss.epoch_mean() == 2.0
+    assert check(Progress(step=5), True) == "stop" and check(Progress(step=6), False) == "stop"
+    loss.add(torch.tensor(5.0, dtype=torch.float64))
+    p = Progress(epoch=1, step=8)
+    assert check(p, False) == "diverged" and p.diverged_at == {"epoch": 2, "step": 8}
