@@ -8,7 +8,7 @@ import pandas as pd
 from lbscale.results import FINISHED
 from lbscale.report.load import Study
 from lbscale.report.tables import Table, batch_label, mean_std
-from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
+from lbscale.train.batch_schedule import SYNTAX_EPOCH, BatchSchedule
 
 
 def _control(arm_variant: str, variants: list[str]) -> str | None:

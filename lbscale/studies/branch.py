@@ -23,7 +23,7 @@ import pandas as pd
 from lbscale.train.config import FIELDS, NO_PRUNING, load_config
 from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
-from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.plan import SweepTrial
 from lbscale.train import checkpoint
 from lbscale.train.plan import resolve_plan
 
@@ -102,7 +102,7 @@ def parent_of(trial: Path) -> tuple[dict, dict, dict[str, Path]]:
     return described["config"], described["plan"], kept
 
 
-def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) -> tuple[list[TrialPlan], dict]:
+def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) -> tuple[list[SweepTrial], dict]:
     """The branch trials of TRIAL (one per kept checkpoint and factor, on the parent's processes: `gpus_per_node`
     gives the nodes they span) and what they rest on; one line where a checkpoint cannot be branched from or
     has less training left than the window."""
@@ -139,12 +139,12 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
                        "out": str(results / name)}
             cfg = load_config(None, **options)
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
-            plans.append(TrialPlan(name, plan["world_size"], nodes, cfg, p, variant=f"x{k}", sweep="branch"))
+            plans.append(SweepTrial(name, plan["world_size"], nodes, cfg, p, variant=f"x{k}", sweep="branch"))
     return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
                    "results": results, "subset": subset, "parent_batch": plan["global_batch"]}
 
 
-def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float, ema: bool = False) -> pd.DataFrame:
+def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: bool = False) -> pd.DataFrame:
     """Per branch: its checkpoint, the parent's samples and step there, factor, batch, the loss on the fixed
     subset at the window's end (and with `ema` the training loss's moving average over the window), the optimizer
     steps it took; and per checkpoint the local critical batch, judged by the moving average with `ema`, else by
@@ -181,7 +181,7 @@ def branch_table(plans: list[TrialPlan], parent: Path, tolerance: float, ema: bo
     return df
 
 
-def run_branches(plans: list[TrialPlan], results: Path) -> int:
+def run_branches(plans: list[SweepTrial], results: Path) -> int:
     """Run the branches that have not finished, one after another on this machine (warm-started, resumable);
     the failures."""
     from lbscale.sweep.follow import SweepProgress
@@ -256,7 +256,7 @@ def _command(trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) ->
     return cmd
 
 
-def _slurm(plans: list[TrialPlan], trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) -> str | None:
+def _slurm(plans: list[SweepTrial], trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) -> str | None:
     """Inside an array task: run its branch (the outcome line). Else submit the arrays and, with `wait`, wait for
     them (None: go on to the table); without, say what to run once they end."""
     from lbscale import slurm

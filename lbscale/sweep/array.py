@@ -13,7 +13,7 @@ from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.results import REQUEUE_EXIT, RUN, read_json, write_failed_summary, write_json
 from lbscale.sweep.launch import LOG, outcome, run_process, select, train_argv, waiting, write_trial_files
 from lbscale.sweep.options import SweepRun
-from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.plan import SweepTrial
 from lbscale.sweep.state import trial_state
 
 RUNG_WAITS = "rung-waits.json"  # how often an array task went back to the queue to wait at a rung
@@ -26,7 +26,7 @@ MAX_RUNG_WAITS = 500  # then it gives up: a peer that never reports (cancelled, 
 RANK_EXIT_WAIT = 60
 
 
-def run_array_task(p: TrialPlan, run: SweepRun) -> int:
+def run_array_task(p: SweepTrial, run: SweepRun) -> int:
     """Inside a SLURM job: run one trial with one srun task per GPU; requeue on preemption if asked."""
     write_trial_files([p])
     if not select([p], run.options.retry_failed):
@@ -68,7 +68,7 @@ def run_array_task(p: TrialPlan, run: SweepRun) -> int:
     return code
 
 
-def srun_argv(p: TrialPlan, system: dict, cpus_per_task: int | None = None) -> list[str]:
+def srun_argv(p: SweepTrial, system: dict, cpus_per_task: int | None = None) -> list[str]:
     """One task per GPU of the trial, over its nodes; CPUs per task passed on (srun no longer inherits them
     from the batch script since Slurm 22.05): the job's (`cpus_per_task`, SLURM_CPUS_PER_TASK, so an edited
     #SBATCH line wins), else the profile's."""
@@ -81,7 +81,7 @@ def srun_argv(p: TrialPlan, system: dict, cpus_per_task: int | None = None) -> l
     return argv + [str(a) for a in system.get("srun_args") or []]
 
 
-def _give_up(p: TrialPlan, why: str, requeues: int) -> int:
+def _give_up(p: SweepTrial, why: str, requeues: int) -> int:
     """An array task that stops requeueing its trial: failed, with why (its checkpoint stays for a retry)."""
     write_failed_summary(p.out, why, requeues=requeues)
     (p.out / RUN).unlink(missing_ok=True)

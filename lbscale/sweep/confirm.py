@@ -13,15 +13,15 @@ import math
 
 from lbscale.train.config import NO_PRUNING
 from lbscale.results import FINISHED, METRICS, SUMMARY, read_json, read_jsonl
-from lbscale.sweep.plan import TrialPlan, point_id
+from lbscale.sweep.plan import SweepTrial, point_id
 from lbscale.sweep.spec import SweepSpec
 
 
-def _cell(p: TrialPlan) -> tuple:
+def _cell(p: SweepTrial) -> tuple:
     return (p.plan.global_batch, p.gpus, p.dataset, p.variant, p.warmup)
 
 
-def _rank(p: TrialPlan) -> tuple:
+def _rank(p: SweepTrial) -> tuple:
     """A finished search trial's place: (missed the target, steps to it, the metric's best value on the whole
     split negated where higher is better, the id). An evaluation of a subset (`subset`: its images) is a noisy
     estimate that never ranks a trial, as in the report (`report.tuned.whole_split`)."""
@@ -36,16 +36,16 @@ def _rank(p: TrialPlan) -> tuple:
     return (steps is None, steps if steps is not None else math.inf, key, p.trial_id)
 
 
-def _search_cells(plans: list[TrialPlan]) -> dict[tuple, list[TrialPlan]]:
+def _search_cells(plans: list[SweepTrial]) -> dict[tuple, list[SweepTrial]]:
     """The search trials of each cell, never its confirmations."""
-    cells: dict[tuple, list[TrialPlan]] = {}
+    cells: dict[tuple, list[SweepTrial]] = {}
     for p in plans:
         if p.point is not None and p.tune and not p.confirms:
             cells.setdefault(_cell(p), []).append(p)
     return cells
 
 
-def _rerun(spec: SweepSpec, members: list[TrialPlan], ranked: list[TrialPlan]) -> list[TrialPlan]:
+def _rerun(spec: SweepSpec, members: list[SweepTrial], ranked: list[SweepTrial]) -> list[SweepTrial]:
     """The confirmation trials of one cell: the first K points of `ranked`, each with S new seeds (none where the
     spec asks for none)."""
     confirm = getattr(spec.variant_search.get(members[0].variant, spec.search), "confirm", None)
@@ -60,7 +60,7 @@ def _rerun(spec: SweepSpec, members: list[TrialPlan], ranked: list[TrialPlan]) -
     return out
 
 
-def confirmation(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialPlan]:
+def confirmation(spec: SweepSpec, plans: list[SweepTrial]) -> list[SweepTrial]:
     """The confirmation trials of every cell whose search has finished (none where the spec asks for none, or
     while a search trial of the cell still runs or waits)."""
     out = []
@@ -70,7 +70,7 @@ def confirmation(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialPlan]:
     return out
 
 
-def confirmation_to_come(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialPlan]:
+def confirmation_to_come(spec: SweepSpec, plans: list[SweepTrial]) -> list[SweepTrial]:
     """Stand-ins for the confirmation trials a sweep will add to `plans` (K points x S seeds in each cell whose
     confirmations are not planned yet): the cell's first K points, whose trials cost what the winners' will, for
     `--estimate` to price."""
@@ -79,7 +79,7 @@ def confirmation_to_come(spec: SweepSpec, plans: list[TrialPlan]) -> list[TrialP
             for q in _rerun(spec, members, members)]
 
 
-def _again(p: TrialPlan, seed: int) -> TrialPlan:
+def _again(p: SweepTrial, seed: int) -> SweepTrial:
     """The search trial `p` with another seed, not pruned (it is no candidate any more: its point was chosen)."""
     trial_id = f"{point_id(p.trial_id)}-s{seed}"
     out = p.out.parent / trial_id

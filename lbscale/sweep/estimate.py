@@ -35,7 +35,7 @@ from lbscale.results import METRICS, REQUEUE_EXIT, read_jsonl
 from lbscale.sweep.eta import clock, shape_key
 from lbscale.sweep import warm as warm_start
 from lbscale.sweep.launch import TRAIN_MODULE, select
-from lbscale.sweep.plan import TrialPlan, point_id, trial_yaml
+from lbscale.sweep.plan import SweepTrial, point_id, trial_yaml
 
 WINDOW_STEPS = 5  # W: the optimizer steps of one window (the first window is not timed)
 WINDOWS = 6  # R: the timed windows after it, whose median is the pace
@@ -74,8 +74,8 @@ def median_spread(values: list[float]) -> tuple[float, float, float]:
     return median, v[0], v[-1]
 
 
-def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = False,
-                   to_come: list[TrialPlan] = (), adaptive: bool = False) -> None:
+def print_estimate(plans: list[SweepTrial], retry_failed: bool, warm: bool = False,
+                   to_come: list[SweepTrial] = (), adaptive: bool = False) -> None:
     """Time each shape of the trials still to run and print one line per shape, then the sweep's expected
     duration and what it rests on. `to_come`: the confirmation trials the sweep will add (stand-ins of their
     shape, `confirm.confirmation_to_come`), priced like the others; `adaptive`: the sweep runs adaptive rounds,
@@ -114,14 +114,14 @@ def print_estimate(plans: list[TrialPlan], retry_failed: bool, warm: bool = Fals
           "stopping at a target end trials sooner")
 
 
-def trial_seconds(p: TrialPlan, t: ShapeTiming) -> float:
+def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:
     """One trial's expected seconds from its shape's timing (pure: steps and evaluations by hand). A trial whose
     batch grows (`batch_schedule`) takes fewer, larger steps: its training is priced at its first batch's seconds
     per sample over all its samples (the plan's steps at the first batch), an upper bound where a larger batch
     takes fewer seconds per sample, and its step evaluations counted over the steps it takes."""
     from dataclasses import asdict
 
-    from lbscale.train.batches import run_steps
+    from lbscale.train.batch_schedule import run_steps
 
     cfg, plan = p.config, p.plan
     if cfg.eval_every:
@@ -140,7 +140,7 @@ def trial_seconds(p: TrialPlan, t: ShapeTiming) -> float:
             + step_evals * t.eval_seconds * subset)
 
 
-def time_shape(p: TrialPlan, warm: bool = False) -> tuple[ShapeTiming, float]:
+def time_shape(p: SweepTrial, warm: bool = False) -> tuple[ShapeTiming, float]:
     """Run trial `p` here for (1 + R) W optimizer steps in a temporary directory and read its records; with
     `warm`, a one-process trial is forked from the warm-start server as a local sweep would start it. Also the
     seconds the server took to start (0 where it ran already or is not used)."""
@@ -213,14 +213,14 @@ def timing_from(records: list[dict], wall: float, eval_samples: int) -> ShapeTim
                        (lo, hi), len(timed))
 
 
-def _shapes(plans: list[TrialPlan]) -> dict[tuple, list[TrialPlan]]:
-    shapes: dict[tuple, list[TrialPlan]] = {}
+def _shapes(plans: list[SweepTrial]) -> dict[tuple, list[SweepTrial]]:
+    shapes: dict[tuple, list[SweepTrial]] = {}
     for p in plans:
         shapes.setdefault(shape_key(to_dict(p.config), p.gpus), []).append(p)
     return shapes
 
 
-def _name(p: TrialPlan, shapes: dict) -> str:
+def _name(p: SweepTrial, shapes: dict) -> str:
     """'b64-g1', or with the variant where two shapes share batch and GPUs."""
     short = f"b{p.plan.global_batch}-g{p.gpus}"
     same = sum(q[0].plan.global_batch == p.plan.global_batch and q[0].gpus == p.gpus for q in shapes.values())

@@ -161,7 +161,7 @@ def _resolved(trial_yaml: Path, gpus: int, train_samples: int) -> tuple[int | No
     from dataclasses import asdict
 
     from lbscale.train.config import load_config
-    from lbscale.train.batches import run_steps
+    from lbscale.train.batch_schedule import run_steps
     from lbscale.train.plan import resolve_plan
 
     try:

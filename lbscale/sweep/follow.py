@@ -11,15 +11,15 @@ from dataclasses import asdict
 from lbscale.train.config import to_dict
 from lbscale.progress import Board
 from lbscale.sweep.eta import TrialPace, clock, run_samples, shape_key, since_news, sweep_left, trial_left, whole
-from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.plan import SweepTrial
 from lbscale.sweep.state import trial_state
-from lbscale.train.batches import run_steps
+from lbscale.train.batch_schedule import run_steps
 
 LOG_EVERY = 60.0  # in a log: seconds between two lines with news (a new record)
 HEARTBEAT = 600.0  # ... and a line after this long without one
 
 
-def plan_pace(p: TrialPlan) -> TrialPace:
+def plan_pace(p: SweepTrial) -> TrialPace:
     """A planned trial as the estimates see it: its shape, (first) batch, steps (as a batch schedule takes them)
     and training samples, nothing run."""
     plan = asdict(p.plan)
@@ -37,7 +37,7 @@ class SweepProgress:
         self.startups: list[float] = []
 
     @contextmanager
-    def trial(self, p: TrialPlan, at: str, rest: list[TrialPlan]):
+    def trial(self, p: SweepTrial, at: str, rest: list[SweepTrial]):
         """Follow trial `p` while the body runs it: yields the callable the launcher calls now and then."""
         board = Board(f"{at} {p.trial_id}", LOG_EVERY, HEARTBEAT)
         rest_paces = [plan_pace(q) for q in rest]
@@ -59,7 +59,7 @@ class SweepProgress:
                 self.ran.append(t)
                 self.startups.append(max(0.0, time.time() - t0 - t.trained))
 
-    def pace(self, p: TrialPlan) -> tuple[TrialPace, dict]:
+    def pace(self, p: SweepTrial) -> tuple[TrialPace, dict]:
         """Trial `p` as its files have it now: its pace, and its state (`state.trial_state`)."""
         state = trial_state(p.out)
         t = plan_pace(p)

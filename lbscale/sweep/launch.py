@@ -28,7 +28,7 @@ from lbscale.sweep import warm as warm_start
 from lbscale.sweep.budget import budget_warnings
 from lbscale.sweep.follow import SweepProgress
 from lbscale.sweep.options import SweepRun
-from lbscale.sweep.plan import TrialPlan, trial_yaml
+from lbscale.sweep.plan import SweepTrial, trial_yaml
 from lbscale.sweep.state import checkpoint_info, checkpoint_reason, count_line, running_here, trial_state
 
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
@@ -56,7 +56,7 @@ def same_trial(old_text: str, new: dict) -> bool:
     return True
 
 
-def write_trial_files(plans: list[TrialPlan]) -> None:
+def write_trial_files(plans: list[SweepTrial]) -> None:
     """trial.yaml, grid.json and (with pruning) peers.json per trial; a changed config of a trial that already
     has results is an error."""
     for p in plans:
@@ -77,7 +77,7 @@ def write_trial_files(plans: list[TrialPlan]) -> None:
                 write_json(p.out / PEERS, peers)
 
 
-def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
+def select(plans: list[SweepTrial], retry_failed: bool) -> list[SweepTrial]:
     """Trials that still need work: not finished, and failed ones with retry_failed or where the disk or the
     folders failed them (cause ENVIRONMENT: the one-line error told the user to run the command again).
 
@@ -95,7 +95,7 @@ def select(plans: list[TrialPlan], retry_failed: bool) -> list[TrialPlan]:
 TRAIN_MODULE = "lbscale.cli"  # what a trial's process runs (`python -m`), and what warm start may fork instead
 
 
-def train_argv(p: TrialPlan) -> list[str]:
+def train_argv(p: SweepTrial) -> list[str]:
     return [sys.executable, "-m", TRAIN_MODULE, "train", "--config", str(p.out / TRIAL_YAML), "--resume", "--quiet"]
 
 
@@ -109,7 +109,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
+def wait_for_previous_run(p: SweepTrial, timeout: float = 300) -> None:
     """A process from an interrupted sweep may still be checkpointing this trial: let it finish first."""
     deadline = time.time() + timeout
     while running_here(p.out):
@@ -118,13 +118,13 @@ def wait_for_previous_run(p: TrialPlan, timeout: float = 300) -> None:
         time.sleep(1)
 
 
-def finished(p: TrialPlan) -> bool:
+def finished(p: SweepTrial) -> bool:
     """Whether the trial has a result of its own (completed, diverged, pruned)."""
     summary = read_json(p.out / SUMMARY)
     return bool(summary) and summary.get("status") in FINISHED
 
 
-def run_process(p: TrialPlan, argv: list[str], job: str | None = None, extra_env: dict | None = None,
+def run_process(p: SweepTrial, argv: list[str], job: str | None = None, extra_env: dict | None = None,
                 follow=None, warm: bool = False) -> int:
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
     outlives a killed sweep by the few seconds it needs to checkpoint. `follow`, where given, is called about
@@ -179,7 +179,7 @@ def _wait(proc, follow) -> int:
     return proc.wait()
 
 
-def waiting(p: TrialPlan) -> bool:
+def waiting(p: SweepTrial) -> bool:
     """Checkpointed at a rung of synchronous successive halving, until its peers get there."""
     return not (p.out / SUMMARY).exists() and checkpoint_reason(p.out) == WAITING
 
@@ -205,7 +205,7 @@ def failure_reason(log_path: Path, start: int, code: int) -> str:
     return (error_line(lines) or lines[-1])[:MAX_REASON]
 
 
-def outcome(p: TrialPlan, code: int) -> str:
+def outcome(p: SweepTrial, code: int) -> str:
     """The trial's state after its process exited `code`: 'completed val_top1 0.9312', 'failed: why (...)'."""
     s = trial_state(p.out)
     if s["state"] == "failed":
@@ -215,7 +215,7 @@ def outcome(p: TrialPlan, code: int) -> str:
     return f"{s['state']}{shown}{stopped}"
 
 
-def next_stage(plans: list[TrialPlan], run: SweepRun, announce: bool = True) -> list[TrialPlan]:
+def next_stage(plans: list[SweepTrial], run: SweepRun, announce: bool = True) -> list[SweepTrial]:
     """The trials that follow `plans` now (`run.more`: the confirmation stage of the cells whose search finished,
     or with --until-resolved a round), those not planned already; a confirmation stage announced."""
     planned = {q.trial_id for q in plans}
@@ -225,17 +225,17 @@ def next_stage(plans: list[TrialPlan], run: SweepRun, announce: bool = True) -> 
     return more
 
 
-def done_line(plans: list[TrialPlan], results: Path) -> str:
+def done_line(plans: list[SweepTrial], results: Path) -> str:
     """A sweep's last line: its trials' states and what to run next."""
     states = count_line([trial_state(p.out)["state"] for p in plans])
     return f"sweep done: {states}; results in {results} (next: lbscale report {results})"
 
 
-def arrival_order(plans: list[TrialPlan]) -> list[TrialPlan]:
+def arrival_order(plans: list[SweepTrial]) -> list[SweepTrial]:
     """The order a local sweep runs its trials in: cells as planned, the search points inside each cell of a
     halving group in a seeded shuffle of their own (a hash of the group), so that asynchronous halving, where the
     first to arrive always goes on, does not favour the same LR point at every batch."""
-    groups: dict[str, list[TrialPlan]] = {}
+    groups: dict[str, list[SweepTrial]] = {}
     for p in plans:
         groups.setdefault(p.config.prune_group or p.trial_id, []).append(p)
     out = []
@@ -253,7 +253,7 @@ class LocalLauncher:
     name = "local"
     help = "trials one after another on this machine (torchrun for several processes)"
 
-    def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
+    def launch(self, plans: list[SweepTrial], run: SweepRun) -> int:
         write_trial_files(plans)
         todo = arrival_order(select(plans, run.options.retry_failed))
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
@@ -273,7 +273,7 @@ class LocalLauncher:
         print(done_line(plans, run.results))
         return 1 if failures else 0
 
-    def run_rounds(self, todo: list[TrialPlan], progress: SweepProgress) -> int:
+    def run_rounds(self, todo: list[SweepTrial], progress: SweepProgress) -> int:
         """Run `todo`, and again the trials that wait at a rung of synchronous halving for peers that ran after
         them, until none waits or a round changes nothing (a peer outside this run never reports); the failures."""
         failures, seen = 0, None
@@ -293,7 +293,7 @@ class LocalLauncher:
         return failures
 
     @staticmethod
-    def run_trial(p: TrialPlan, progress: SweepProgress, at: str, rest: list[TrialPlan]) -> int:
+    def run_trial(p: SweepTrial, progress: SweepProgress, at: str, rest: list[SweepTrial]) -> int:
         """One trial, followed by `progress` while it runs; its outcome line."""
         wait_for_previous_run(p)
         if finished(p):  # by another process since the sweep looked (one without the lock: an older lbscale)

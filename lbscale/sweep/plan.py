@@ -49,8 +49,10 @@ def parse_seeds(value) -> list[int]:
 
 
 @dataclass
-class TrialPlan:
-    """One trial of a sweep: its id, resources and the resolved numbers a user checks against a paper."""
+class SweepTrial:
+    """One trial of a sweep: its id, resources and the resolved numbers a user checks against a paper. `plan` is
+    the trial's own Plan (batches, steps, peak LR: config.json's "plan"); the sweep's plan, which `--dry-run`
+    prints, is the list of its SweepTrials (named `plans` in this package)."""
 
     trial_id: str
     gpus: int
@@ -163,7 +165,7 @@ def _resources(b: int, g: int | None, local: int | None, gpus_per_node: int) -> 
 
 
 def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, gpus=None, local_batch=None,
-               seeds=None, epochs=None) -> list[TrialPlan]:
+               seeds=None, epochs=None) -> list[SweepTrial]:
     """Every trial of the grid, in a stable order; any inconsistency is an LbscaleError before anything runs.
 
     Pure: no data file is read here, so step counts are None until `sweep.preflight.check_plan_data` resolves them
@@ -187,12 +189,12 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
         cell = _Cell(b, g, nodes, local, accum, field)
         for dataset, variant in itertools.product(datasets.items(), variants.items()):
             for w, point, seed in itertools.product(warmups, points[variant[0]], seed_list):
-                plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
+                plans.append(_sweep_trial(spec, results, cell, dataset, variant, w, point, seed, epochs))
     for name, arm, cell in _schedule_cells(spec, cells, gpus_per_node):  # the batch-schedule arms
         for dataset, (vname, options) in itertools.product(datasets.items(), variants.items()):
             variant = (f"{vname}-{name}", {**options, **arm})
             for w, point, seed in itertools.product(warmups, points[vname], seed_list):
-                plans.append(_trial_plan(spec, results, cell, dataset, variant, w, point, seed, epochs))
+                plans.append(_sweep_trial(spec, results, cell, dataset, variant, w, point, seed, epochs))
     ids = [p.trial_id for p in plans]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -204,7 +206,7 @@ def build_plan(spec: SweepSpec, results: Path, gpus_per_node: int, batch=None, g
 def _schedule_cells(spec: SweepSpec, cells: list, gpus_per_node: int) -> list[tuple[str, dict, "_Cell"]]:
     """(name, the arm's trial options, cell) of each grid.batch_schedule arm: at its first batch, on each GPU
     count of the grid."""
-    from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
+    from lbscale.train.batch_schedule import SYNTAX_EPOCH, BatchSchedule
 
     out = []
     for name, arm in spec.batch_schedules.items():
@@ -267,8 +269,8 @@ def _points_of(spec: SweepSpec, variant: str, options: dict, grid_sets: dict) ->
     return list(enumerate(space.points()))
 
 
-def _trial_plan(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, variant: tuple, w, point: tuple,
-                seed: int, epochs) -> TrialPlan:
+def _sweep_trial(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, variant: tuple, w, point: tuple,
+                seed: int, epochs) -> SweepTrial:
     """One trial of a cell: its id, its resolved config and plan (steps unknown until the data is read)."""
     (dname, dpath), (vname, voptions), (k, values) = dataset, variant, point
     tags = ([f"b{cell.batch}", f"g{cell.gpus}"] + ([dname] if dname is not None else []) + [vname]
@@ -295,7 +297,7 @@ def _trial_plan(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, var
     data_field = (f"grid.datasets.{dname}" if dname is not None
                   else f"grid.variants.{vname}.data" if "data" in voptions else "data")
     tune = spec.variant_search.get(vname, spec.search).tune if k is not None else None
-    return TrialPlan(trial_id, cell.gpus, cell.nodes, cfg, resolved, vname, None if w is None else str(w), spec.name,
+    return SweepTrial(trial_id, cell.gpus, cell.nodes, cfg, resolved, vname, None if w is None else str(w), spec.name,
                      dname, k, values or None, tune, batch_field=cell.field, data_field=data_field)
 
 
@@ -309,7 +311,7 @@ def _check_named(spec: SweepSpec, vname: str, voptions: dict, values: dict, opti
                             **{k: f"{spec.path}: {search}: {k}{of}" for k in values}})
 
 
-def _assign_peers(plans: list[TrialPlan]) -> None:
+def _assign_peers(plans: list[SweepTrial]) -> None:
     """Each pruned trial's peers: the other trials of its halving group in this plan, and no others (a trial
     directory left from an earlier plan with more points or seeds must never hold a group back)."""
     groups: dict[str, list[str]] = {}
@@ -321,7 +323,7 @@ def _assign_peers(plans: list[TrialPlan]) -> None:
             p.peers = tuple(t for t in groups[p.config.prune_group] if t != p.trial_id)
 
 
-def plan_table(plans: list[TrialPlan]) -> str:
+def plan_table(plans: list[SweepTrial]) -> str:
     """The dry-run table: what each trial will run with."""
     head = ["trial", "global", "local", "gpus", "nodes", "accum", "peak_lr", "warmup", "warmup_steps", "steps"]
     searched = any(p.search for p in plans)
@@ -345,11 +347,11 @@ def plan_table(plans: list[TrialPlan]) -> str:
     return "\n".join(lines)
 
 
-def _steps(p: TrialPlan) -> str:
+def _steps(p: SweepTrial) -> str:
     """A trial's optimizer steps: as its batch schedule takes them (batch@... shown after), else the plan's."""
     from dataclasses import asdict
 
-    from lbscale.train.batches import BatchSchedule, run_steps
+    from lbscale.train.batch_schedule import BatchSchedule, run_steps
 
     r = p.plan
     if r.total_steps is None or not p.config.batch_schedule:
@@ -358,5 +360,5 @@ def _steps(p: TrialPlan) -> str:
     return f"{run_steps(p.config.batch_schedule, p.config.epochs, asdict(r))} (to batch {last})"
 
 
-def trial_yaml(p: TrialPlan) -> dict:
+def trial_yaml(p: SweepTrial) -> dict:
     return {k: v for k, v in to_dict(p.config).items() if v is not None and k != "resume"}

@@ -15,12 +15,12 @@ from lbscale.train.config import to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import PreparedFile
 from lbscale.errors import LbscaleError
-from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.plan import SweepTrial
 from lbscale.train.data_checks import check_trial_data
 from lbscale.train.plan import resolve_plan
 
 
-def check_plan_data(spec_path: str, plans: list[TrialPlan]) -> dict[str, int]:
+def check_plan_data(spec_path: str, plans: list[SweepTrial]) -> dict[str, int]:
     """Check every trial of `plans` against its opened data file and resolve its steps (each `plan` replaced);
     returns the train samples of each file. The first problem is an LbscaleError line naming the spec field."""
     samples: dict[str, int] = {}
@@ -49,7 +49,7 @@ def data_line(samples: dict[str, int]) -> str:
     return ", ".join(f"{path}: {n:,} train samples" for path, n in samples.items())
 
 
-def _open(spec_path: str, p: TrialPlan) -> PreparedFile:
+def _open(spec_path: str, p: SweepTrial) -> PreparedFile:
     path = p.config.data
     if not path:
         raise LbscaleError(f"{spec_path}: {p.data_field}: not given: name the prepared file the trials train on")
@@ -62,19 +62,19 @@ def _open(spec_path: str, p: TrialPlan) -> PreparedFile:
         raise LbscaleError(f"{spec_path}: {p.data_field}: {e}") from None
 
 
-def _train_samples(spec_path: str, p: TrialPlan, data: PreparedFile) -> int:
+def _train_samples(spec_path: str, p: SweepTrial, data: PreparedFile) -> int:
     if not data.has_split("train"):
         raise LbscaleError(f"{spec_path}: {p.data_field}: {p.config.data}: no train split")
     return data.size("train")
 
 
-def _shape_key(p: TrialPlan) -> str:
+def _shape_key(p: SweepTrial) -> str:
     """The trial's options but its seed and directory: what `check_trial_data` may depend on, at its GPUs."""
     options = {k: v for k, v in to_dict(p.config).items() if k not in ("seed", "out")}
     return json.dumps([p.gpus, options], sort_keys=True, default=str)
 
 
-def _resolve(spec_path: str, p: TrialPlan, train_samples: int):
+def _resolve(spec_path: str, p: SweepTrial, train_samples: int):
     g, gpus = p.config.global_batch, p.gpus
     where = f"{spec_path}: {p.batch_field} {g} on {gpus} GPU{'s' if gpus > 1 else ''}"
     if g > train_samples:
@@ -82,7 +82,7 @@ def _resolve(spec_path: str, p: TrialPlan, train_samples: int):
     try:
         plan = resolve_plan(p.config, gpus, train_samples)
         if p.config.batch_schedule:  # its points in epochs against those in samples, and its batches, with the data
-            from lbscale.train.batches import BatchSchedule
+            from lbscale.train.batch_schedule import BatchSchedule
 
             BatchSchedule.parse(p.config.batch_schedule, plan.epoch_samples, first=g).check(plan.local_batch * gpus)
         return plan

@@ -22,13 +22,13 @@ from lbscale.analysis.rounds import Action, Round, answer_text, describe
 from lbscale.train.config import NO_PRUNING
 from lbscale.errors import LbscaleError
 from lbscale.results import ROUNDS, read_json, write_json
-from lbscale.sweep.plan import TrialPlan, build_plan, point_id
+from lbscale.sweep.plan import SweepTrial, build_plan, point_id
 from lbscale.sweep.search import round_value
 from lbscale.train.plan import resolve_plan
 
 
 
-def stem(p: TrialPlan) -> str:
+def stem(p: SweepTrial) -> str:
     """A trial's point: its id without the seed."""
     return point_id(p.trial_id)
 
@@ -51,7 +51,7 @@ def check_adaptive(spec) -> None:
                            "to it are what the critical batch is fitted to)")
 
 
-def realise(spec, plans: list[TrialPlan], actions, results: Path, gpus_per_node: int, overrides: dict) -> list[dict]:
+def realise(spec, plans: list[SweepTrial], actions, results: Path, gpus_per_node: int, overrides: dict) -> list[dict]:
     """The trials of `actions` (each {action, trials: [...]}, as rounds.json keeps them), given the plans so far."""
     out = []
     taken = {p.trial_id for p in plans}
@@ -84,17 +84,17 @@ def realise(spec, plans: list[TrialPlan], actions, results: Path, gpus_per_node:
     return out
 
 
-def _template(plans: list[TrialPlan], key: str) -> TrialPlan:
+def _template(plans: list[SweepTrial], key: str) -> SweepTrial:
     found = [p for p in plans if stem(p) == key and not p.confirms]
     if not found:
         raise LbscaleError(f"{ROUNDS}: no trial {key!r} in this sweep's plan (was the spec changed?)")
     return min(found, key=lambda p: p.config.seed)
 
 
-def trials_of(spec, plans: list[TrialPlan], added: list[dict], results: Path, gpus_per_node: int,
-              overrides: dict, number: int) -> list[TrialPlan]:
+def trials_of(spec, plans: list[SweepTrial], added: list[dict], results: Path, gpus_per_node: int,
+              overrides: dict, number: int) -> list[SweepTrial]:
     """The TrialPlans of one round's recorded actions (`realise`'s output), given the plans before it."""
-    out: list[TrialPlan] = []
+    out: list[SweepTrial] = []
     for entry in added:
         a = Action(**entry["action"])
         if a.kind == "batch":
@@ -108,7 +108,7 @@ def trials_of(spec, plans: list[TrialPlan], added: list[dict], results: Path, gp
     return out
 
 
-def _again(p: TrialPlan, t: dict, results: Path) -> TrialPlan:
+def _again(p: SweepTrial, t: dict, results: Path) -> SweepTrial:
     """The trial `t` of a round from its template `p`: another seed, or another base_lr as a new point; never
     pruned (it is no candidate of the halving that ran before it)."""
     changes = {"out": str(Path(results) / t["id"]), **NO_PRUNING}
@@ -125,9 +125,9 @@ def _again(p: TrialPlan, t: dict, results: Path) -> TrialPlan:
                                point=t.get("point", p.point), search=search, confirms="seed" in t)
 
 
-def replayed(spec, plans: list[TrialPlan], results: Path, gpus_per_node: int, overrides: dict) -> list[TrialPlan]:
+def replayed(spec, plans: list[SweepTrial], results: Path, gpus_per_node: int, overrides: dict) -> list[SweepTrial]:
     """Every trial the recorded rounds added, in order (each round given the plans before it)."""
-    out: list[TrialPlan] = []
+    out: list[SweepTrial] = []
     for r in read_rounds(results):
         out += trials_of(spec, plans + out, r.get("added", []), results, gpus_per_node, overrides, r["round"])
     return out
@@ -167,7 +167,7 @@ class Rounds:
                                                                                   gpus_per_node, overrides, decide)
         self.settings = {"ratio": o.ratio, "budget": o.budget}
 
-    def more(self, plans: list[TrialPlan]) -> list[TrialPlan]:
+    def more(self, plans: list[SweepTrial]) -> list[SweepTrial]:
         from lbscale.results import FINISHED
         from lbscale.sweep.preflight import check_plan_data
         from lbscale.sweep.confirm import confirmation
@@ -205,7 +205,7 @@ class Rounds:
             print(f"  note: {n}", flush=True)
         return new
 
-    def _left(self, plans: list[TrialPlan]) -> int | None:
+    def _left(self, plans: list[SweepTrial]) -> int | None:
         if self.o.budget is None:
             return None
         kind, amount = parse_budget(self.o.budget)
@@ -216,7 +216,7 @@ class Rounds:
         return None if hours < amount else 0
 
     @staticmethod
-    def _per_batch(plans: list[TrialPlan]) -> int:
+    def _per_batch(plans: list[SweepTrial]) -> int:
         """The trials a new batch adds: the search's points x variants x seeds at one batch of the grid."""
         search = [p for p in plans if not p.confirms]
         first = min(p.plan.global_batch for p in search)

@@ -11,7 +11,7 @@ from lbscale import slurm
 from lbscale.results import (CHECKPOINT, CHECKPOINT_INFO, CONFIG, METRICS, RUN, SUBMITTED, SUMMARY, TRIAL_YAML,
                              WAITING, read_json, read_jsonl)
 from lbscale.sweep.eta import last_pace
-from lbscale.train.batches import run_steps
+from lbscale.train.batch_schedule import run_steps
 from lbscale.train.summary import epoch_records
 from lbscale.task import TASKS
 

@@ -12,11 +12,11 @@ from lbscale.errors import LbscaleError
 from lbscale.results import FINISHED, SUBMITTED, write_atomic, write_json
 from lbscale.sweep.launch import done_line, finished, next_stage, select, write_trial_files
 from lbscale.sweep.options import SweepRun
-from lbscale.sweep.plan import TrialPlan
+from lbscale.sweep.plan import SweepTrial
 from lbscale.sweep.state import running_here, trial_state
 
 
-def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[str]:
+def _sbatch_lines(run: SweepRun, p: SweepTrial, count: int, name: str) -> list[str]:
     s, gpn = run.system, run.system["gpus_per_node"]
     per_node = min(p.gpus, gpn)
     array = f"0-{count - 1}" + (f"%{run.options.max_concurrent}" if run.options.max_concurrent else "")
@@ -35,7 +35,7 @@ def _sbatch_lines(run: SweepRun, p: TrialPlan, count: int, name: str) -> list[st
     return lines
 
 
-def render_array_script(run: SweepRun, group: list[TrialPlan], name: str) -> str:
+def render_array_script(run: SweepRun, group: list[SweepTrial], name: str) -> str:
     """One sbatch script: one array task per trial of `group` (all of one shape: GPUs and nodes)."""
     q = shlex.quote
     p = group[0]
@@ -82,7 +82,7 @@ class SlurmLauncher:
     name = "slurm"
     help = "one SLURM job array per trial shape, srun with one task per GPU"
 
-    def launch(self, plans: list[TrialPlan], run: SweepRun) -> int:
+    def launch(self, plans: list[SweepTrial], run: SweepRun) -> int:
         searching = [p for p in plans if p.tune and not p.confirms and not finished(p)]
         jobs = self.submit(plans, run)
         adaptive = run.options.until_resolved
@@ -107,13 +107,13 @@ class SlurmLauncher:
         return 0
 
     @staticmethod
-    def submit(plans: list[TrialPlan], run: SweepRun) -> list[str]:
+    def submit(plans: list[SweepTrial], run: SweepRun) -> list[str]:
         """One job array per trial shape of the trials that still need work; the job ids (none with --no-submit)."""
         write_trial_files(plans)
         todo = [p for p in select(plans, run.options.retry_failed) if not running_here(p.out)]
         print(f"{len(plans) - len(todo)} of {len(plans)} trials finished or running; submitting {len(todo)}",
               flush=True)
-        groups: dict[tuple, list[TrialPlan]] = {}
+        groups: dict[tuple, list[SweepTrial]] = {}
         for p in todo:
             groups.setdefault((p.gpus, p.nodes), []).append(p)
         (run.results / "slurm").mkdir(parents=True, exist_ok=True)

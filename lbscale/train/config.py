@@ -322,7 +322,7 @@ def validate(cfg: TrialConfig) -> None:
 
 def _check_batch_schedule(cfg: TrialConfig) -> None:
     """Its syntax (epochs are checked against the data later), its first batch, and what it cannot go with."""
-    from lbscale.train.batches import SYNTAX_EPOCH, BatchSchedule
+    from lbscale.train.batch_schedule import SYNTAX_EPOCH, BatchSchedule
 
     schedule = BatchSchedule.parse(cfg.batch_schedule, SYNTAX_EPOCH, first=cfg.global_batch, ordered=False)
     first = schedule.first

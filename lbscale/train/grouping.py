@@ -1,12 +1,12 @@
 """Which micro-batches make an optimizer step. The plan's fixed accumulation decides (TrainStep), unless a batch
-schedule (`--batch-schedule`, batches.py) or a branch (`--branch-from`) does: then steps are counted from the trial's
+schedule (`--batch-schedule`) or a branch (`--branch-from`) does: then steps are counted from the trial's
 or the branch's own start (a branch may start inside a step of its batch), each step's batch is the schedule's at the
 samples and steps before it (or the trial's), and its LR the schedule's at its place in the data. The batch of every
 step, as it happened, is carried through a checkpoint (`state_dict`) into summary.json."""
 
 from __future__ import annotations
 
-from lbscale.train.batches import BatchSchedule
+from lbscale.train.batch_schedule import BatchSchedule
 from lbscale.train.checkpoint import Progress
 from lbscale.train.plan import Plan
 from lbscale.train.policy import LRPolicy

@@ -110,13 +110,13 @@ def test_failure_reason_is_the_last_line_of_this_attempt(tmp_path):
 def test_trial_stopped_by_a_signal_stays_resumable(tmp_path):
     # SIGTERM / SIGKILL from outside (scancel, the OOM killer) is an interruption, not a verdict on the trial
     from lbscale.sweep.launch import run_process
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
     from lbscale.sweep.state import trial_state
 
     out = tmp_path / "trial"
     out.mkdir()
     cfg = type("Cfg", (), {"out": str(out)})()
-    plan = TrialPlan("t", 1, 1, cfg, None)
+    plan = SweepTrial("t", 1, 1, cfg, None)
     code = run_process(plan, [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     assert code < 0 and not (out / "summary.json").exists() and trial_state(out)["state"] == "pending"
     code = run_process(plan, [sys.executable, "-c", "print('lbscale: error: bad'); raise SystemExit(2)"])

@@ -196,12 +196,12 @@ def test_killed_step_after_preemption_checkpoint_counts_as_preempted(tmp_path, r
     # With several ranks, srun --kill-on-bad-exit / torchrun kill the others once the first exits 75: the step
     # ends by a signal (143) although all ranks wrote the preemption checkpoint.
     from lbscale.sweep.launch import run_process
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
 
     out = tmp_path / "trial"
     (out / "checkpoint").mkdir(parents=True)
     cfg = type("Cfg", (), {"out": str(out)})()
-    plan = TrialPlan("t", 2, 1, cfg, None)
+    plan = SweepTrial("t", 2, 1, cfg, None)
     script = ("import json, sys, time; "
               f"json.dump({{'reason': '{reason}', 'written': time.time()}}, open('{out}/checkpoint/info.json', 'w')); "
               "sys.exit(143)")

@@ -82,7 +82,7 @@ def test_an_array_task_runs_its_trial_while_the_directory_is_locked(tmp_path, ru
 
 def test_a_finished_trials_summary_is_never_archived(tmp_path):
     from lbscale.sweep.launch import run_process
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
 
     out = tmp_path / "trial"
     out.mkdir()
@@ -90,7 +90,7 @@ def test_a_finished_trials_summary_is_never_archived(tmp_path):
     (out / "summary.json").write_text(json.dumps(done))
     cfg = type("Cfg", (), {"out": str(out)})()
     marker = tmp_path / "ran"
-    code = run_process(TrialPlan("t", 1, 1, cfg, None), [sys.executable, "-c", f"open('{marker}', 'w')"])
+    code = run_process(SweepTrial("t", 1, 1, cfg, None), [sys.executable, "-c", f"open('{marker}', 'w')"])
     assert code == 0 and not marker.exists()  # another process finished it: nothing runs
     assert read_json(out / "summary.json") == done and not (out / "attempts").exists()
 

@@ -100,7 +100,7 @@ def test_the_sweeps_estimate_by_hand():
 def test_the_estimate_of_a_trial_by_hand():
     from lbscale.train.config import load_config
     from lbscale.sweep.estimate import timing_from, trial_seconds
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
     from lbscale.train.plan import resolve_plan
 
     records = [{"kind": "step", "step": 5, "elapsed_seconds": 2.0, "eval_seconds": 0.5},
@@ -111,7 +111,7 @@ def test_the_estimate_of_a_trial_by_hand():
     assert (t.step_seconds, t.eval_seconds, t.startup, t.steps) == (pytest.approx(0.2), pytest.approx(0.4),
                                                                      pytest.approx(7.2), (5, 10))
     cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_every=4, eval_subset=40)
-    p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))  # 17 steps an epoch, 51 in all
+    p = SweepTrial("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))  # 17 steps an epoch, 51 in all
     # start-up + 51 steps + 3 epoch evaluations + 51 // 4 = 12 step evaluations of 40 of the 80 samples
     assert trial_seconds(p, t) == pytest.approx(7.2 + 51 * 0.2 + 3 * 0.4 + 12 * 0.4 * 40 / 80)
 
@@ -123,13 +123,13 @@ def test_the_estimate_of_a_trial_whose_batch_grows_by_hand():
     fewer seconds per sample."""
     from lbscale.train.config import load_config
     from lbscale.sweep.estimate import ShapeTiming, trial_seconds
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
     from lbscale.train.plan import resolve_plan
 
     t = ShapeTiming(step_seconds=0.2, eval_seconds=0.3, eval_samples=80, startup=6.2, steps=(5, 10))
     cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_every=4, eval_subset=40,
                       batch_schedule="32@0,64@1ep")
-    p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))
+    p = SweepTrial("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))
     assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 8 * 0.3 * 40 / 80)
 
 
@@ -138,12 +138,12 @@ def test_the_estimate_of_a_trial_with_geometric_evaluations_by_hand():
     evaluations, priced like any other."""
     from lbscale.train.config import load_config
     from lbscale.sweep.estimate import ShapeTiming, trial_seconds
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
     from lbscale.train.plan import resolve_plan
 
     t = ShapeTiming(step_seconds=0.2, eval_seconds=0.3, eval_samples=80, startup=6.2, steps=(5, 10))
     cfg = load_config(None, data="d.h5", out="o", global_batch=32, epochs=3, eval_spacing=0.25, eval_first=2)
-    p = TrialPlan("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))
+    p = SweepTrial("t", 1, 1, cfg, resolve_plan(cfg, 1, 560))
     assert trial_seconds(p, t) == pytest.approx(6.2 + 51 * 0.2 + 3 * 0.3 + 15 * 0.3)
 
 
@@ -202,7 +202,7 @@ def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid)
     from lbscale.train.config import load_config
     from lbscale.sweep.command import status_table
     from lbscale.sweep.follow import SweepProgress
-    from lbscale.sweep.plan import TrialPlan
+    from lbscale.sweep.plan import SweepTrial
     from lbscale.sweep.state import trial_state
     from lbscale.train.plan import resolve_plan
 
@@ -230,7 +230,7 @@ def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid)
     def stuck(*_):
         raise TimeoutError("run_steps did not return")
 
-    from lbscale.train.batches import run_steps
+    from lbscale.train.batch_schedule import run_steps
 
     previous = signal.signal(signal.SIGALRM, stuck)
     signal.alarm(10)
@@ -240,7 +240,7 @@ def test_a_batch_schedule_trials_steps_and_time_left_by_hand(tmp_path, live_pid)
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     progress = SweepProgress()
-    t, state = progress.pace(TrialPlan("b32-g1-grow", 1, 1, cfg, plan))
+    t, state = progress.pace(SweepTrial("b32-g1-grow", 1, 1, cfg, plan))
     assert progress.line(t, state, [], 12.0) == ("epoch 2/4, step 15/21, val_top1 0.6000, about 0:00:38 left; "
                                                  "sweep about 0:00:38 left")
 

@@ -8,7 +8,7 @@ import pytest
 from lbscale.results import read_jsonl
 
 from lbscale.errors import LbscaleError
-from lbscale.train.batches import BatchSchedule
+from lbscale.train.batch_schedule import BatchSchedule
 
 
 def test_points_in_epochs_and_samples_and_the_batch_at_each_place():
