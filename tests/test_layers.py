@@ -169,3 +169,15 @@ def test_functions_fit_on_a_screen():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {lines} lines")
     assert not long, f"functions longer than {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+def test_no_private_name_crosses_a_module():
+    """A name with a leading underscore is its module's own: another module that needs it makes it public (or the
+    code moves to where it is used)."""
+    crossing = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("lbscale")):
+                crossing += [f"{_where(module, [node.lineno])}: {node.module or '.'}.{a.name}"
+                             for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+    assert not crossing, "private names imported from another module:\n" + "\n".join(crossing)
