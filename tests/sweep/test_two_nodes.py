@@ -129,7 +129,7 @@ def test_bench_allreduce_spans_the_two_nodes_with_a_jsc_profile(two_nodes, tmp_p
     assert doc, (tmp_path / "job.out").read_text()[-2000:]
     assert doc["hosts"] == ["lbsn1", "lbsn2"] and doc["launcher"] == "srun" and doc["backend"] == "gloo"
     assert {pt["nodes"] for pt in doc["points"]} == {2} and len(doc["points"]) == 9
-    from tests.bench.test_allreduce import reference_fit
+    from tests.studies.test_allreduce import reference_fit
 
     alpha, beta = reference_fit(doc["points"])  # the fit is the least-squares one of the points measured across
     assert doc["fit"]["alpha_seconds"] == pytest.approx(alpha, rel=1e-6, abs=1e-15)
