@@ -14,7 +14,6 @@ from lbscale.data.sources import SOURCES
 from lbscale.data.sources.base import prepare_options
 from lbscale.errors import ERROR_PREFIX, LbscaleError, os_error_line
 from lbscale.progress import set_quiet
-from lbscale.results import naming
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.train import noise_measure
 from lbscale.train.models import MODELS
@@ -264,9 +263,8 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
         raise LbscaleError("--gpu-budget and --deadline need --allreduce FILE (the fit `lbscale bench allreduce` "
                            "writes): time to target at GPU counts not run is predicted from it")
     fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    with naming(out if out is not None else Path("reports")):  # a full disk under a figure's or a table's write
-        _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
-                                                            predict_gpus, gpu_budget, deadline))
+    _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
+                                                        predict_gpus, gpu_budget, deadline))
     click.echo(line)
 
 

@@ -12,8 +12,30 @@ from lbscale.report.load import Study, load_results
 from lbscale.report.options import FORMATS, ReportOptions
 from lbscale.report.render import figures_drawn, html_page, integral, latex, markdown, prepare_figures
 from lbscale.report.sections import Built, build
-from lbscale.results import FINISHED, group_readable
+from lbscale.results import FINISHED, group_readable, naming
 from lbscale.sweep.state import count_line
+
+
+def _fill(tmp: Path, study: Study, header: list[str], b: Built, formats) -> None:
+    """The report's files into the fresh folder `tmp`: figures, tables in each format, the pages."""
+    (tmp / "figures").mkdir()
+    (tmp / "tables").mkdir()
+    (tmp / MARK).write_text("written by lbscale report: the next report into this folder replaces it\n")
+    from lbscale.report.plots import LONGEST_FIRST  # imported by build already: matplotlib is loaded
+
+    # a child process draws while this one makes the tables
+    with figures_drawn(b.figures, tmp / "figures", first=LONGEST_FIRST):
+        b.tables = [t() if callable(t) else t for t in b.tables]
+        for t in b.tables:
+            if "csv" in formats:
+                integral(t.tidy).to_csv(tmp / "tables" / f"{t.name}.csv", index=False)
+            if "latex" in formats:
+                (tmp / "tables" / f"{t.name}.tex").write_text(latex(t.display, t.title))
+        if "md" in formats:
+            (tmp / "report.md").write_text(page_markdown(study, header, b))
+    pngs = {name: (tmp / "figures" / f"{name}.png").read_bytes() for name in b.figures}
+    if "html" in formats:
+        (tmp / "report.html").write_text(html_page("lbscale report", b.verdict, header, b.tables, pngs, b.lead))
 
 
 def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
@@ -38,24 +60,8 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     group_readable(tmp, directory=True)  # renamed into place as the report: readable as mkdir would make it
     try:
-        (tmp / "figures").mkdir()
-        (tmp / "tables").mkdir()
-        (tmp / MARK).write_text("written by lbscale report: the next report into this folder replaces it\n")
-        from lbscale.report.plots import LONGEST_FIRST  # imported by build already: matplotlib is loaded
-
-        # a child process draws while this one makes the tables
-        with figures_drawn(b.figures, tmp / "figures", first=LONGEST_FIRST):
-            b.tables = [t() if callable(t) else t for t in b.tables]
-            for t in b.tables:
-                if "csv" in o.formats:
-                    integral(t.tidy).to_csv(tmp / "tables" / f"{t.name}.csv", index=False)
-                if "latex" in o.formats:
-                    (tmp / "tables" / f"{t.name}.tex").write_text(latex(t.display, t.title))
-            if "md" in o.formats:
-                (tmp / "report.md").write_text(page_markdown(study, header, b))
-        pngs = {name: (tmp / "figures" / f"{name}.png").read_bytes() for name in b.figures}
-        if "html" in o.formats:
-            (tmp / "report.html").write_text(html_page("lbscale report", b.verdict, header, b.tables, pngs, b.lead))
+        with naming(out):  # a full disk under a figure's or a table's write: the one line names the report
+            _fill(tmp, study, header, b, o.formats)
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)
