@@ -116,11 +116,14 @@ def test_resume_removes_the_trials_own_leftover_temp_files(tiny_h5, tmp_path, ru
         (out / name).write_text("{")
     (out / ".checkpoint.tmp").mkdir()
     (out / ".checkpoint.tmp" / "rank-0.pt").write_bytes(b"cut")
+    for part in (".16st.tmp", ".16st.old", "16st"):  # a kept checkpoint's part and old version; the label stays
+        (out / "kept" / part).mkdir(parents=True)
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, "--model", "test_resnet", "--global-batch", "32",
                          "--epochs", "1", "--optimizer", "sgd", "--base-lr", "0.05", "--device", "cpu", "--resume")
     assert rc == 0, err
     names = {p.name for p in out.iterdir()}
     assert not names & set(mine) and ".checkpoint.tmp" not in names
+    assert sorted(p.name for p in (out / "kept").iterdir()) == ["16st"]
     assert set(others) <= names and read_json(out / SUMMARY)["status"] == "completed"
 
 

@@ -117,7 +117,7 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info:
     """Collective: every rank calls it at the same step. `folder`: relative to `out` (a kept checkpoint's
     kept/<label>)."""
     final = out / folder
-    tmp = final.parent / f".{final.name}.tmp"
+    tmp = _beside(final, "tmp")
     if env.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)  # kept/ too, the first time
@@ -132,7 +132,7 @@ def save(out: Path, env: dist.DistEnv, main_state: dict, rank_state: dict, info:
         raise
     dist.barrier()
     if env.is_main:
-        old = final.parent / f".{final.name}.old"
+        old = _beside(final, "old")
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():
             final.rename(old)
@@ -150,13 +150,20 @@ def _save(state: dict, path: Path) -> None:
         f.write(buffer.getbuffer())
 
 
+def _beside(final: Path, kind: str) -> Path:
+    """Where `save` writes a checkpoint's next version (kind tmp) and moves its last one (old) while it renames."""
+    return final.parent / f".{final.name}.{kind}"
+
+
 def remove_partial(out: Path) -> None:
-    """What a trial killed while it saved a checkpoint left: the part written, the one it was replacing."""
-    for folder in (Path(out), Path(out) / KEPT):
-        for name in ("tmp", "old"):
-            for p in folder.glob(f".*.{name}"):
-                if p.is_dir() and (p.name[1:-len(name) - 1] == CHECKPOINT or folder.name == KEPT):
-                    shutil.rmtree(p, ignore_errors=True)
+    """What a trial killed while it saved a checkpoint left: the part written, the one it was replacing (of the
+    resume checkpoint and of every kept one)."""
+    kinds = ("tmp", "old")
+    found = [_beside(Path(out) / CHECKPOINT, kind) for kind in kinds]
+    if (Path(out) / KEPT).is_dir():  # kept/ holds only the labels' checkpoints and these
+        found += [p for kind in kinds for p in (Path(out) / KEPT).glob(f".*.{kind}")]
+    for p in found:
+        shutil.rmtree(p, ignore_errors=True)
 
 
 KEPT = "kept"  # beside the resume checkpoint: kept/<label>/, the checkpoints --keep-checkpoints keeps

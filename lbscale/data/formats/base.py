@@ -184,8 +184,8 @@ class AtomicWriter:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             self.abort()
-            with naming(self.out):  # a full disk under the HDF5 library or a write names the output
-                if isinstance(exc, OSError):
+            if isinstance(exc, OSError):
+                with naming(self.out):  # a full disk under the HDF5 library or a write: the line names the output
                     raise exc
         return False
 
