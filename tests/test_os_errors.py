@@ -274,3 +274,11 @@ def test_prepare_removes_what_a_killed_prepare_of_the_same_output_left(tmp_path,
     assert rc == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [".x.h5.partial-abc", ".x.h5.partial-1", f".y.h5.partial-{gone}", "x.h5"])
+
+
+def test_a_killed_prepares_leftover_is_found_whatever_the_output_is_called(tmp_path, run_cli):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / f".x[1].h5.partial-{int(dead.stdout)}").write_text("cut")  # [1] is a glob pattern's class
+    rc, _, err = run_cli("prepare", "synthetic", "--out", tmp_path / "x[1].h5", "--count", "200")
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x[1].h5"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -138,7 +139,7 @@ def partial_path(out: Path) -> Path:
 def claim_partial(out: Path) -> Path:
     """partial_path(out), after removing what a killed prepare of the same output left (its partial write or the
     old output it was replacing: lbscale's names, of a process no longer alive on this host)."""
-    for p in out.parent.glob(f".{out.name}.*-*"):
+    for p in out.parent.glob(f".{glob.escape(out.name)}.*-*"):  # a name with [ or * matches only itself
         kind, _, pid = p.name[len(out.name) + 2:].rpartition("-")
         if kind in ("partial", "old") and pid.isdigit() and not _alive(int(pid)):
             remove_path(p)
