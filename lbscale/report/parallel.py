@@ -43,7 +43,7 @@ def next_taken(taken, end: int) -> int | None:
     return i if i < end else None
 
 
-def _stop(taken, end: int) -> None:
+def stop_taking(taken, end: int) -> None:
     """No chunk is taken after this: one has failed, and the error is what the caller will see."""
     with taken.get_lock():
         taken.value = end
@@ -57,7 +57,7 @@ def _take(fn, chunks, taken, conn) -> None:
             done[i] = fn(chunks[i])
         except BaseException as e:  # the parent raises it where a process going in order would have met it
             done[i] = e
-            _stop(taken, len(chunks))
+            stop_taking(taken, len(chunks))
             break
     conn.send(done)
     conn.close()
@@ -88,7 +88,7 @@ def shared(fn, items: list, chunks: int = 16, first=None) -> list:
                 mine[i] = fn(parts[i])
             except Exception as e:  # the child finishes the chunk it holds (an earlier one may fail too)
                 mine[i] = e
-                _stop(taken, len(parts))
+                stop_taking(taken, len(parts))
                 break
         try:
             done = receive.recv()

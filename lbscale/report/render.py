@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lbscale.errors import os_error_line
-from lbscale.report.parallel import can_fork, next_taken, start
+from lbscale.report.parallel import can_fork, next_taken, start, stop_taking
 
 
 
@@ -254,16 +252,18 @@ def _draw(figs: dict, folder: Path, name: str) -> None:
         plt.close(fig)
 
 
-_OS_EXIT = 64  # a drawing child's exit code 64 + errno: an OSError the user caused (a full disk), told the parent
-
-
-def _draw_child(figs: dict, folder: Path, names: list, taken) -> None:
+def _draw_child(figs: dict, folder: Path, names: list, taken, conn) -> None:
+    """The child's side of `figures_drawn`: its figures, then its exception (or None) to the parent, which raises
+    it (as `parallel.shared`'s child sends its own): a full disk is then the parent's one line, never a traceback
+    printed by the child."""
+    error = None
     try:
         _draw_from(figs, folder, names, taken)
-    except OSError as e:
-        if os_error_line(e) is None:
-            raise
-        os._exit(_OS_EXIT + e.errno)  # no traceback: the parent raises it, as one line
+    except Exception as e:
+        error = e
+        stop_taking(taken, len(names))
+    conn.send(error)
+    conn.close()
 
 
 def _draw_from(figs: dict, folder: Path, names: list, taken) -> None:
@@ -290,19 +290,26 @@ def figures_drawn(figs: dict, folder: Path, first=()):
         return
     fork = multiprocessing.get_context("fork")
     taken = fork.Value("i", 0)
-    child = fork.Process(target=_draw_child, args=(figs, folder, names, taken))
+    receive, send = fork.Pipe(duplex=False)
+    child = fork.Process(target=_draw_child, args=(figs, folder, names, taken, send))
     start(child)
+    send.close()
+    error = None
     try:
         yield
         _draw_from(figs, folder, names, taken)
+        try:
+            error = receive.recv()  # before the join: the child ends once it has sent
+        except EOFError:  # it died without a word: its exit code says so below
+            pass
     except BaseException:
         child.terminate()
         raise
     finally:
         child.join()
-    if child.exitcode is not None and child.exitcode > _OS_EXIT:
-        code = child.exitcode - _OS_EXIT
-        raise OSError(code, os.strerror(code))
+        receive.close()
+    if error is not None:
+        raise error
     if child.exitcode != 0:
         raise RuntimeError(f"drawing figures in a child process failed (exit {child.exitcode})")
 

@@ -251,3 +251,44 @@ def test_every_report_figure_fits_its_canvas(report_figures):
         assert rows[0] > 0 and cols[0] > 0 and rows[-1] < ink.shape[0] - 1 and cols[-1] < ink.shape[1] - 1, name
         assert not _spills(fig), name
         plt.close(fig)
+
+
+CHILD_FAILS = """
+import errno, sys, time
+from pathlib import Path
+from lbscale.report.parallel import can_fork
+from lbscale.report.render import figures_drawn
+
+def full():
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+def broken():
+    raise ValueError("a figure's own bug")
+
+def fine():
+    import matplotlib.pyplot as plt
+    return plt.figure()
+
+assert can_fork()
+failing = {"full": full, "broken": broken}[sys.argv[2]]
+try:
+    with figures_drawn({"a": fine, "b": failing}, Path(sys.argv[1]), first=("b",)):
+        time.sleep(1)  # the child takes "b" meanwhile
+except Exception as e:
+    print("raised", type(e).__name__, getattr(e, "errno", None))
+"""
+
+
+@pytest.mark.parametrize("failing, raised", [("full", "raised OSError 28"), ("broken", "raised ValueError None")])
+def test_a_drawing_childs_failure_is_raised_by_the_parent_not_printed(tmp_path, failing, raised):
+    # a clean interpreter: a child is forked only where torch is not loaded (parallel.can_fork)
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-c", CHILD_FAILS, str(tmp_path), failing], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(root), "MPLBACKEND": "Agg"}, timeout=120)
+    assert p.stdout.strip() == raised, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr and "Process" not in p.stderr, p.stderr
