@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 from lbscale.errors import LbscaleError
@@ -81,13 +82,20 @@ def write_atomic(path: Path, text: str) -> None:
 _LEFTOVER = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")  # write_atomic's temp files: mkstemp's 8 characters
 
 
-def remove_leftovers(folder: Path, names) -> list[Path]:
+def remove_leftovers(folder: Path, names, older_than: float = 0.0) -> list[Path]:
     """Remove the temp files of `names` that write_atomic left in `folder` when its process was killed; only
-    those (a process removes the names it alone writes, never a file of another writer's)."""
-    removed = []
+    those (a process removes the names it alone writes, never a file of another writer's). `older_than`
+    (seconds since the file was last written): where another process may be writing one of these names right now
+    (a sweep and its SLURM array tasks both write a trial's trial.yaml, peers.json, ...), a temp file that young
+    may be a write in flight, not a leftover."""
+    removed, now = [], time.time()
     for p in Path(folder).glob(".*.tmp"):
         m = _LEFTOVER.fullmatch(p.name)
-        if m and m["name"] in names and p.is_file():
+        try:
+            stale = m and m["name"] in names and p.is_file() and now - p.stat().st_mtime >= older_than
+        except FileNotFoundError:  # renamed into place meanwhile
+            continue
+        if stale:
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

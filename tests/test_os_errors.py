@@ -82,6 +82,7 @@ def test_leftovers_are_lbscale_temp_files_of_the_names_given(tmp_path):
     for name in [".metrics.jsonl.a1b2c3d4.tmp", ".summary.json.zz_9yy8x.tmp", ".grid.json.abcdefgh.tmp",
                  ".metrics.jsonl.tmp", "metrics.jsonl", ".mine.abcdefgh.tmp", ".metrics.jsonl.a1b2c3d4.tmp.keep"]:
         (tmp_path / name).write_text("x")
+    assert remove_leftovers(tmp_path, ["metrics.jsonl", "summary.json"], older_than=60) == []  # in flight, maybe
     removed = remove_leftovers(tmp_path, ["metrics.jsonl", "summary.json"])
     assert sorted(p.name for p in removed) == [".metrics.jsonl.a1b2c3d4.tmp", ".summary.json.zz_9yy8x.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".grid.json.abcdefgh.tmp", ".metrics.jsonl.a1b2c3d4.tmp.keep",
@@ -246,6 +247,8 @@ echo "== first"; {lb} sweep {spec} --results {res} --quiet 2>&1; echo "rc=$?"
 echo "== stat1"; grep -l '"status": "completed"' {res}/*/summary.json | xargs -r stat -c '%n %Y.%y'
 mount -o remount,size=64m {disk}
 touch {res}/.rounds.json.k2j3h4g5.tmp {res}/b16-g1-sgd-linear-s0/.grid.json.abcdefgh.tmp {res}/.mine.abcdefgh.tmp
+touch -d '-5 min' {res}/.rounds.json.k2j3h4g5.tmp {res}/b16-g1-sgd-linear-s0/.grid.json.abcdefgh.tmp
+touch {res}/b32-g1-sgd-linear-s0/.peers.json.inflight.tmp  # as young as a write in flight: kept
 echo "== second"; {lb} sweep {spec} --results {res} --quiet 2>&1; echo "rc=$?"
 echo "== states"; grep -ho '"status": "[a-z]*"' {res}/*/summary.json
 echo "== stat2"; stat -c '%n %Y.%y' {res}/*/summary.json
@@ -261,7 +264,8 @@ echo "== left"; find {disk} -name '.*.tmp' -o -name '.checkpoint.tmp' -o -name '
     before = dict(line.split(" ", 1) for line in s["stat1"].splitlines())
     after = dict(line.split(" ", 1) for line in s["stat2"].splitlines())
     assert before and all(after[k] == v for k, v in before.items())  # finished trials untouched
-    assert s["left"].strip() == f"{res}/.mine.abcdefgh.tmp"  # a killed sweep's temp files gone, only those
+    assert sorted(s["left"].split()) == [f"{res}/.mine.abcdefgh.tmp",  # a killed sweep's temp files gone, only those
+                                         f"{res}/b32-g1-sgd-linear-s0/.peers.json.inflight.tmp"]
 
 
 def test_prepare_removes_what_a_killed_prepare_of_the_same_output_left(tmp_path, run_cli):

@@ -15,6 +15,7 @@ from lbscale.sweep.array import run_array_task
 from lbscale.sweep.preflight import check_plan_data, data_line
 from lbscale.sweep.confirm import confirmation, confirmation_to_come
 from lbscale.sweep.eta import clock, pace_of, since_news, trial_left
+from lbscale.sweep.launch import IN_FLIGHT_SECONDS
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.sweep.lock import live_sweep, sweep_lock
 from lbscale.sweep.options import SweepOptions, SweepRun
@@ -67,7 +68,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
                            to_come=confirmation_to_come(spec, plans), adaptive=o.until_resolved)
         return 0
     with sweep_lock(results, o.wait_for_lock):
-        remove_leftovers(results, (ROUNDS,))  # what a sweep killed mid-write left (its trials': write_trial_files)
+        # what a sweep killed mid-write left (its trials': write_trial_files)
+        remove_leftovers(results, (ROUNDS,), older_than=IN_FLIGHT_SECONDS)
         return LAUNCHERS[o.launcher]().launch(plans, run)
 
 

@@ -31,6 +31,7 @@ from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import SweepTrial, trial_yaml
 from lbscale.sweep.state import checkpoint_info, checkpoint_reason, count_line, running_here, trial_state
 
+IN_FLIGHT_SECONDS = 120  # a sweep's temp file younger than this may be another process's write in flight
 LOG = "train.log"  # a trial's output (all ranks), beside its result files
 WATCHING_ONLY = {"tensorboard"}  # trial options that change what is logged, not what a trial computes
 MAX_REASON = 500  # characters of a failed trial's reason kept in its summary
@@ -61,7 +62,8 @@ def write_trial_files(plans: list[SweepTrial]) -> None:
     has results is an error."""
     for p in plans:
         p.out.mkdir(parents=True, exist_ok=True)
-        remove_leftovers(p.out, (TRIAL_YAML, GRID, PEERS, RUN, SUBMITTED))  # a killed sweep's (never a trial's)
+        # a killed sweep's (never a trial's); the sweep and an array task may both be writing here right now
+        remove_leftovers(p.out, (TRIAL_YAML, GRID, PEERS, RUN, SUBMITTED), older_than=IN_FLIGHT_SECONDS)
         text = yaml.safe_dump(trial_yaml(p), sort_keys=True)
         path = p.out / TRIAL_YAML
         old = path.read_text() if path.exists() else None
