@@ -16,7 +16,7 @@ from lbscale.errors import ERROR_PREFIX, LbscaleError, os_error_line
 from lbscale.progress import set_quiet
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.train import noise_measure
-from lbscale.train.models import MODELS
+from lbscale.train.models import MODELS, TIMM_SMALL_MODELS
 
 
 class Number(click.ParamType):
@@ -160,7 +160,7 @@ def train(config_path, **options):
 
 
 train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" + "\n".join(
-    f"  {n:<15} {m.help}" for n, m in MODELS.items())
+    [f"  {n:<15} {m.help}" for n, m in MODELS.items()] + [f"  {n:<15} {h}" for n, h in TIMM_SMALL_MODELS.items()])
 
 
 @cli.command()

@@ -61,8 +61,8 @@ def _choice(default, help: str, registry: dict):
 class TrialConfig:
     data: str = _f(None, "Prepared dataset (HDF5 file or TFRecord directory).")
     out: str = _f(None, "Result directory of this trial.")
-    model: str = _f("resnet50", "timm model name (resnet18/34/50/101/152 or any other), or one of lbscale's for "
-                                f"small images ({', '.join(MODELS)}).")
+    model: str = _f("resnet50", "timm model name (resnet18/34/50/101/152, test_resnet or any other), or one of "
+                                f"lbscale's for small images ({', '.join(MODELS)}).")
     global_batch: int = _f(256, "Global batch = local batch x world size x accumulation steps.")
     local_batch: int = _f(None, "Per-process batch (default: global / world size / accum steps).")
     accum_steps: int = _f(None, "Gradient accumulation steps (default: from --local-batch, else 1).")

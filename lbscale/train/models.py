@@ -37,6 +37,13 @@ MODELS: dict[str, ModelInfo] = {m.name: m for m in (
 )}
 
 
+# timm's small test networks that suit 8-64 px images and a 2-core machine; named here so that the help and the
+# docs list the one the template and the tests train (timm builds them; they are not MODELS entries).
+TIMM_SMALL_MODELS: dict[str, str] = {
+    "test_resnet": "timm's test ResNet: 0.37M parameters, any image size; the study template's fast network",
+}
+
+
 def check_model(name: str) -> None:
     """A model lbscale can build: one of MODELS or a timm name; LbscaleError naming both kinds if not."""
     import timm

@@ -2,6 +2,8 @@
 the Simple CNN of Shallue et al. 2019, built, trained, measured and filtered as any timm model."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 import timm
@@ -142,3 +144,29 @@ def test_filter_says_our_models_have_no_pretrained_weights(tiny_h5, tmp_path, ru
                          tmp_path / "f.h5", "--quiet")
     assert (rc, err) == (2, "lbscale: error: --pretrained: simple_cnn is lbscale's own model, with no pretrained "
                             "weights; train a trial and give --checkpoint\n")
+
+
+def _named_models() -> set[str]:
+    """Every model an experiment spec or a docs page's YAML names (`model: NAME`)."""
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.read_text() for p in sorted((root / "experiments").glob("*.yaml"))]
+    texts += [p.read_text() for p in sorted((root / "docs").glob("*.md"))]
+    names = set()
+    for text in texts:
+        names |= set(re.findall(r"^\s*model:\s*([A-Za-z0-9_]+)", text, flags=re.M))
+        names |= set(re.findall(r"model:\s*\{?\s*values:\s*\[([^\]]+)\]", text))
+    return {n.strip() for group in names for n in group.split(",")}
+
+
+def test_every_model_the_specs_and_docs_name_is_in_the_model_lists():
+    # A timm model of the ResNet family is covered by "resnet18/34/50/101/152"; any other name a spec or the
+    # template trains must be listed where a user looks: `lbscale train --help` (so docs/cli.md) and docs/train.md.
+    root = Path(__file__).resolve().parents[2]
+    cli_doc = (root / "docs" / "cli.md").read_text()
+    help_block = cli_doc.split("Models for small images", 1)[1].split("```", 1)[0]
+    train_doc = (root / "docs" / "train.md").read_text()
+    for name in sorted(_named_models()):
+        if re.fullmatch(r"resnet(18|34|50|101|152)", name):
+            continue
+        assert re.search(rf"^\s+{name}\s", help_block, flags=re.M), f"{name} is not in train --help's model list"
+        assert f"`{name}`" in train_doc, f"{name} is not in docs/train.md's model list"
