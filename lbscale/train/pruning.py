@@ -11,8 +11,10 @@ the trial's peers.json, or for a standalone trial the siblings that name the sam
 trials deciding at the same moment, the later one always sees the earlier one, whichever array task runs where.
 
 - `asha` (asynchronous): it continues when its value is among the best max(1, n // eta) of the n values
-  published at that rung so far, its own included. The first to arrive always continues: decisions depend on
-  arrival order, and no trial ever waits.
+  published at that rung so far, its own included. The first to arrive alone always continues: decisions depend
+  on arrival order, and no trial ever waits. Two trials that publish before either reads (array tasks arriving
+  within milliseconds) see each other and are compared as sha would; in every order the best value at a rung
+  goes on. Each record carries its arrival number, so the order a decision rested on is on file.
 - `sha` (synchronous): it waits until every peer has published at that rung or ended before it, then applies
   the same rule to all of them: the same decisions in any order, for studies that must repeat exactly. A
   waiting trial checkpoints and exits (REQUEUE_EXIT); its sweep runs it again when the others have caught up.
@@ -78,6 +80,7 @@ class Peer:
     name: str
     rungs: dict  # rung -> value published there
     ended: bool  # a summary exists: it will publish nothing more
+    arrivals: dict = field(default_factory=dict)  # rung -> its arrival number there (absent in older records)
 
 
 @dataclass
@@ -103,8 +106,12 @@ class Pruner:
         return self.records[-1] if self.records and self.records[-1]["decision"] is None else None
 
     def publish(self, rung: int, step: int, value: float) -> None:
+        """Write this trial's value at `rung` with its arrival: 1 + the latest arrival among the peers already
+        there (two trials that publish before either sees the other share a number: they raced)."""
         self.records = [r for r in self.records if r["rung"] != rung]  # a resumed trial may replay a rung
-        self.records.append({"rung": rung, "step": step, "metric": self.metric, "value": value, "decision": None})
+        arrival = 1 + max((p.arrivals[rung] for p in self.peers() if rung in p.arrivals), default=0)
+        self.records.append({"rung": rung, "step": step, "metric": self.metric, "value": value, "decision": None,
+                             "arrival": arrival})
         self._write()
 
     def decide(self) -> str | None:
@@ -146,13 +153,12 @@ class Pruner:
         """What trial directory `d` published under this group (nothing yet: no rungs); None where it is not
         of the group."""
         published = read_json(d / RUNGS_FILE) if (d / RUNGS_FILE).exists() else None
-        if published and published.get("group") == self.group:
-            rungs = {r["rung"]: r["value"] for r in published["rungs"]}
-        elif declared:
-            rungs = {}
-        else:
+        records = published["rungs"] if published and published.get("group") == self.group else None
+        if records is None and not declared:
             return None
-        return Peer(d.name, rungs, (d / SUMMARY).exists())
+        records = records or []
+        return Peer(d.name, {r["rung"]: r["value"] for r in records}, (d / SUMMARY).exists(),
+                    {r["rung"]: r["arrival"] for r in records if "arrival" in r})
 
     def _write(self) -> None:
         write_json(self.out / RUNGS_FILE, {"group": self.group, "mode": self.mode, "eta": self.eta,

@@ -2,6 +2,7 @@
 asynchronous and synchronous forms from real rungs.json files of sibling trials, and real trials pruned against a
 peer."""
 
+import itertools
 import json
 import math
 
@@ -60,7 +61,36 @@ def test_asynchronous_decisions_follow_arrival_order_and_are_recorded(tmp_path):
     saved = json.loads((tmp_path / "b" / RUNGS_FILE).read_text())
     assert saved["group"] == "b32-sgd" and saved["rungs"] == [
         {"rung": 1, "step": 4, "metric": "val_top1", "value": 0.4, "decision": "prune", "peers": {"a": 0.5},
-         "kept": 1, "of": 2}]
+         "kept": 1, "of": 2, "arrival": 2}]
+
+
+def _arrivals(names: str):
+    """Every interleaving of each trial's publish-then-decide at one rung (publish before its own decide)."""
+    events = [(n, step) for n in names for step in ("publish", "decide")]
+    for order in itertools.permutations(events):
+        if all(order.index((n, "publish")) < order.index((n, "decide")) for n in names):
+            yield order
+
+
+def test_asynchronous_decisions_in_any_arrival_order_keep_the_best_and_record_the_order(tmp_path):
+    # Two array tasks that publish within milliseconds both see each other (the race of issue 54 item 17): the
+    # decision is then a comparison of the two. Whatever the interleaving, each decision follows from the values
+    # recorded beside it, the best value at the rung always goes on, and the records say who published first.
+    values = {"a": 0.5, "b": 0.4, "c": 0.6}
+    for i, order in enumerate(_arrivals("abc")):
+        results = tmp_path / str(i)
+        pruners = {n: _pruner(results, n) for n in values}
+        for name, step in order:
+            if step == "publish":
+                pruners[name].publish(1, 4, values[name])
+            else:
+                pruners[name].decide()
+        records = {n: json.loads((results / n / RUNGS_FILE).read_text())["rungs"][0] for n in values}
+        assert records["c"]["decision"] == "continue", order  # the best (highest val_top1) at the rung
+        for name, r in records.items():
+            assert promoted(r["value"], [r["value"], *r["peers"].values()], 3, True) == (r["decision"] == "continue")
+        published = [n for n, step in order if step == "publish"]  # one at a time here: arrivals 1, 2, 3
+        assert [records[n]["arrival"] for n in published] == [1, 2, 3], order
 
 
 def test_synchronous_decisions_wait_for_every_peer_and_do_not_depend_on_order(tmp_path):
