@@ -87,7 +87,7 @@ def test_asynchronous_decisions_in_any_arrival_order_keep_the_best_and_record_th
                 pruners[name].decide()
         records = {n: json.loads((results / n / RUNGS_FILE).read_text())["rungs"][0] for n in values}
         assert records["c"]["decision"] == "continue", order  # the best (highest val_top1) at the rung
-        for name, r in records.items():
+        for r in records.values():
             assert promoted(r["value"], [r["value"], *r["peers"].values()], 3, True) == (r["decision"] == "continue")
         published = [n for n, step in order if step == "publish"]  # one at a time here: arrivals 1, 2, 3
         assert [records[n]["arrival"] for n in published] == [1, 2, 3], order
