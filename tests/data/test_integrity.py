@@ -141,7 +141,7 @@ def test_tfrecord_crcs_are_verified(tmp_path, run_cli):
     (np.float64, (3, 1, 300, 300), 3, "random"),  # 2,160,000 bytes: many rows of 2^15 words
 ])
 def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
-    from lbscale.data.formats.hdf5 import FLETCHER_MOD, ChunkChecks, fletcher32
+    from lbscale.data.formats.hdf5 import ChunkChecks, fletcher32
 
     rng = np.random.default_rng(1)
     data = {"random": lambda: (rng.random(shape) * 250).astype(dtype), "zeros": lambda: np.zeros(shape, dtype),
@@ -156,11 +156,30 @@ def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
             info = ds.id.get_chunk_info(k)
             end = info.byte_offset + info.size
             stored = int(raw[end - 4:end].view("<u4")[0])  # what the HDF5 library computed
-            assert fletcher32(raw[info.byte_offset:end - 4].tobytes()) == \
-                ((stored & 0xFFFF) % FLETCHER_MOD, (stored >> 16) % FLETCHER_MOD)
+            assert fletcher32(raw[info.byte_offset:end - 4].tobytes()) == (stored & 0xFFFF, stored >> 16)
         checks = ChunkChecks(path, ds)
         for k in range(ds.id.get_num_chunks()):
             checks.verify(k)  # no mismatch on a sound file
+
+
+def test_a_chunk_summing_to_a_multiple_of_65535_is_not_an_all_zero_one(tmp_path):
+    """HDF5 writes a half of 0 only for all-zero data and 65535 for any other sum that is a multiple of 65535: a
+    comparison modulo 65535 took an all-zero chunk whose first word became FFFF for a sound one."""
+    from lbscale.data.formats.hdf5 import ChunkChecks
+
+    path = tmp_path / "z.h5"
+    with h5py.File(path, "w") as h:
+        h.create_dataset("x", data=np.zeros(1000, np.uint8), chunks=(1000,), fletcher32=True)
+    with h5py.File(path, "r") as h:
+        offset = h["x"].id.get_chunk_info(0).byte_offset
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\xff\xff")
+    with h5py.File(path, "r") as h:
+        with pytest.raises(OSError, match="filter returned failure"):
+            h["x"][...]  # HDF5 refuses it
+        with pytest.raises(LbscaleError, match="x bytes 0-999: checksum mismatch"):
+            ChunkChecks(path, h["x"]).verify(0)
 
 
 def test_training_on_a_corrupted_chunk_stops_in_one_line(prepared, run_cli, tmp_path):

@@ -253,9 +253,9 @@ _WORDS = 1 << 15  # words per row of the vectorised sums: each row's sums stay e
 
 def fletcher32(data) -> tuple[int, int]:
     """HDF5's Fletcher32 of a chunk's bytes (H5_checksum_fletcher32: big-endian 16-bit words, a trailing odd byte
-    as a high byte; sum1 = the words' sum, sum2 = the sum of sum1's running values, both modulo 65535), as its two
-    halves modulo 65535 (HDF5's end-around carry can write 65535 for a remainder of 0, so compare them modulo
-    65535 too). Vectorised: sum2 = n sum1 - sum_i i w_i, the dot product by rows of 2^15 words."""
+    as a high byte; sum1 = the words' sum, sum2 = the sum of sum1's running values), as the two halves HDF5 stores
+    (each folded by ones_complement), to be compared exactly. Vectorised: sum2 = n sum1 - sum_i i w_i, the dot
+    product by rows of 2^15 words."""
     b = np.frombuffer(data, dtype=np.uint8)
     odd = len(b) % 2
     w = b[:len(b) - odd].view(">u2")
@@ -272,7 +272,15 @@ def fletcher32(data) -> tuple[int, int]:
     if odd:
         sum1 += int(b[-1]) << 8
         sum2 += sum1
-    return sum1 % FLETCHER_MOD, sum2 % FLETCHER_MOD
+    # sum1 is exact and every word is >= 0, so sum2 (congruent to its true value) is 0 exactly where sum1 is
+    return ones_complement(sum1, sum1 > 0), ones_complement(sum2, sum1 > 0)
+
+
+def ones_complement(total: int, nonzero: bool) -> int:
+    """A sum folded as HDF5 folds it (the high 16 bits added to the low until it fits): congruent modulo 65535,
+    0 only where nothing nonzero was added and 65535, never 0, for a nonzero multiple of 65535. A comparison modulo
+    65535 would take an all-zero chunk whose first word became FFFF for a sound one."""
+    return (total - 1) % FLETCHER_MOD + 1 if nonzero else 0
 
 
 class ChunkChecks:
@@ -293,7 +301,7 @@ class ChunkChecks:
             end = info.byte_offset + info.size
             stored = int(np.frombuffer(self.mm[end - 4:end], "<u4")[0])
             sum1, sum2 = fletcher32(self.mm[info.byte_offset:end - 4])
-            if (sum1, sum2) != ((stored & 0xFFFF) % FLETCHER_MOD, (stored >> 16) % FLETCHER_MOD):
+            if (sum1, sum2) != (stored & 0xFFFF, stored >> 16):
                 a = chunk * self.n_chunk
                 b = min(a + self.n_chunk, self.ds.shape[0])
                 unit = "bytes" if self.ds.ndim == 1 else "rows"
