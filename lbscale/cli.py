@@ -17,6 +17,7 @@ from lbscale.progress import set_quiet
 from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.train import noise_measure
 from lbscale.train.models import MODELS, TIMM_SMALL_MODELS
+from lbscale.train.threads import prepare_process
 
 
 class Number(click.ParamType):
@@ -141,9 +142,6 @@ def _trial_options(fn):
 @quiet_option
 def train(config_path, **options):
     """Train one trial (1 process, or one rank under torchrun / srun) and write its result files."""
-    from lbscale.train.threads import prepare_process
-
-    prepare_process()  # before torch is imported: OpenMP reads its wait policy once
     from lbscale.train.config import check_given, load_config
     from lbscale.train.distributed import detect_env
     from lbscale.train.entry import run_trial
@@ -485,6 +483,9 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 def main(argv=None) -> int:
     """Entry point: user errors (and OSErrors a user causes) become one stderr line and exit code 2."""
+    # before any command imports torch (train, gns, branch, filter, doctor, bench...): OpenMP reads its wait policy
+    # once, when torch loads it, and its spinning threads slow a command beside other busy processes 2x and more
+    prepare_process()
     signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(args=argv, prog_name="lbscale", standalone_mode=False)

@@ -9,6 +9,7 @@ earlier failed attempts). Whether a process or a SLURM job still works on a tria
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -83,8 +84,9 @@ _LEFTOVER = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")  # write_atomic's t
 
 
 def remove_leftovers(folder: Path, names, older_than: float = 0.0) -> list[Path]:
-    """Remove the temp files of `names` that write_atomic left in `folder` when its process was killed; only
-    those (a process removes the names it alone writes, never a file of another writer's). `older_than`
+    """Remove the temp files of `names` (file names, or shell patterns of them: `*.sh`, every sbatch script a sweep
+    writes) that write_atomic left in `folder` when its process was killed; only those (a process removes the names
+    it alone writes, never a file of another writer's). `older_than`
     (seconds since the file was last written): where another process may be writing one of these names right now
     (a sweep and its SLURM array tasks both write a trial's trial.yaml, peers.json, ...), a temp file that young
     may be a write in flight, not a leftover."""
@@ -92,7 +94,8 @@ def remove_leftovers(folder: Path, names, older_than: float = 0.0) -> list[Path]
     for p in Path(folder).glob(".*.tmp"):
         m = _LEFTOVER.fullmatch(p.name)
         try:
-            stale = m and m["name"] in names and p.is_file() and now - p.stat().st_mtime >= older_than
+            stale = m and any(fnmatch.fnmatchcase(m["name"], name) for name in names) and p.is_file() \
+                and now - p.stat().st_mtime >= older_than
         except FileNotFoundError:  # renamed into place meanwhile
             continue
         if stale:

@@ -17,7 +17,7 @@ from lbscale.sweep.confirm import confirmation, confirmation_to_come
 from lbscale.sweep.eta import clock, pace_of, since_news, trial_left
 from lbscale.sweep.launch import IN_FLIGHT_SECONDS
 from lbscale.sweep.launchers import LAUNCHERS
-from lbscale.sweep.lock import live_sweep, sweep_lock
+from lbscale.sweep.lock import LOCK, live_sweep, sweep_lock
 from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, plan_table
 from lbscale.sweep.rounds import Rounds, check_adaptive, parse_budget, replayed
@@ -68,8 +68,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
                            to_come=confirmation_to_come(spec, plans), adaptive=o.until_resolved)
         return 0
     with sweep_lock(results, o.wait_for_lock):
-        # what a sweep killed mid-write left (its trials': write_trial_files)
-        remove_leftovers(results, (ROUNDS,), older_than=IN_FLIGHT_SECONDS)
+        # what a sweep killed mid-write left (its trials': write_trial_files; its sbatch scripts': submit)
+        remove_leftovers(results, (ROUNDS, LOCK), older_than=IN_FLIGHT_SECONDS)
         return LAUNCHERS[o.launcher]().launch(plans, run)
 
 

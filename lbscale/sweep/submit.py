@@ -9,11 +9,13 @@ from pathlib import Path
 
 from lbscale import slurm
 from lbscale.errors import LbscaleError
-from lbscale.results import FINISHED, SUBMITTED, write_atomic, write_json
-from lbscale.sweep.launch import done_line, finished, next_stage, select, write_trial_files
+from lbscale.results import FINISHED, SUBMITTED, remove_leftovers, write_atomic, write_json
+from lbscale.sweep.launch import IN_FLIGHT_SECONDS, done_line, finished, next_stage, select, write_trial_files
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import SweepTrial
 from lbscale.sweep.state import running_here, trial_state
+
+SCRIPTS = "slurm"  # in a results directory: the sbatch scripts and the jobs' output
 
 
 def _sbatch_lines(run: SweepRun, p: SweepTrial, count: int, name: str) -> list[str]:
@@ -21,7 +23,7 @@ def _sbatch_lines(run: SweepRun, p: SweepTrial, count: int, name: str) -> list[s
     per_node = min(p.gpus, gpn)
     array = f"0-{count - 1}" + (f"%{run.options.max_concurrent}" if run.options.max_concurrent else "")
     lines = [f"--job-name=lbscale-{name}", f"--nodes={p.nodes}", f"--ntasks-per-node={per_node}",
-             f"--array={array}", f"--output={run.results / 'slurm' / '%x-%A_%a.out'}"]
+             f"--array={array}", f"--output={run.results / SCRIPTS / '%x-%A_%a.out'}"]
     for key, opt in (("account", "account"), ("partition", "partition"), ("time", "time"),
                      ("cpus_per_task", "cpus-per-task")):
         if s.get(key) is not None:
@@ -116,11 +118,13 @@ class SlurmLauncher:
         groups: dict[tuple, list[SweepTrial]] = {}
         for p in todo:
             groups.setdefault((p.gpus, p.nodes), []).append(p)
-        (run.results / "slurm").mkdir(parents=True, exist_ok=True)
+        (run.results / SCRIPTS).mkdir(parents=True, exist_ok=True)
+        # a killed sweep's script writes; by age, as a follow-up job's sweep may be writing one now
+        remove_leftovers(run.results / SCRIPTS, ("*.sh",), older_than=IN_FLIGHT_SECONDS)
         jobs = []
         for (gpus, _), group in groups.items():
             name = f"{Path(run.spec_path).stem}-g{gpus}"
-            script = run.results / "slurm" / f"{name}.sh"
+            script = run.results / SCRIPTS / f"{name}.sh"
             write_atomic(script, render_array_script(run, group, name))
             if not run.options.submit:
                 print(f"wrote {script} ({len(group)} array tasks)")
@@ -137,10 +141,10 @@ class SlurmLauncher:
         """A one-task job that starts once `jobs` have ended (afterany) and runs this sweep again: it plans the
         confirmation stage of the cells whose search has finished and submits it."""
         name = f"{Path(run.spec_path).stem}-confirm"
-        script = run.results / "slurm" / f"{name}.sh"
+        script = run.results / SCRIPTS / f"{name}.sh"
         lines = ["#!/bin/bash", f"#SBATCH --job-name=lbscale-{name}", "#SBATCH --ntasks=1",
                  f"#SBATCH --dependency=afterany:{':'.join(jobs)}",
-                 f"#SBATCH --output={run.results / 'slurm' / '%x-%j.out'}"]
+                 f"#SBATCH --output={run.results / SCRIPTS / '%x-%j.out'}"]
         lines += [f"#SBATCH --{opt}={run.system[key]}" for key, opt in (("account", "account"),
                   ("partition", "partition"), ("time", "time")) if run.system.get(key) is not None]
         cmd = _sweep_command(run)

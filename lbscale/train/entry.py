@@ -54,7 +54,9 @@ def run_trial(cfg: TrialConfig) -> int:
     except Exception as e:
         if env.is_main and out.is_dir():
             line = os_error_line(e) if isinstance(e, OSError) else None
-            summary = trial.summary("failed", line or f"{type(e).__name__}: {e}", [])
+            # a user error (a corrupted chunk of the data file) is its one line, as the CLI prints it; a bug its type
+            reason = str(e) if isinstance(e, LbscaleError) else line or f"{type(e).__name__}: {e}"
+            summary = trial.summary("failed", reason, [])
             if line:  # a full disk, a folder it may not write: not the trial's fault, so a rerun retries it
                 summary["cause"] = ENVIRONMENT
             with contextlib.suppress(Exception):  # the copy only saves a report time: never hide the error

@@ -2,7 +2,8 @@
 they wait instead of spinning (OMP_WAIT_POLICY=passive). Spinning threads beside another busy process on the same
 cores made a test_resnet epoch 170x slower (issue 43; docs/benchmarks.md, "Threads on a shared node"). Nothing
 here imports torch: the wait policy is read once, when torch loads OpenMP, so it must be in the environment of the
-process that first imports torch (`lbscale train`'s, or the warm-start server's, sweep/warm.py)."""
+process that first imports torch: every lbscale command's (cli.main sets it before any command runs, and the
+processes a command starts inherit it) and the warm-start server's (sweep/warm.py)."""
 
 from __future__ import annotations
 

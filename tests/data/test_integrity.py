@@ -141,7 +141,7 @@ def test_tfrecord_crcs_are_verified(tmp_path, run_cli):
     (np.float64, (3, 1, 300, 300), 3, "random"),  # 2,160,000 bytes: many rows of 2^15 words
 ])
 def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
-    from lbscale.data.formats.hdf5 import FLETCHER_MOD, ChunkChecks, fletcher32
+    from lbscale.data.formats.hdf5 import ChunkChecks, fletcher32
 
     rng = np.random.default_rng(1)
     data = {"random": lambda: (rng.random(shape) * 250).astype(dtype), "zeros": lambda: np.zeros(shape, dtype),
@@ -156,11 +156,30 @@ def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
             info = ds.id.get_chunk_info(k)
             end = info.byte_offset + info.size
             stored = int(raw[end - 4:end].view("<u4")[0])  # what the HDF5 library computed
-            assert fletcher32(raw[info.byte_offset:end - 4].tobytes()) == \
-                ((stored & 0xFFFF) % FLETCHER_MOD, (stored >> 16) % FLETCHER_MOD)
+            assert fletcher32(raw[info.byte_offset:end - 4].tobytes()) == (stored & 0xFFFF, stored >> 16)
         checks = ChunkChecks(path, ds)
         for k in range(ds.id.get_num_chunks()):
             checks.verify(k)  # no mismatch on a sound file
+
+
+def test_a_chunk_summing_to_a_multiple_of_65535_is_not_an_all_zero_one(tmp_path):
+    """HDF5 writes a half of 0 only for all-zero data and 65535 for any other sum that is a multiple of 65535: a
+    comparison modulo 65535 took an all-zero chunk whose first word became FFFF for a sound one."""
+    from lbscale.data.formats.hdf5 import ChunkChecks
+
+    path = tmp_path / "z.h5"
+    with h5py.File(path, "w") as h:
+        h.create_dataset("x", data=np.zeros(1000, np.uint8), chunks=(1000,), fletcher32=True)
+    with h5py.File(path, "r") as h:
+        offset = h["x"].id.get_chunk_info(0).byte_offset
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\xff\xff")
+    with h5py.File(path, "r") as h:
+        with pytest.raises(OSError, match="filter returned failure"):
+            h["x"][...]  # HDF5 refuses it
+        with pytest.raises(LbscaleError, match="z.h5: /x rows 0-999: checksum mismatch"):
+            ChunkChecks(path, h["x"]).verify(0)
 
 
 def test_training_on_a_corrupted_chunk_stops_in_one_line(prepared, run_cli, tmp_path):
@@ -171,6 +190,42 @@ def test_training_on_a_corrupted_chunk_stops_in_one_line(prepared, run_cli, tmp_
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert f"{prepared}: /train/images rows 256-383: checksum mismatch (corrupted chunk)" in err
     assert f"lbscale data check {prepared}" in err
+
+
+def _flip_byte(path, dataset: str, at: int = 10) -> None:
+    """Flip one byte of the first stored chunk of `dataset`."""
+    with h5py.File(path, "r") as h:
+        offset = h[dataset].id.get_chunk_info(0).byte_offset + at
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0xFF]))
+
+
+def _mismatch(path, what: str) -> str:
+    return (f"lbscale: error: {path}: {what}: checksum mismatch (corrupted chunk); `lbscale data check {path}` lists "
+            "every one: prepare the file again or restore it\n")
+
+
+def test_a_checksum_failure_read_through_hdf5_is_one_line(prepared, run_cli, tmp_path):
+    """HDF5 verifies the labels itself and fails the read with an OSError that names neither the file nor the rows:
+    `data info` and `train` turn it into the one line the memory-mapped images give."""
+    _flip_byte(prepared, "train/labels")
+    line = _mismatch(prepared, "/train/labels rows 0-419")
+    assert run_cli("data", "info", prepared) == (2, "", line)
+    rc, _, err = run_cli("train", "--data", prepared, "--out", tmp_path / "t", "--model", "test_resnet",
+                         "--global-batch", "64", "--epochs", "1", "--optimizer", "sgd", "--base-lr", "0.05",
+                         "--device", "cpu")
+    assert (rc, err) == (2, line)
+
+
+def test_in_memory_training_on_a_corrupted_chunk_stops_in_one_line(prepared, run_cli, tmp_path):
+    _garble(prepared, "train/images", 2)
+    rc, _, err = run_cli("train", "--data", prepared, "--out", tmp_path / "t", "--model", "test_resnet",
+                         "--global-batch", "64", "--epochs", "1", "--optimizer", "sgd", "--base-lr", "0.05",
+                         "--device", "cpu", "--in-memory")
+    assert (rc, err) == (2, _mismatch(prepared, "/train/images rows 256-383"))
 
 
 def test_the_loader_verifies_each_chunk_once(prepared):
@@ -197,3 +252,5 @@ def test_a_corrupted_encoded_chunk_is_named_when_read(tmp_path):
         assert len(images.take(range(3))) == 3  # the first chunk is sound
         with pytest.raises(LbscaleError, match=r"/train/images bytes 2097152-4194303: checksum mismatch"):
             images.take(range(20))
+        with pytest.raises(LbscaleError, match=r"/train/images bytes 2097152-4194303: checksum mismatch"):
+            images.load()  # in memory: read through HDF5, which refuses the chunk

@@ -200,3 +200,29 @@ def test_ctrl_c_during_a_sweep_names_the_trial_and_how_to_resume(tmp_path, tiny_
     assert proc.returncode == 130, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("lbscale: ") and "b32-g1-sgd-linear-s0" in last and "resume" in last, err
+
+
+def test_a_trial_on_a_corrupted_chunk_fails_with_the_one_line(tiny_h5, tmp_path, run_cli, child_env):
+    """The in-memory path reads through HDF5, whose checksum failure was a traceback's last line in the sweep's
+    outcome and in the trial's summary; it is the line naming the file, the dataset and the rows."""
+    import shutil
+
+    import h5py
+
+    data = tmp_path / "bad.h5"
+    shutil.copy(tiny_h5, data)
+    with h5py.File(data, "r") as h:  # the preflight reads the labels, not the images: the trial finds it
+        offset = h["train/images"].id.get_chunk_info(0).byte_offset + 1000
+    with open(data, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\x5a\xa5")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"name: c\ndata: {data}\nmodel: test_resnet\nepochs: 1\n"
+                    "trial: {optimizer: sgd, base_lr: 0.1, device: cpu, in_memory: true}\n"
+                    "grid: {batch: [32], gpus: [1]}\n")
+    rc, out, err = run_cli("sweep", spec, "--results", tmp_path / "res", "--quiet")
+    line = (f"{data}: /train/images rows 0-559: checksum mismatch (corrupted chunk); `lbscale data check {data}` "
+            "lists every one: prepare the file again or restore it")
+    assert rc == 1 and f"failed: {line} (exit 2" in out, out + err
+    (trial,) = (tmp_path / "res").glob("*/summary.json")
+    assert read_json(trial)["error"] == line

@@ -69,6 +69,26 @@ def test_a_dead_sweeps_lock_is_taken_over_and_released(tmp_path, run_cli, tiny_h
     assert not (results / "sweep.lock").exists()
 
 
+def test_temp_files_a_killed_sweep_left_are_removed_by_age(tmp_path, run_cli, tiny_h5):
+    """kill -9 while a sweep wrote its lock or an sbatch script left write_atomic's temp file for good; they go as
+    the rounds' do: once older than any write takes (a young one may be another sweep's write in flight)."""
+    results = tmp_path / "res"
+    (results / "slurm").mkdir(parents=True)
+    old = [results / ".sweep.lock.k2j3h4g5.tmp", results / "slurm" / ".small-g1.sh.a1b2c3d4.tmp",
+           results / "slurm" / ".small-g8.sh.zz_9yy8x.tmp"]  # of a grid since changed: any script's
+    young = [results / ".sweep.lock.inflight.tmp", results / "slurm" / ".small-g1.sh.inflight.tmp"]
+    mine = [results / "slurm" / ".notes.txt.abcdefgh.tmp", results / "slurm" / "small-g1-17_0.out"]
+    for path in old + young + mine:
+        path.write_text("x")
+    for path in old:
+        os.utime(path, (time.time() - 300, time.time() - 300))
+    rc, out, err = run_cli("sweep", _spec(tmp_path, tiny_h5, gpus=1), "--results", results, "--launcher", "slurm",
+                           "--no-submit", "--quiet")
+    assert rc == 0, out + err
+    assert not any(path.exists() for path in old)
+    assert all(path.exists() for path in young + mine)
+
+
 def test_an_array_task_runs_its_trial_while_the_directory_is_locked(tmp_path, run_cli, tiny_h5, live_pid,
                                                                     child_env):
     results = tmp_path / "res"

@@ -73,17 +73,68 @@ def verify_checksums(h5: h5py.File) -> tuple[list[str], list[str], list[str]]:
 
 def corrupt_chunks(ds) -> list[str]:
     """Chunks of `ds` (chunked along its first axis) whose Fletcher32 checksum does not match their bytes."""
+    return [f"{chunk_span(ds, a, b)}: checksum mismatch (corrupted chunk)" for a, b in refused_chunks(ds)]
+
+
+def refused_chunks(ds, lo: int = 0, hi: int | None = None):
+    """(first row, end row) of each chunk of `ds` holding rows lo..hi-1 that HDF5's filter pipeline refuses (on a
+    checksum mismatch it fails the read), in order."""
     n_chunk, n = ds.chunks[0], ds.shape[0]
-    unit = "bytes" if ds.ndim == 1 and ds.name.endswith("/images") else "rows"  # a JPEG byte stream
     buffer = np.empty(ds.chunks, dtype=ds.dtype)
-    bad = []
-    for a in range(0, n, n_chunk):
+    for a in range(lo // n_chunk * n_chunk, n if hi is None else min(hi, n), n_chunk):
         b = min(a + n_chunk, n)
         try:
             ds.read_direct(buffer, np.s_[a:b], np.s_[0:b - a])
-        except OSError:  # HDF5's filter pipeline fails the read on a checksum mismatch
-            bad.append(f"{ds.name} {unit} {a}-{b - 1}: checksum mismatch (corrupted chunk)")
-    return bad
+        except OSError:
+            yield a, b
+
+
+def chunk_span(ds, a: int, b: int) -> str:
+    """'/train/images rows 256-383': a chunk's place, in bytes for a JPEG byte stream."""
+    unit = "bytes" if ds.ndim == 1 and ds.name.endswith("/images") else "rows"
+    return f"{ds.name} {unit} {a}-{b - 1}"
+
+
+def mismatch_line(path: Path, ds, span: tuple[int, int] | None) -> str:
+    """The one line for a corrupted chunk of a prepared file, whichever read finds it (the loader's own check, or
+    HDF5's through h5py)."""
+    where = chunk_span(ds, *span) if span else ds.name
+    return (f"{path}: {where}: checksum mismatch (corrupted chunk); `lbscale data check {path}` lists every one: "
+            "prepare the file again or restore it")
+
+
+FILTER_FAILURE = "filter returned failure"  # HDF5's words when a chunk's Fletcher32 does not match its bytes
+
+
+def read_rows(ds, key) -> tuple[int, int | None]:
+    """The rows (along the first axis) a read of ds[key] covers: those of a slice or an index, else all."""
+    first = key[0] if isinstance(key, tuple) and key else key
+    n = ds.shape[0] if ds.ndim else 0
+    if isinstance(first, slice):
+        rows = range(*first.indices(n))
+        return (min(rows), max(rows) + 1) if rows else (0, 0)
+    if isinstance(first, (int, np.integer)):
+        return int(first) % max(n, 1), int(first) % max(n, 1) + 1
+    return 0, None
+
+
+class CheckedDataset(h5py.Dataset):
+    """An h5py dataset of a prepared file whose reads turn HDF5's checksum failure (an OSError that names neither
+    the file nor the rows, and a traceback) into the one line of `mismatch_line`: the first refused chunk among
+    those read (`lbscale data check` lists every one)."""
+
+    def __init__(self, path: Path, ds: h5py.Dataset):
+        super().__init__(ds.id)
+        self.path = Path(path)
+
+    def __getitem__(self, key):
+        try:
+            return super().__getitem__(key)
+        except OSError as e:
+            if FILTER_FAILURE not in str(e) or self.chunks is None:
+                raise
+            span = next(refused_chunks(self, *read_rows(self, key)), None) or next(refused_chunks(self), None)
+            raise LbscaleError(mismatch_line(self.path, self, span)) from None
 
 
 CACHE_ROOM = 8 << 20  # bytes a write may need beyond its batch: the chunk caches (1 MiB per dataset), metadata
@@ -204,23 +255,26 @@ class Hdf5File(PreparedFile):
     def has_split(self, split: str) -> bool:
         return split in self.h5 and "images" in self.h5[split]
 
+    def checked_dataset(self, split: str, key: str) -> CheckedDataset:
+        """One dataset of a split, read through HDF5's checksums with a refused chunk as one line."""
+        return CheckedDataset(self.path, self.h5[split][key])
+
     def images(self, split: str):
         if self.encoding != "raw":
-            g = self.h5[split]
-            return EncodedImages(self.path, g["images"], g["offsets"][...], g["lengths"][...])
-        return self.h5[split]["images"]
+            return EncodedImages(self.path, self.checked_dataset(split, "images"), self.labels(split, "offsets"),
+                                 self.labels(split, "lengths"))
+        return self.checked_dataset(split, "images")
 
     def size(self, split: str) -> int:
         return int(self.h5[split]["labels"].shape[0])
 
     def labels(self, split: str, key: str = "labels") -> np.ndarray:
-        return self.h5[split][key][...]
+        return self.checked_dataset(split, key)[...]
 
     def names(self, split: str):
-        g = self.h5[split]
-        if "names" not in g:
+        if "names" not in self.h5[split]:
             return None
-        return [n.decode() if isinstance(n, bytes) else n for n in g["names"][...]]
+        return [n.decode() if isinstance(n, bytes) else n for n in self.checked_dataset(split, "names")[...]]
 
     def extras(self, split: str) -> list[str]:
         return [k for k in self.h5[split].keys() if k not in ENCODED_KEYS]
@@ -253,9 +307,9 @@ _WORDS = 1 << 15  # words per row of the vectorised sums: each row's sums stay e
 
 def fletcher32(data) -> tuple[int, int]:
     """HDF5's Fletcher32 of a chunk's bytes (H5_checksum_fletcher32: big-endian 16-bit words, a trailing odd byte
-    as a high byte; sum1 = the words' sum, sum2 = the sum of sum1's running values, both modulo 65535), as its two
-    halves modulo 65535 (HDF5's end-around carry can write 65535 for a remainder of 0, so compare them modulo
-    65535 too). Vectorised: sum2 = n sum1 - sum_i i w_i, the dot product by rows of 2^15 words."""
+    as a high byte; sum1 = the words' sum, sum2 = the sum of sum1's running values), as the two halves HDF5 stores
+    (each folded by ones_complement), to be compared exactly. Vectorised: sum2 = n sum1 - sum_i i w_i, the dot
+    product by rows of 2^15 words."""
     b = np.frombuffer(data, dtype=np.uint8)
     odd = len(b) % 2
     w = b[:len(b) - odd].view(">u2")
@@ -272,7 +326,15 @@ def fletcher32(data) -> tuple[int, int]:
     if odd:
         sum1 += int(b[-1]) << 8
         sum2 += sum1
-    return sum1 % FLETCHER_MOD, sum2 % FLETCHER_MOD
+    # sum1 is exact and every word is >= 0, so sum2 (congruent to its true value) is 0 exactly where sum1 is
+    return ones_complement(sum1, sum1 > 0), ones_complement(sum2, sum1 > 0)
+
+
+def ones_complement(total: int, nonzero: bool) -> int:
+    """A sum folded as HDF5 folds it (the high 16 bits added to the low until it fits): congruent modulo 65535,
+    0 only where nothing nonzero was added and 65535, never 0, for a nonzero multiple of 65535. A comparison modulo
+    65535 would take an all-zero chunk whose first word became FFFF for a sound one."""
+    return (total - 1) % FLETCHER_MOD + 1 if nonzero else 0
 
 
 class ChunkChecks:
@@ -293,13 +355,9 @@ class ChunkChecks:
             end = info.byte_offset + info.size
             stored = int(np.frombuffer(self.mm[end - 4:end], "<u4")[0])
             sum1, sum2 = fletcher32(self.mm[info.byte_offset:end - 4])
-            if (sum1, sum2) != ((stored & 0xFFFF) % FLETCHER_MOD, (stored >> 16) % FLETCHER_MOD):
+            if (sum1, sum2) != (stored & 0xFFFF, stored >> 16):
                 a = chunk * self.n_chunk
-                b = min(a + self.n_chunk, self.ds.shape[0])
-                unit = "bytes" if self.ds.ndim == 1 else "rows"
-                raise LbscaleError(f"{self.path}: {self.ds.name} {unit} {a}-{b - 1}: checksum mismatch (corrupted "
-                                   f"chunk); `lbscale data check {self.path}` lists every one: prepare the file "
-                                   "again or restore it")
+                raise LbscaleError(mismatch_line(self.path, self.ds, (a, min(a + self.n_chunk, self.ds.shape[0]))))
         self.verified.add(chunk)
 
 
