@@ -25,7 +25,7 @@ from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import SweepTrial
 from lbscale.train import checkpoint
-from lbscale.train.plan import resolve_plan
+from lbscale.train.plan import Plan, resolve_plan
 
 RULES = {"linear": lambda k: k, "sqrt": math.sqrt, "none": lambda k: 1.0}
 TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
@@ -140,8 +140,36 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
             cfg = load_config(None, **options)
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
             plans.append(SweepTrial(name, plan["world_size"], nodes, cfg, p, variant=f"x{k}", sweep="branch"))
+    _check_windows(plans, Plan(**plan), kept, window, o.window)
     return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
                    "results": results, "subset": subset, "parent_batch": plan["global_batch"]}
+
+
+def _check_windows(plans: list[SweepTrial], parent: Plan, kept: dict[str, Path], window: int, asked: str) -> None:
+    """One line where a branch's run ends before its window: a larger batch that drops an epoch's last samples
+    trains fewer per epoch than its parent, and a branch that never reaches its window's end has no loss to judge."""
+    from lbscale.train.branching import branch_progress, kept_progress, samples_left, window_start
+
+    left = {}
+    for t in plans:
+        start = branch_progress(kept_progress(checkpoint.kept_info(kept[_label(t)]), parent), t.plan.steps_per_epoch,
+                                t.plan.accum_steps)
+        left[t.trial_id] = samples_left(window_start(start, t.plan), t.plan, t.config.epochs)
+    short = min(plans, key=lambda t: left[t.trial_id])
+    fit = left[short.trial_id]
+    if fit >= window:
+        return
+    instead = (f"--window {fit:,} or less fits every branch" if fit else
+               f"no window fits it: leave out factor {short.plan.global_batch // parent.global_batch} or --at "
+               f"{_label(short)}")
+    raise LbscaleError(f"--window {asked}: branch {short.trial_id} (batch {short.plan.global_batch:,}) has {fit:,} "
+                       f"samples of its run left after checkpoint {_label(short)}, fewer than the window's "
+                       f"{window:,}; {instead}")
+
+
+def _label(branch: SweepTrial) -> str:
+    """The checkpoint a branch starts from: kept/<label>, or target."""
+    return branch.trial_id.rpartition("-x")[0]
 
 
 def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: bool = False) -> pd.DataFrame:
@@ -162,7 +190,7 @@ def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: b
             loss = smoothed = math.inf
         start = info.get("step", 0) * info.get("global_batch", 0) // p.plan.global_batch
         rows.append({"parent": Path(parent).name,
-                     "checkpoint": p.trial_id.rpartition("-x")[0],  # its label: kept/<label>, or target
+                     "checkpoint": _label(p),
                      "samples": info.get("samples_seen"),
                      "parent_step": info.get("step"), "factor": p.plan.global_batch // info.get("global_batch", 1),
                      "batch": p.plan.global_batch, "lr": p.plan.peak_lr, "loss": loss,

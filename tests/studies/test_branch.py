@@ -69,6 +69,13 @@ def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     assert rc == 0, err
     rc, _, err = run_cli("branch", kept, "--window", "2ep")  # 17 steps of 32 left, 1,088 samples asked
     assert rc == 2 and "checkpoint 50pct has 544 samples of the parent's run left" in err
+    # the parent's 544 samples left fit 1ep, but batch 64 trains 512 an epoch (drop): its window would never end
+    # and the study would judge the other factors alone (issue 54, item 8)
+    rc, _, err = run_cli("branch", kept, "--factors", "1,2")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--window 1ep: branch 50pct-x2 (batch 64) has 512 samples of its run left" in err
+    assert "fewer than the window's 544" in err and "--window 512 or less" in err
+    assert not (tmp_path / "k-branches").exists()
     rc, _, err = run_cli("branch", kept, "--window", "infep")
     assert rc == 2 and "--window: 'infep'" in err
     # without the k = 1 branch there is no baseline to judge the others against (issue 42, item 6)
