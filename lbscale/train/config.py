@@ -122,7 +122,8 @@ class TrialConfig:
                                    "batch, about 14 evaluations per doubling of the steps; one step apart below 1/x).")
     eval_first: int = _f(None, "With --eval-spacing: the first evaluation's optimizer step (default 1).")
     eval_subset: int = _f(None, "Step evaluations on this many samples of the evaluation split (the same fixed, "
-                                "seeded subset every time; the epoch evaluations stay whole).")
+                                "seeded subset every time; the epoch evaluations stay whole; one not smaller than "
+                                "the split takes all of it, as the outcome line says).")
     eval_batch: int = _f(None, "Evaluation batch per process (default: the local batch; evaluation keeps no "
                                "activations, so a larger one is cheap).")
     stop_at_target: bool = _f(False, "End the trial at the first evaluation that reaches --target (status completed, "

@@ -238,7 +238,8 @@ class Trial:
             self.book.scalars = ScalarLog(self.out / TENSORBOARD_DIR, self.progress.step + 1 if resumed else None)
         described = provenance.describe(self.cfg, self.plan, self.env.world_size, self.data.dataset, self.task,
                                         self.fit.augmentation, self.num_classes, self.model, self.device,
-                                        self.backend, self.env.launcher)  # collective: every rank's host name
+                                        self.backend, self.env.launcher,  # collective: every rank's host name
+                                        self.data.size(cfg.eval_split) if self.data.has_split(cfg.eval_split) else None)
         if self.env.is_main:
             write_json(self.out / CONFIG, described)
         for signum in (signal.SIGTERM, signal.SIGUSR1):
