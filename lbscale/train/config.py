@@ -359,6 +359,10 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
         if getattr(cfg, name) and cfg.target is None:
             raise LbscaleError(f"--{name.replace('_', '-')} needs --target-metric and --target")
     if cfg.prune == "none":
+        for name in ("prune_min_steps", "prune_min_samples"):  # ignored without halving: the user meant some
+            if getattr(cfg, name) is not None:
+                raise LbscaleError(f"--{name.replace('_', '-')} is successive halving's first rung: give --prune "
+                                   "asha or --prune sha too, or leave it out")
         return
     if cfg.prune_min_steps is None and cfg.prune_min_samples is None:
         raise LbscaleError(f"--prune {cfg.prune}: give --prune-min-steps or --prune-min-samples (the first rung, in "
