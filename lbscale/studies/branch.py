@@ -315,6 +315,25 @@ def _slurm(plans: list[SweepTrial], trial: Path, o: BranchOptions, how: BranchLa
             "this command again for the table and the figure")
 
 
+def _judged_by(parent: Path, subset: int) -> str:
+    """The loss the branches are judged by: on `subset` samples of the parent's evaluation split, or on all of it
+    where the subset is not smaller (the loader takes the whole split then)."""
+    described = read_json(parent / CONFIG) or {}
+    split = described.get("eval_split") or described.get("config", {}).get("eval_split", "val")
+    size = described.get("eval_samples")
+    if size is None:  # a parent of an lbscale before config.json recorded the split's size: ask its file
+        from lbscale.data.formats import open_prepared
+
+        try:
+            with open_prepared(described["config"]["data"]) as data:
+                size = data.size(split) if data.has_split(split) else None
+        except (LbscaleError, OSError, KeyError):
+            size = None
+    if size is not None and subset >= size:
+        return f"the loss on the whole {split} split ({size:,} samples)"
+    return f"the loss on {subset:,} samples of the {split} split"
+
+
 def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) -> str:
     """Plan, run (unless a dry run), tabulate and draw; the outcome line."""
     from lbscale.report import tuned_critical_batch
@@ -335,7 +354,7 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
     print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"
           f", {what['window']:,} samples each, LR rule {what['rule']}, judged by "
           + (f"the training loss's moving average (decay {o.ema:g} per {what['parent_batch']:,} samples)" if o.ema
-             else f"the loss on {what['subset']:,} samples of the evaluation split"), flush=True)
+             else _judged_by(Path(what["parent"]), what["subset"])), flush=True)
     if o.dry_run:
         for p in plans:
             print(f"  {p.trial_id}: batch {p.plan.global_batch}, accumulation {p.plan.accum_steps}, "
