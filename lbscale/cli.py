@@ -335,7 +335,8 @@ def _gns_text(r: dict, groups: int) -> str:
 @click.option("--tolerance", type=Number(lo=0, lo_open=False), default=0.01, show_default=True,
               help="A batch is within when its loss is at most the smaller batches' best + this.")
 @click.option("--eval-subset", type=int, help="Samples of the evaluation split every branch is evaluated on at "
-                                              "the window's end (default: the parent's step subset, else 1,024).")
+                                              "the window's end (default: the parent's step subset, else 1,024; "
+                                              "the whole split where it has no more).")
 @click.option("--results", type=click.Path(path_type=Path), help="Where the branches go (default: TRIAL-branches "
                                                                   "beside TRIAL).")
 @click.option("--ema", type=Number(lo=0, hi=1),

@@ -33,7 +33,7 @@ def resolve_metric(study: Study, metric: str) -> str:
     if task is None:
         tasks = sorted(study.trials["task"].dropna().unique())
         if not tasks:
-            raise LbscaleError("no trial has started yet (no config.json): nothing to report")
+            raise LbscaleError(_none_trained(study.trials))
         raise LbscaleError(f"the results mix tasks ({', '.join(tasks)}): report them separately")
     if metric == "auto":  # the test split's figures where the trials have them, as the papers report
         test = task.primary_on("test")
@@ -41,6 +41,22 @@ def resolve_metric(study: Study, metric: str) -> str:
         return test if has_test else task.primary_metric
     task.check_target_metric(metric, splits=("val", "test"), option="--metric")  # does this task produce it?
     return metric
+
+
+def _none_trained(trials) -> str:
+    """Why a study has no trial to read (none wrote its config.json): not started yet, or failed before it trained
+    (a full disk, a bad data file), with the first failure's error."""
+    failed = trials[trials["state"] == "failed"] if "state" in trials else trials.iloc[0:0]
+    if failed.empty:
+        return "no trial has started yet (no config.json): nothing to report"
+    errors = failed["error"].dropna() if "error" in failed else []
+    error = str(errors.iloc[0]).splitlines()[0] if len(errors) else None
+    if len(failed) == len(trials):
+        first = f"; the first: {error}" if error else ""
+        return f"every trial failed before it trained ({len(trials)} trials{first}): nothing to report"
+    first = f" (the first: {error})" if error else ""
+    return (f"no trial has trained yet: {len(failed)} of {len(trials)} failed before they trained{first}, the rest "
+            "have not started: nothing to report")
 
 
 def parse_targets(target) -> list[float]:

@@ -25,7 +25,7 @@ from lbscale.errors import LbscaleError
 from lbscale.results import CONFIG, SUMMARY, read_json, read_jsonl
 from lbscale.sweep.plan import SweepTrial
 from lbscale.train import checkpoint
-from lbscale.train.plan import resolve_plan
+from lbscale.train.plan import Plan, resolve_plan
 
 RULES = {"linear": lambda k: k, "sqrt": math.sqrt, "none": lambda k: 1.0}
 TABLE, FIGURE = "critical-batch.csv", "critical-batch.png"
@@ -140,8 +140,36 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
             cfg = load_config(None, **options)
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
             plans.append(SweepTrial(name, plan["world_size"], nodes, cfg, p, variant=f"x{k}", sweep="branch"))
+    _check_windows(plans, Plan(**plan), kept, window, o.window)
     return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
                    "results": results, "subset": subset, "parent_batch": plan["global_batch"]}
+
+
+def _check_windows(plans: list[SweepTrial], parent: Plan, kept: dict[str, Path], window: int, asked: str) -> None:
+    """One line where a branch's run ends before its window: a larger batch that drops an epoch's last samples
+    trains fewer per epoch than its parent, and a branch that never reaches its window's end has no loss to judge."""
+    from lbscale.train.branching import branch_progress, kept_progress, samples_left, window_start
+
+    left = {}
+    for t in plans:
+        start = branch_progress(kept_progress(checkpoint.kept_info(kept[_label(t)]), parent), t.plan.steps_per_epoch,
+                                t.plan.accum_steps)
+        left[t.trial_id] = samples_left(window_start(start, t.plan), t.plan, t.config.epochs)
+    short = min(plans, key=lambda t: left[t.trial_id])
+    fit = left[short.trial_id]
+    if fit >= window:
+        return
+    instead = (f"--window {fit:,} or less fits every branch" if fit else
+               f"no window fits it: leave out factor {short.plan.global_batch // parent.global_batch} or --at "
+               f"{_label(short)}")
+    raise LbscaleError(f"--window {asked}: branch {short.trial_id} (batch {short.plan.global_batch:,}) has {fit:,} "
+                       f"samples of its run left after checkpoint {_label(short)}, fewer than the window's "
+                       f"{window:,}; {instead}")
+
+
+def _label(branch: SweepTrial) -> str:
+    """The checkpoint a branch starts from: kept/<label>, or target."""
+    return branch.trial_id.rpartition("-x")[0]
 
 
 def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: bool = False) -> pd.DataFrame:
@@ -162,7 +190,7 @@ def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: b
             loss = smoothed = math.inf
         start = info.get("step", 0) * info.get("global_batch", 0) // p.plan.global_batch
         rows.append({"parent": Path(parent).name,
-                     "checkpoint": p.trial_id.rpartition("-x")[0],  # its label: kept/<label>, or target
+                     "checkpoint": _label(p),
                      "samples": info.get("samples_seen"),
                      "parent_step": info.get("step"), "factor": p.plan.global_batch // info.get("global_batch", 1),
                      "batch": p.plan.global_batch, "lr": p.plan.peak_lr, "loss": loss,
@@ -287,6 +315,25 @@ def _slurm(plans: list[SweepTrial], trial: Path, o: BranchOptions, how: BranchLa
             "this command again for the table and the figure")
 
 
+def _judged_by(parent: Path, subset: int) -> str:
+    """The loss the branches are judged by: on `subset` samples of the parent's evaluation split, or on all of it
+    where the subset is not smaller (the loader takes the whole split then)."""
+    described = read_json(parent / CONFIG) or {}
+    split = described.get("eval_split") or described.get("config", {}).get("eval_split", "val")
+    size = described.get("eval_samples")
+    if size is None:  # a parent of an lbscale before config.json recorded the split's size: ask its file
+        from lbscale.data.formats import open_prepared
+
+        try:
+            with open_prepared(described["config"]["data"]) as data:
+                size = data.size(split) if data.has_split(split) else None
+        except (LbscaleError, OSError, KeyError):
+            size = None
+    if size is not None and subset >= size:
+        return f"the loss on the whole {split} split ({size:,} samples)"
+    return f"the loss on {subset:,} samples of the {split} split"
+
+
 def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) -> str:
     """Plan, run (unless a dry run), tabulate and draw; the outcome line."""
     from lbscale.report import tuned_critical_batch
@@ -307,7 +354,7 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
     print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"
           f", {what['window']:,} samples each, LR rule {what['rule']}, judged by "
           + (f"the training loss's moving average (decay {o.ema:g} per {what['parent_batch']:,} samples)" if o.ema
-             else f"the loss on {what['subset']:,} samples of the evaluation split"), flush=True)
+             else _judged_by(Path(what["parent"]), what["subset"])), flush=True)
     if o.dry_run:
         for p in plans:
             print(f"  {p.trial_id}: batch {p.plan.global_batch}, accumulation {p.plan.accum_steps}, "

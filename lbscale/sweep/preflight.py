@@ -81,10 +81,10 @@ def _resolve(spec_path: str, p: SweepTrial, train_samples: int):
         raise LbscaleError(f"{where}: the train split of {p.config.data} has {train_samples:,} samples")
     try:
         plan = resolve_plan(p.config, gpus, train_samples)
-        if p.config.batch_schedule:  # its points in epochs against those in samples, and its batches, with the data
+        if p.config.batch_schedule:  # its points against each other and the run, and its batches, with the data
             from lbscale.train.batch_schedule import BatchSchedule
 
-            BatchSchedule.parse(p.config.batch_schedule, plan.epoch_samples, first=g).check(plan.local_batch * gpus)
+            BatchSchedule.parse(p.config.batch_schedule, plan.epoch_samples, first=g).check_plan(p.config.epochs, plan)
         return plan
     except LbscaleError as e:
         raise LbscaleError(f"{where}: {e}") from None

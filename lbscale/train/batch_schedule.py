@@ -52,15 +52,28 @@ class BatchSchedule:
                                    "order they apply)")
         return cls(tuple(points), rule, tuple(t.strip() for t in str(text).split(",") if t.strip()))
 
-    def check_run(self, epochs: int, epoch_samples: int | None = None) -> None:
+    def check_run(self, epochs: int, epoch_samples: int | None = None, steps: int | None = None) -> None:
         """Every change point inside the run of `epochs` epochs (of `epoch_samples` samples where the data is
-        known; else only the points given in epochs): one past its end would never apply."""
+        known, of `steps` optimizer steps as this schedule takes them; else only the points given in epochs): one
+        past its end would never apply."""
         run = epochs * (epoch_samples or SYNTAX_EPOCH)
         for (at, _), item in zip(self.points, self.items or [f"{b}@{at}" for at, b in self.points]):
             if isinstance(at, int) and at >= run and (epoch_samples or item.endswith("ep")):
                 size = f", {run:,} samples" if epoch_samples else ""
-                raise LbscaleError(f"--batch-schedule: {item} lies past the run ({epochs} epochs{size}): it would "
-                                   "never apply")
+            elif isinstance(at, tuple) and steps is not None and at[1] >= steps:  # steps 0..steps-1 can start one
+                size = f", {steps:,} optimizer steps"
+            else:
+                continue
+            raise LbscaleError(f"--batch-schedule: {item} lies past the run ({epochs} epochs{size}): it would never "
+                               "apply")
+
+    def check_plan(self, epochs: int, plan) -> None:
+        """Against a trial's `plan` (train.plan.Plan: its data and processes): every batch a whole number of its
+        first steps, then every point inside the run (the steps counted as the schedule groups them)."""
+        step_batch = plan.local_batch * plan.world_size
+        self.check(step_batch)  # first: a batch under one step's samples would never end a step in the count
+        steps = self.total_steps(epochs, plan.micro_batches_per_epoch, step_batch, plan.epoch_samples)
+        self.check_run(epochs, plan.epoch_samples, steps)
 
     @property
     def first(self) -> int:

@@ -22,6 +22,29 @@ def branch_progress(parent: Progress, steps_per_epoch: int, accum: int) -> Progr
     return Progress(epoch=parent.epoch, batch=parent.batch, step=parent.epoch * steps_per_epoch + parent.batch // accum)
 
 
+def window_start(progress: Progress, plan: Plan) -> list[int]:
+    """[epoch, micro-batch] where a branch starting at `progress` begins its window: the next epoch where that
+    micro-batch is past this trial's epoch (an epoch of whole larger steps may end sooner)."""
+    if progress.batch >= plan.micro_batches_per_epoch:
+        return [progress.epoch + 1, 0]
+    return [progress.epoch, progress.batch]
+
+
+def samples_left(start: list[int], plan: Plan, epochs: int) -> int:
+    """The samples a branch with `plan` trains from `start` to the end of its `epochs`: what its window may ask."""
+    micro = (epochs - start[0]) * plan.micro_batches_per_epoch - start[1]
+    return max(micro, 0) * plan.local_batch * plan.world_size
+
+
+def kept_progress(info: dict, parent: Plan) -> Progress:
+    """The epoch and micro-batch of a kept checkpoint (its info.json) in its parent's run `parent`: a checkpoint at
+    an epoch's end sits past its last micro-batch."""
+    in_epoch = info["samples_seen"] - info["epoch"] * parent.epoch_samples
+    batch = (parent.micro_batches_per_epoch if in_epoch >= parent.epoch_samples
+             else in_epoch // (parent.local_batch * parent.world_size))
+    return Progress(epoch=info["epoch"], batch=batch, step=info["step"])
+
+
 class Branch:
     """The branch of a trial with options `cfg` and `plan`, checked before any output: its folder a kept checkpoint
     with this trial's micro-batches (one line otherwise)."""
@@ -45,11 +68,9 @@ class Branch:
         """The branch's progress from its parent's (`branch_progress`); its window starts there."""
         plan = self.plan
         progress = branch_progress(parent, plan.steps_per_epoch, plan.accum_steps)
-        self.start = [progress.epoch, progress.batch]
+        self.start = window_start(progress, plan)
         if self.decay:
             self.ema = [0.0, 0.0, self.parent_batch]
-        if progress.batch >= plan.micro_batches_per_epoch:  # at the end of an epoch (one that keeps only whole
-            self.start = [progress.epoch + 1, 0]  # larger steps may end sooner)
         return progress
 
     def check_due(self, p: Progress) -> bool:

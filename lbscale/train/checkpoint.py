@@ -95,6 +95,12 @@ def epoch_loss(rank_state: dict) -> torch.Tensor:
     return loss
 
 
+def window_loss(rank_state: dict) -> torch.Tensor:
+    """A rank's (loss sum, micro-batches) since the last cross-rank check, which a resumed trial's next check
+    judges; zeros for a checkpoint of an earlier lbscale, which did not keep it."""
+    return rank_state.get("window_loss", torch.zeros(2, dtype=torch.float64))
+
+
 def rng_state(generator: torch.Generator) -> dict:
     state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
              "augment": generator.get_state()}

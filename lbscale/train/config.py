@@ -122,7 +122,8 @@ class TrialConfig:
                                    "batch, about 14 evaluations per doubling of the steps; one step apart below 1/x).")
     eval_first: int = _f(None, "With --eval-spacing: the first evaluation's optimizer step (default 1).")
     eval_subset: int = _f(None, "Step evaluations on this many samples of the evaluation split (the same fixed, "
-                                "seeded subset every time; the epoch evaluations stay whole).")
+                                "seeded subset every time; the epoch evaluations stay whole; one not smaller than "
+                                "the split takes all of it, as the outcome line says).")
     eval_batch: int = _f(None, "Evaluation batch per process (default: the local batch; evaluation keeps no "
                                "activations, so a larger one is cheap).")
     stop_at_target: bool = _f(False, "End the trial at the first evaluation that reaches --target (status completed, "
@@ -358,6 +359,10 @@ def _check_evaluation_options(cfg: TrialConfig, known: list[str]) -> None:
         if getattr(cfg, name) and cfg.target is None:
             raise LbscaleError(f"--{name.replace('_', '-')} needs --target-metric and --target")
     if cfg.prune == "none":
+        for name in ("prune_min_steps", "prune_min_samples"):  # ignored without halving: the user meant some
+            if getattr(cfg, name) is not None:
+                raise LbscaleError(f"--{name.replace('_', '-')} is successive halving's first rung: give --prune "
+                                   "asha or --prune sha too, or leave it out")
         return
     if cfg.prune_min_steps is None and cfg.prune_min_samples is None:
         raise LbscaleError(f"--prune {cfg.prune}: give --prune-min-steps or --prune-min-samples (the first rung, in "

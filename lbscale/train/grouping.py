@@ -29,8 +29,7 @@ class StepGrouping:
         schedule = None
         if cfg.batch_schedule:
             schedule = BatchSchedule.parse(cfg.batch_schedule, plan.epoch_samples, cfg.batch_rule, cfg.global_batch)
-            schedule.check_run(cfg.epochs, plan.epoch_samples)
-            schedule.check(plan.local_batch * plan.world_size)
+            schedule.check_plan(cfg.epochs, plan)
         return cls(plan, schedule, bool(cfg.branch_from))
 
     def next(self, p: Progress) -> tuple[bool, int] | None:

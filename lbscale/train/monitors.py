@@ -78,11 +78,16 @@ class CrossRankCheck:
         self.cfg, self.plan, self.loss, self.divergence, self.branch = cfg, plan, loss, divergence, branch
 
     def due(self, p) -> bool:
-        """After a step: every --check-every steps, at the preemption step and an epoch's end, and where a branch
-        asks (every step for its average, its window's end)."""
-        cfg = self.cfg
-        return (p.step % cfg.check_every == 0 or p.step == cfg.preempt_after_steps
-                or p.batch == self.plan.micro_batches_per_epoch or bool(self.branch and self.branch.check_due(p)))
+        """After a step: where the loss is judged (`judged`), and at the preemption step."""
+        return self.judged(p) or p.step == self.cfg.preempt_after_steps
+
+    def judged(self, p) -> bool:
+        """Whether the loss since the last check is judged after this step: every --check-every steps, at an epoch's
+        end, and where a branch asks (every step for its average, its window's end). Never for the preemption step
+        alone: a check there would move the divergence monitor's windows, and a preemption must not change what
+        the trial decides (the window's loss goes through the checkpoint instead)."""
+        return (p.step % self.cfg.check_every == 0 or p.batch == self.plan.micro_batches_per_epoch
+                or bool(self.branch and self.branch.check_due(p)))
 
     def __call__(self, p, signalled: bool) -> str | None:
         """The check (collective): 'diverged' (where divergence stops the trial), 'stop' (a signal or the
@@ -92,6 +97,8 @@ class CrossRankCheck:
         window = self.loss.window
         t = torch.stack([window[0], window[1], torch.tensor(stop, dtype=torch.float64, device=window.device)])
         loss_sum, count, stop = dist.all_reduce_sum(t).tolist()
+        if not self.judged(p):  # the preemption step: only whether to stop
+            return "stop" if stop else None
         window.zero_()
         if self.branch:
             self.branch.observe(loss_sum, count, self.plan.global_batch)

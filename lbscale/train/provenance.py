@@ -48,9 +48,10 @@ def environment(device: torch.device, backend: str | None, launcher: str) -> dic
 
 
 def describe(cfg, plan, world_size: int, dataset: str, task, augmentation: str, num_classes: int,
-             model: torch.nn.Module, device: torch.device, backend: str | None, launcher: str) -> dict:
-    """config.json: everything resolved (config, plan, task, augmentation, gradient size), and what ran it.
-    Collective (host names)."""
+             model: torch.nn.Module, device: torch.device, backend: str | None, launcher: str,
+             eval_samples: int | None = None) -> dict:
+    """config.json: everything resolved (config, plan, task, augmentation, the evaluation split's size, gradient
+    size), and what ran it. Collective (host names)."""
     from dataclasses import asdict
 
     from lbscale.train.config import to_dict
@@ -59,4 +60,5 @@ def describe(cfg, plan, world_size: int, dataset: str, task, augmentation: str, 
     return {"config": to_dict(cfg), "plan": asdict(plan), "world_size": world_size, "dataset": dataset,
             "task": task.name, "augmentation": augmentation, "primary_metric": task.primary_on(cfg.eval_split),
             "eval_split": cfg.eval_split, "num_classes": num_classes, "train_samples": plan.train_samples,
+            "eval_samples": eval_samples,
             **gradient_size(model), **environment(device, backend, launcher)}

@@ -187,4 +187,14 @@ def outcome_line(out: Path) -> str | None:
     elif summary.get("pruned_at"):
         p = summary["pruned_at"]
         at = f"at rung {p['rung']} (step {p['step']}, {p['metric']} {p['value']:.4f}, kept {p['kept']} of {p['of']})"
-    return f"trial {summary['status']}:{shown} {at}{timing}; results in {out}"
+    return f"trial {summary['status']}:{shown} {at}{timing}{_whole_subset(config)}; results in {out}"
+
+
+def _whole_subset(described: dict) -> str:
+    """Where --eval-subset is not smaller than the evaluation split, the loader takes the whole split (lbscale branch's
+    default subset relies on it): said, since the step records then carry subset null, not the size asked."""
+    asked, size = (described.get("config") or {}).get("eval_subset"), described.get("eval_samples")
+    if not asked or size is None or asked < size:
+        return ""
+    return (f"; --eval-subset {asked:,} is not smaller than the {described.get('eval_split', 'evaluation')} split "
+            f"({size:,} images): its step evaluations took the whole split")

@@ -103,7 +103,8 @@ class Trial:
         state = TrialState.of(self.model, self.train_step.optimizer, self.train_step.scaler,
                               replace(p, elapsed=self.elapsed()),
                               self.book.records, self.env.world_size, self.monitors())
-        rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.loss.epoch.cpu()}
+        rank = {"rng": checkpoint.rng_state(self.inputs.augment_rng), "epoch_loss": self.loss.epoch.cpu(),
+                "window_loss": self.loss.window.cpu()}
         checkpoint.save(self.out, self.env, state.to_dict(), rank, {
             "reason": reason, "epoch": p.epoch, "step": p.step, "global_batch": self.plan.global_batch,
             "local_batch": self.plan.local_batch, "samples_seen": self.plan.samples_seen(p.epoch, p.batch)}, folder)
@@ -116,6 +117,8 @@ class Trial:
         state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, monitors)
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
         self.loss.epoch = checkpoint.epoch_loss(rank).to(self.device)
+        if folder is None:  # resumed: the loss since the last check (a branch's window starts its own)
+            self.loss.window = checkpoint.window_loss(rank).to(self.device)
         return state
 
     def restore(self, resumed: bool) -> None:
@@ -235,7 +238,8 @@ class Trial:
             self.book.scalars = ScalarLog(self.out / TENSORBOARD_DIR, self.progress.step + 1 if resumed else None)
         described = provenance.describe(self.cfg, self.plan, self.env.world_size, self.data.dataset, self.task,
                                         self.fit.augmentation, self.num_classes, self.model, self.device,
-                                        self.backend, self.env.launcher)  # collective: every rank's host name
+                                        self.backend, self.env.launcher,  # collective: every rank's host name
+                                        self.data.size(cfg.eval_split) if self.data.has_split(cfg.eval_split) else None)
         if self.env.is_main:
             write_json(self.out / CONFIG, described)
         for signum in (signal.SIGTERM, signal.SIGUSR1):

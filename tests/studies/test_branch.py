@@ -69,6 +69,13 @@ def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     assert rc == 0, err
     rc, _, err = run_cli("branch", kept, "--window", "2ep")  # 17 steps of 32 left, 1,088 samples asked
     assert rc == 2 and "checkpoint 50pct has 544 samples of the parent's run left" in err
+    # the parent's 544 samples left fit 1ep, but batch 64 trains 512 an epoch (drop): its window would never end
+    # and the study would judge the other factors alone (issue 54, item 8)
+    rc, _, err = run_cli("branch", kept, "--factors", "1,2")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--window 1ep: branch 50pct-x2 (batch 64) has 512 samples of its run left" in err
+    assert "fewer than the window's 544" in err and "--window 512 or less" in err
+    assert not (tmp_path / "k-branches").exists()
     rc, _, err = run_cli("branch", kept, "--window", "infep")
     assert rc == 2 and "--window: 'infep'" in err
     # without the k = 1 branch there is no baseline to judge the others against (issue 42, item 6)
@@ -149,6 +156,16 @@ def test_branch_from_where_a_trial_stopped_at_its_target(tiny_h5, tmp_path, run_
     rc, out, err = run_cli("branch", parent, "--at", "target", "--factors", "1,2", "--window", 64, "--dry-run")
     assert rc == 0, err
     assert "2 branches" in out and "target-x2: batch 64" in out
+    # the default subset of 1,024 is more than the 80-image val split: the whole split judges (issue 54, item 15)
+    assert "judged by the loss on the whole val split (80 samples)" in out and "1,024" not in out
+    described = json.loads((parent / "config.json").read_text())
+    del described["eval_samples"]  # a parent of an lbscale before config.json recorded the split's size
+    (parent / "config.json").write_text(json.dumps(described))
+    rc, out, err = run_cli("branch", parent, "--at", "target", "--factors", "1,2", "--window", 64, "--eval-subset", 50,
+                           "--dry-run")
+    assert rc == 0 and "judged by the loss on 50 samples of the val split" in out, err
+    rc, out, err = run_cli("branch", parent, "--at", "target", "--factors", "1,2", "--window", 64, "--dry-run")
+    assert rc == 0 and "judged by the loss on the whole val split (80 samples)" in out, err
     plan = json.loads((parent / "checkpoint" / "info.json").read_text())
     assert plan["step"] == summary["steps_to_target"]  # the branch point is the target's step
     rc, _, err = run_cli("branch", parent, "--at", "target", "--factors", "1,2", "--window", 64, "--eval-subset", 40)

@@ -170,3 +170,16 @@ def test_a_grid_that_does_not_divide_names_the_spec_and_its_field(tmp_path, run_
     assert (rc, out) == (2, "") and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"lbscale: error: {spec}: {field}"), err
     assert _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("schedule, item", [("32@0,64@999st", "64@999st"), ("32@0,64@5000", "64@5000")])
+def test_a_batch_schedule_arm_past_the_run_is_refused_before_launch(tmp_path, run_cli, tiny_h5, no_trial_process,
+                                                                    schedule, item):
+    """An arm whose change point lies past the run trained without the change, each of its trials on its own
+    (issue 54, item 9); the sweep checks it with the data, as the trial does."""
+    spec = _spec(tmp_path, tiny_h5, batch="[32]")
+    spec.write_text(spec.read_text() + f"  batch_schedule: {{grow: \"{schedule}\"}}\n")
+    rc, out, err = _timed(run_cli, "sweep", spec, "--results", tmp_path / "res", "--dry-run")
+    assert (rc, out) == (2, "") and len(err.strip().splitlines()) == 1, err
+    assert f"grid.batch_schedule.grow 32 on 1 GPU: --batch-schedule: {item} lies past the run (2 epochs, " in err
+    assert _nothing_written(tmp_path)

@@ -109,18 +109,36 @@ def test_auto_doubles_where_the_branch_study_allows(tmp_path):
         BatchSchedule.parse(f"auto:{tmp_path / 'none.csv'}", 1000, first=32)
 
 
+def _plan(local_batch, world_size, micro_batches_per_epoch, epoch_samples):
+    from lbscale.train.plan import Plan
+
+    return Plan(world_size, local_batch * world_size, local_batch, 1, epoch_samples, micro_batches_per_epoch, None,
+                0.1, 0.0, 0, micro_batches_per_epoch, epoch_samples)
+
+
 def test_a_schedule_that_shrinks_the_batch_or_changes_past_the_run_is_refused(tiny_h5, tmp_path, run_cli):
     """--batch-schedule grows the batch (its help says so): 64@0,32@1ep trained at 64 then 32, and a change point
-    past the run (32@0,64@9ep on 2 epochs) trained without it; both are one line and exit 2, nothing written."""
+    past the run (32@0,64@9ep on 2 epochs, 64@999st) trained without it; both are one line and exit 2, nothing
+    written. The last step a point can start is the run's last (33 of 34 steps at 32, the steps as taken)."""
     with pytest.raises(LbscaleError, match=r"--batch-schedule: the batch must grow: 32 after 64"):
         BatchSchedule.parse("64@0,32@1ep", 1000)
     common = [*BASE[:-6], "--schedule", "constant"]  # 2 epochs of 544 samples
     cases = [("64", "64@0,32@1ep", "the batch must grow: 32 after 64"),
              ("32", "32@0,64@9ep", "64@9ep lies past the run (2 epochs): it would never apply"),
-             ("32", "32@0,64@5000", "64@5000 lies past the run (2 epochs, 1,088 samples): it would never apply")]
-    for first, text, needle in cases:
-        out = tmp_path / f"x{first}-{len(text)}"
+             ("32", "32@0,64@5000", "64@5000 lies past the run (2 epochs, 1,088 samples): it would never apply"),
+             # a point in steps was not checked (issue 54, item 9); 34 steps of 32 are numbered 0..33
+             ("32", "32@0,64@999st", "64@999st lies past the run (2 epochs, 34 optimizer steps): it would never "
+                                     "apply"),
+             ("32", "32@0,64@34st", "64@34st lies past the run (2 epochs, 34 optimizer steps)")]
+    for i, (first, text, needle) in enumerate(cases):
+        out = tmp_path / f"x{i}"
         rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, *common, "--global-batch", first,
                              "--batch-schedule", text)
         assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
         assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+    sched = BatchSchedule.parse("32@0,64@33st", 544)
+    sched.check_plan(2, _plan(32, 1, 17, 544))
+    # 17 steps of 32, then 9 from step 17 at 64 (8 and the epoch's last micro-batch): steps 0..25
+    BatchSchedule.parse("32@0,64@17st,128@25st", 544).check_plan(2, _plan(32, 1, 17, 544))
+    with pytest.raises(LbscaleError, match=r"128@26st lies past the run \(2 epochs, 26 optimizer steps\)"):
+        BatchSchedule.parse("32@0,64@17st,128@26st", 544).check_plan(2, _plan(32, 1, 17, 544))

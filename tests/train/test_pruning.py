@@ -164,6 +164,10 @@ def test_a_trial_with_rungs_in_samples_records_steps_and_samples(tiny_h5, tmp_pa
     (["--eval-every", "5", "--eval-every-samples", "100"],
      "give one of --eval-every, --eval-every-samples, --eval-spacing"),
     (["--stop-at-target"], "--stop-at-target needs"),
+    # a rung without halving was accepted silently (issue 54, item 15)
+    (["--prune-min-samples", "4096"], "--prune-min-samples is successive halving's first rung: give --prune asha "
+                                      "or --prune sha too, or leave it out"),
+    (["--prune-min-steps", "4"], "--prune-min-steps is successive halving's first rung: give --prune asha"),
 ])
 def test_inconsistent_options_are_one_line(tiny_h5, tmp_path, run_cli, option, message):
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *option)

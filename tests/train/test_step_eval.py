@@ -206,3 +206,24 @@ def test_a_trial_stopped_at_its_target_ends_with_its_whole_split_evaluation(tiny
     assert len(whole) == 1 and s["final"] == whole[0] and s["steps"] == whole[0]["step"] == 3
     state = trial_state(out)
     assert (state["metric"], state["value"]) == ("val_top1", whole[0]["val_top1"])
+
+
+def test_an_evaluation_subset_not_smaller_than_the_split_is_said_in_the_outcome_line(tiny_h5, tmp_path, run_cli):
+    """--eval-subset 100000 on the 80-image val split evaluated the whole split (subset null) without a word
+    (issue 54, item 11); the clamp stays (lbscale branch relies on it), and the outcome line says so."""
+    from lbscale.train.summary import outcome_line
+
+    out = tmp_path / "big"
+    rc, stdout, err = run_cli("train", "--data", tiny_h5, "--out", out, "--epochs", "1", *BASE, "--eval-every", "10",
+                              "--eval-subset", "100000")
+    assert rc == 0, err
+    assert [r["subset"] for r in _rows(out) if r.get("kind") == "step"] == [None]
+    assert json.loads((out / "config.json").read_text())["eval_samples"] == 80
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("trial completed: ") and last.endswith(f"results in {out}"), last
+    assert ("--eval-subset 100,000 is not smaller than the val split (80 images): its step evaluations took the "
+            "whole split") in last
+    described = json.loads((out / "config.json").read_text())
+    described["config"]["eval_subset"] = 40  # a true subset: nothing to say
+    (out / "config.json").write_text(json.dumps(described))
+    assert "--eval-subset" not in outcome_line(out)

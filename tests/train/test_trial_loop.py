@@ -128,3 +128,21 @@ def test_label_smoothing_loss_by_hand():
     eps, k = 0.2, 3
     by_hand = -(((1 - eps) * logp[[0, 1], y]) + eps / k * logp.sum(dim=1)).mean()
     assert float(get_task("multiclass").loss(logits, y, eps)) == pytest.approx(float(by_hand))
+
+
+def test_a_preemption_does_not_change_what_the_trial_decides(tiny_h5, tmp_path, run_cli):
+    """Checks every 10 steps (the default): uninterrupted, this trial completes its 34 steps; preempted after step 5
+    it was checked there too, which took the initial loss from steps 1-5 instead of 1-10, and it 'diverged' at
+    step 17 once resumed (issue 54, item 10). The preemption step only stops the trial; the loss since the last
+    check goes through the checkpoint, so the resumed trial checks the same steps on the same losses."""
+    args = ["train", "--data", tiny_h5, "--optimizer", "sgd", "--base-lr", "100", "--divergence-factor", "1.05",
+            "--divergence-window", "10", "--epochs", "2", "--global-batch", "32", "--model", "test_resnet", "--quiet",
+            "--device", "cpu"]
+    assert run_cli(*args, "--out", tmp_path / "whole")[0] == 0
+    assert run_cli(*args, "--out", tmp_path / "cut", "--preempt-after-steps", "5")[0] == 75
+    assert run_cli(*args, "--out", tmp_path / "cut", "--resume")[0] == 0
+    whole, cut = summary(tmp_path / "whole"), summary(tmp_path / "cut")
+    for k in ("status", "steps", "diverged_at", "param_digests"):
+        assert whole.get(k) == cut.get(k), (k, whole.get(k), cut.get(k))
+    assert whole["final"] == {**cut["final"], **{k: whole["final"][k] for k in whole["final"] if "seconds" in k
+                                                  or k == "images_per_second"}}
