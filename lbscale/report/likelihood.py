@@ -260,25 +260,30 @@ def t_quantile(dof: int, level: float) -> float:
 
 
 def profile_end(fitter: Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, hat: float, constrain,
-                 direction: int, scale: float, limit: float) -> tuple[float, bool]:
+                 direction: int, scale: float, limit: float, xtol: float = 0.01) -> tuple[float, bool]:
     """The end of a quantity's profile interval on one side: (the value, False) where the deviance reaches `thr`,
     (limit, True) where it does not before `limit`. `constrain(v)`: minimise's keywords that hold the quantity
-    at v; `hat` its estimate."""
-    from scipy.optimize import brentq
+    at v; `hat` its estimate.
 
-    warm = {"theta": theta_hat}
+    The search steps outward, then halves the bracket between the last point inside and the first outside; each
+    point is minimised once, warm-started from the solution of the last point inside (never from a point farther
+    out, whose solution can sit in another valley and give the same point another deviance), and a point that
+    seems outside is minimised from the estimate too, keeping the lower: a profile is a minimum, so the lower
+    value is the truer one. An end is thus always a found crossing, never the search's limit."""
+    def deviance(v, start):
+        val, t = fitter.minimise(start, **constrain(v))
+        if 2 * (val - nll_hat) >= thr and start is not theta_hat:
+            val2, t2 = fitter.minimise(theta_hat, **constrain(v))
+            if val2 < val:
+                val, t = val2, t2
+        return 2 * (val - nll_hat) - thr, t
 
-    def deviance(v):
-        val, t = fitter.minimise(warm["theta"], **constrain(v))
-        warm["theta"] = t
-        return 2 * (val - nll_hat) - thr
-
-    step, inside = scale, hat
+    step, inside, warm = scale, hat, theta_hat
     while True:
         v = hat + direction * step
         if direction * (v - limit) >= 0:
             v = limit
-        dv = deviance(v)
+        dv, t = deviance(v, warm)
         if dv >= 0:
             break
         if v == limit:
@@ -286,12 +291,19 @@ def profile_end(fitter: Fitter, theta_hat: np.ndarray, nll_hat: float, thr: floa
         # the next probe where a parabola through the estimate and this point reaches the threshold (a profile
         # is about quadratic near its minimum), at least twice as far: few refits before the crossing is bracketed
         rise = dv + thr
-        inside, step = v, max(2.0 * step, 1.2 * step * math.sqrt(thr / rise) if rise > 0 else 4.0 * step)
-    lo, hi = sorted((inside, v))
-    try:
-        return float(brentq(deviance, lo, hi, xtol=0.01, rtol=1e-6, maxiter=40)), False
-    except ValueError:  # the deviance crossed between the two (a rough profile): the outer point is the end
-        return v, False
+        inside, warm = v, t
+        step = max(2.0 * step, 1.2 * step * math.sqrt(thr / rise) if rise > 0 else 4.0 * step)
+    d_in, d_out, outside = None, dv, v  # d_in: the deviance at `inside` once a halving has landed there
+    while abs(outside - inside) > xtol:
+        mid = 0.5 * (inside + outside)
+        dm, tm = deviance(mid, warm)
+        if dm >= 0:
+            outside, d_out = mid, dm
+        else:
+            inside, warm, d_in = mid, tm, dm
+    if d_in is None:  # the first probe out was already close: the crossing within xtol of it
+        return float(outside), False
+    return float(inside + (outside - inside) * (-d_in) / (d_out - d_in)), False
 
 
 def profile(fitter: Fitter, theta: np.ndarray, nll_hat: float, thr: float, hat: float, constrain, scale: float,

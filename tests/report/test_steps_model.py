@@ -192,3 +192,76 @@ def test_a_search_whose_other_lrs_missed_the_target_is_still_a_search():
             high.append(need if f == 0 else math.inf)
     model = fit(Observations.of(b, lr, low, high))
     assert model.bowl and "alpha" in model.estimates
+
+
+# Issue 53 item 1: the profile's search warm-started from its far probe found another deviance at the same point
+# (21.45 where it first gave 0.0), brentq saw no sign change, and the search limit (512 e^7) came back as the
+# interval's end: "B_crit 17.86 [13.97, 5.615e+05]"; a stepped profile gives about [14.19, 47.4].
+LIMIT_CASE = dict(
+    batch=[64, 64, 64, 128, 128, 128, 256, 256, 256, 512, 512, 512],
+    lr=[0.023232273807548068, 0.12866611252614824, 0.07757413817452899, 0.07698574871538963, 0.03844087177816637,
+        0.04686573635549869, 0.14584909656558603, 0.05068116452035646, 0.04848193615540102, 0.08128506937593946,
+        0.3874530000700034, 0.04483231250375518],
+    low=[64, 64, 53, 45, 53, 45, 37, 45, 45, 45, 53, 64],
+    high=[77, 77, 64, 53, 64, 53, 45, 53, 53, 53, 64, 77])
+
+
+def _stepped_profile_end(m, side: int, thr: float) -> float:
+    """Where the profile deviance of log B_crit first reaches `thr` on a fine grid stepped outward from the estimate,
+    each point warm-started from the one inside it (another way to find the end than the bracketing search)."""
+    from lbscale.report.steps_model import b_crit_profile
+
+    hat = m.params["log_b_crit"]
+    grid = hat + side * np.arange(1, 121) * 0.02  # out to e^2.4, past both ends here
+    dev = b_crit_profile(m, grid)
+    (hit,) = np.flatnonzero(dev >= thr)[:1]
+    return float(np.exp(grid[hit]))
+
+
+def test_an_interval_end_is_a_crossing_never_the_search_limit():
+    m = fit(Observations.of(**LIMIT_CASE), quantities=("b_crit",))
+    e = m.estimates["b_crit"]
+    limit = 512 * math.exp(7)
+    assert e.hi is None or not math.isclose(e.hi, limit, rel_tol=1e-6), e
+    thr = m.extra["curve_threshold"]
+    for end, side in ((e.lo, -1), (e.hi, 1)):
+        assert end is not None and math.isfinite(end)
+        stepped = _stepped_profile_end(m, side, thr)
+        assert abs(math.log(end / stepped)) < 0.05, (end, stepped)  # within the grid's step and brentq's tolerance
+
+
+def _random_study(rng):
+    """Issue 53 item 1's other generator (not the benchmark's): 6 batches 16..512, 3 LRs per batch within e^+-1.2
+    of lr*(B) = 0.1 (B / 32)^0.5, B_crit 100, S_min 40, a bowl 1 + ln^2(lr / lr*), lognormal sigma 0.15,
+    evaluations 20% apart, a budget of 4 S(B)."""
+    batch, lr, low, high = [], [], [], []
+    for b in (16, 32, 64, 128, 256, 512):
+        s_b = 40 * (1 + 100 / b)
+        evals = np.unique(np.ceil(1.2 ** np.arange(60)))
+        evals = evals[evals <= 4 * s_b]
+        for d in rng.uniform(-1.2, 1.2, size=3):
+            steps = s_b * (1 + d * d) * math.exp(0.15 * rng.standard_normal())
+            after = evals[evals >= steps]
+            batch.append(b)
+            lr.append(0.1 * (b / 32) ** 0.5 * math.exp(d))
+            if len(after):
+                before = evals[evals < steps]
+                low.append(before[-1] if len(before) else 0)
+                high.append(after[0])
+            else:
+                low.append(evals[-1])
+                high.append(math.inf)
+    return batch, lr, low, high
+
+
+def test_no_interval_end_at_the_search_limit_in_random_fits():
+    from lbscale.report.likelihood import REACH
+
+    rng = np.random.default_rng(53)
+    limits = (math.log(16) - REACH, math.log(512) + REACH)
+    for i in range(20):  # the property on fresh draws; LIMIT_CASE above is the reproduced failure
+        m = fit(Observations.of(*_random_study(rng)), quantities=("b_crit",))
+        e = m.estimates["b_crit"]
+        for end in (e.lo, e.hi):
+            if end is not None and 0 < end < math.inf:
+                assert min(abs(math.log(end) - x) for x in limits) > 1e-6, (i, e)
