@@ -16,7 +16,7 @@ The rules, in order (each action says why it was taken):
 4. where the answer is still wide (an interval wider than the ratio, or nothing resolved), one more seed at the best
    point of each batch that decides it (within [lo / 2, 2 hi]; all batches where an end is open): the seeds at
    the optimum narrow the curve, and small rounds stop soon after the interval is narrow enough.
-The budget cuts the round in that order of priority.
+The budget cuts the round in that order of priority; a round it cuts to nothing stops the sweep (budget spent).
 """
 
 from __future__ import annotations
@@ -92,7 +92,17 @@ def plan_round(answer: Answer, batches: list[BatchState], ratio: float = 4.0, tr
         actions += _seeds(answer, reached)
     if not actions:
         return Round("nothing left to add: " + "; ".join(notes), notes=tuple(notes))
-    return Round(None, tuple(_within(actions, trials_left, trials_per_batch)), tuple(notes))
+    kept = _within(actions, trials_left, trials_per_batch)
+    if not kept:  # a round that adds nothing is a stop: without one, every rerun would record another empty round
+        first = actions[0]
+        return Round(f"budget spent: B_crit is still {_said(answer)} ({_named(first)} needs "
+                     f"{first.trials(trials_per_batch)} trials, {trials_left} left)", notes=tuple(notes))
+    return Round(None, tuple(kept), tuple(notes))
+
+
+def _named(a: Action) -> str:
+    return {"batch": f"batch {a.batch}", "lr": f"an LR past the edge at batch {a.batch}",
+            "seeds": f"a seed at batch {a.batch}", "budget": f"{a.key} with twice the epochs"}[a.kind]
 
 
 def _said(answer: Answer) -> str:
