@@ -177,7 +177,7 @@ class Rounds:
         self.settings = {"ratio": o.ratio, "budget": o.budget}
 
     def more(self, plans: list[SweepTrial]) -> list[SweepTrial]:
-        from lbscale.results import FINISHED
+        from lbscale.results import ENVIRONMENT, FINISHED, SUMMARY
         from lbscale.sweep.preflight import check_plan_data
         from lbscale.sweep.confirm import confirmation
         from lbscale.sweep.state import trial_state
@@ -187,6 +187,11 @@ class Rounds:
         if confirming or self.decide is None:
             return confirming
         if not all(trial_state(p.out)["state"] in (*FINISHED, "failed") for p in plans):
+            return []
+        retried = [p for p in plans if (read_json(p.out / SUMMARY) or {}).get("cause") == ENVIRONMENT]
+        if retried:  # the next sweep retries them: a decision now would rest on trials that measured nothing
+            print(f"until resolved: no round decided while {len(retried)} trial{'s' if len(retried) > 1 else ''} "
+                  "that failed for the environment wait for a retry (run the same command again)", flush=True)
             return []
         done = read_rounds(self.results)
         last = (done or [{}])[-1]
