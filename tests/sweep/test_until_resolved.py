@@ -100,10 +100,22 @@ def test_a_run_with_twice_the_epochs_that_reached_the_target_counts_its_batch_as
     (["--until-resolved", "--budget", "0"], "--budget '0'"),
     (["--until-resolved", "--ratio", "1"], "--ratio: 1 is not a finite number > 1"),
     (["--until-resolved", "--ratio", "nan"], "--ratio: nan is not a finite number > 1"),
+    (["--until-resolved", "--budget", "3"], "--budget 3: the grid alone has 4 trials"),
 ])
 def test_refusals(tiny_h5, tmp_path, args, message):
     r = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", tmp_path / "r", "--dry-run", *args, check=False)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_budget_smaller_than_the_grid_is_refused_before_launch(tiny_h5, tmp_path):
+    """--budget counts trials in all, the grid's included: 3 cannot run a grid of 4; one line naming the grid's
+    size, exit 2, and nothing run or written."""
+    results = tmp_path / "r"
+    r = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved", "--budget", "3",
+                check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    assert "--budget 3: the grid alone has 4 trials" in r.stderr and "Traceback" not in r.stderr
+    assert not results.exists()
 
 
 def test_a_spec_without_a_search_of_base_lr_is_refused(tiny_h5, tmp_path):
