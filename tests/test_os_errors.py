@@ -5,6 +5,7 @@ Permission cases run as an unprivileged user (root ignores permission bits) and 
 tmpfs in a private mount namespace; both need root here and skip with the reason elsewhere."""
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -286,3 +287,46 @@ def test_a_killed_prepares_leftover_is_found_whatever_the_output_is_called(tmp_p
     rc, _, err = run_cli("prepare", "synthetic", "--out", tmp_path / "x[1].h5", "--count", "200")
     assert rc == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x[1].h5"]
+
+
+ROUNDS_SPEC = """name: full
+data: {data}
+model: test_resnet
+epochs: 2
+trial: {{optimizer: sgd, lr_scaling: none, check_every: 1, device: cpu, target_metric: val_top1, target: 0.99}}
+grid:
+  batch: [16, 32]
+  gpus: [1]
+  search: {{base_lr: [0.02, 0.1]}}
+"""
+
+
+def test_no_round_is_decided_while_trials_that_failed_for_the_environment_wait_for_a_retry(tiny_h5, tmp_path):
+    """On a disk too small for a checkpoint every trial fails with cause environment, which the next sweep retries:
+    no round of --until-resolved is decided on them (nor a stop recorded that a rerun would replay); the rerun on a
+    disk with room runs them and decides on what they measured."""
+    spec = tmp_path / "full.yaml"
+    spec.write_text(ROUNDS_SPEC.format(data=tiny_h5))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    res = disk / "res"
+    lb = " ".join(_lbscale())
+    p = _in_namespace(f"""
+mount -t tmpfs -o size=1m tmpfs {disk}
+echo "== first"; {lb} sweep {spec} --results {res} --until-resolved --budget 4 --quiet 2>&1; echo "rc=$?"
+echo "== causes"; grep -ho '"cause": "[a-z]*"' {res}/*/summary.json
+echo "== rounds"; ls {res}/rounds.json 2>&1
+mount -o remount,size=64m {disk}
+echo "== second"; {lb} sweep {spec} --results {res} --until-resolved --budget 4 --quiet 2>&1; echo "rc=$?"
+echo "== states"; grep -ho '"status": "[a-z]*"' {res}/*/summary.json
+echo "== decided"; cat {res}/rounds.json
+""", tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    s = _sections(p)
+    assert s["first"].strip().splitlines()[-1] in ("rc=1", "rc=2") and "Traceback" not in s["first"], s["first"]
+    assert s["causes"].split() and set(s["causes"].split("\n")[:-1]) == {'"cause": "environment"'}, s["causes"]
+    assert "No such file" in s["rounds"], (s["rounds"], s["first"])  # no round decided on failed trials
+    assert s["second"].strip().splitlines()[-1] == "rc=0", s["second"]
+    assert s["states"].split("\n")[:-1] == ['"status": "completed"'] * 4, s["states"]
+    rounds = json.loads(s["decided"])["rounds"]  # the disk is gone with its namespace: read in there
+    assert len(rounds) == 1 and rounds[0]["stop"].startswith("budget spent"), rounds

@@ -8,14 +8,15 @@ The rules, in order (each action says why it was taken):
 2. an open side gets a batch past it: the next doubling above the largest batch where the upper end is open (a
    lower bound, or not resolved), half the smallest where the lower end is; never past a batch that missed the
    target (a larger one would miss it too) nor past the limits the data set. Where the largest batch ran its whole
-   budget without reaching the target, its closest point runs again with twice the epochs instead (with a constant
-   LR a longer budget does not move the steps to the target: docs/reproducing.md);
+   budget without reaching the target, the trial that came closest runs again with twice the epochs instead (with a
+   constant LR a longer budget does not move the steps to the target: docs/reproducing.md); that run is its point
+   and seed at a longer budget and supersedes the short one, so the batch counts as reached once it reaches;
 3. a batch whose best LR sits at the edge of its searched range gets a point one grid step past that edge (the
    points' mean ratio), so the optimum is bracketed;
 4. where the answer is still wide (an interval wider than the ratio, or nothing resolved), one more seed at the best
    point of each batch that decides it (within [lo / 2, 2 hi]; all batches where an end is open): the seeds at
    the optimum narrow the curve, and small rounds stop soon after the interval is narrow enough.
-The budget cuts the round in that order of priority.
+The budget cuts the round in that order of priority; a round it cuts to nothing stops the sweep (budget spent).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class BatchState:
     reached: bool  # a trial at this batch reached the target
     points: tuple  # Points, by increasing LR
     best: int | None  # the index of the best point (None: none reached)
-    short: str | None = None  # where none reached: the point that came closest in a trial that ran its whole budget
+    short: str | None = None  # where none reached: the trial that came closest of those that ran their whole budget
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Action:
     # budget: a point again with twice the epochs
     batch: int
     why: str
-    key: str | None = None  # lr, seeds: the point's trial (without the seed)
+    key: str | None = None  # lr, seeds: the point's trial (without the seed); budget: the trial to extend
     lr: float | None = None  # lr: the new point's LR
     seeds: int = 1
 
@@ -91,7 +92,17 @@ def plan_round(answer: Answer, batches: list[BatchState], ratio: float = 4.0, tr
         actions += _seeds(answer, reached)
     if not actions:
         return Round("nothing left to add: " + "; ".join(notes), notes=tuple(notes))
-    return Round(None, tuple(_within(actions, trials_left, trials_per_batch)), tuple(notes))
+    kept = _within(actions, trials_left, trials_per_batch)
+    if not kept:  # a round that adds nothing is a stop: without one, every rerun would record another empty round
+        first = actions[0]
+        return Round(f"budget spent: B_crit is still {_said(answer)} ({_named(first)} needs "
+                     f"{first.trials(trials_per_batch)} trials, {trials_left} left)", notes=tuple(notes))
+    return Round(None, tuple(kept), tuple(notes))
+
+
+def _named(a: Action) -> str:
+    return {"batch": f"batch {a.batch}", "lr": f"an LR past the edge at batch {a.batch}",
+            "seeds": f"a seed at batch {a.batch}", "budget": f"{a.key} with twice the epochs"}[a.kind]
 
 
 def _said(answer: Answer) -> str:
@@ -107,8 +118,8 @@ def _sides(answer: Answer, batches: list[BatchState], min_batch: int, max_batch:
         new = largest.batch * 2
         if not largest.reached and largest.short:
             out.append(Action("budget", largest.batch, f"B_crit {_said(answer)}, and batch {largest.batch} ran its "
-                                                       "budget without reaching the target: its closest LR again "
-                                                       "with twice the epochs", key=largest.short))
+                                                       "budget without reaching the target: its closest trial "
+                                                       "again with twice the epochs", key=largest.short))
         elif not largest.reached:
             notes.append(f"batch {largest.batch} did not reach the target: no larger batch is added (raise the "
                          "budget in epochs for the large batches)")

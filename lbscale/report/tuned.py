@@ -100,8 +100,10 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     """Per trial with evaluations of `metric` (pruned, failed or running ones too: their records are real):
     reached, steps/epochs/seconds to target (NaN where not reached, or no target), best_value over all its
     whole-split evaluations (`whole_split`; within its budget), best_step and last_step (its last evaluation:
-    where a trial that missed the target stopped), beside the trial's group_by columns and hyperparameters."""
+    where a trial that missed the target stopped), beside the trial's group_by columns and hyperparameters. A trial
+    a longer run of its point and seed supersedes (`superseded`) has none."""
     keys = list(TRIAL)
+    trials = trials[~superseded(trials)]
     if metric not in steps:
         steps = steps.assign(**{metric: np.nan})
     best = best_measurement(whole_split(steps), metric, maximize, keys)[keys + [metric, "step"]]
@@ -119,6 +121,20 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     out["reached"] = out["steps_to_target"].notna()
     cols = [c for c in dict.fromkeys([*group_by, *GROUP, *TRIAL_COLUMNS, *hp_columns(trials)]) if c in trials]
     return trials[keys + cols].merge(out, on=keys, how="inner")
+
+
+def superseded(trials: pd.DataFrame) -> pd.Series:
+    """The trials a longer run of their point with their seed supersedes: `sweep --until-resolved` runs a point
+    whose trial missed the target again with twice the epochs, under an id of its own. That run is the point's
+    trial at a longer budget, not another seed of it; the short run's miss only says the target lies past its
+    budget, so of one point's runs with one seed the longest budget alone counts."""
+    if "epochs" not in trials or "point" not in trials or "seed" not in trials:
+        return pd.Series(False, index=trials.index)
+    keys = [trials[c] for c in ("results", "variant", "warmup", "global_batch", "gpus", "point", "seed", "peak_lr")
+            if c in trials]
+    epochs = pd.to_numeric(trials["epochs"], errors="coerce")
+    longest = epochs.groupby(keys, dropna=False).transform("max")
+    return trials["point"].notna() & trials["seed"].notna() & (epochs < longest)
 
 
 def pruned_at_chance(trials: pd.DataFrame, task) -> tuple[pd.DataFrame, int]:

@@ -174,8 +174,9 @@ def _form_text(f) -> str:
 
 
 def rests_on(f, metric: str, target: float | None, search: dict) -> str:
-    """What a variant's numbers rest on: reached batches of batches, trials, search points, the seeds at each
-    batch's best point and at the others, censored trials, edges, and what the intervals are."""
+    """What a variant's numbers rest on: reached batches of batches, trials (and the shorter runs a longer run of
+    their point superseded), search points, the seeds at each batch's best point and at the others, censored
+    trials, edges, and what the intervals are."""
     # with several seeds a point reaches where every seed of it did: a batch whose best trial reached the target
     # (the best-trial table's "yes") but whose confirmation seed did not is unreached here
     several = search.get("seeds", 1) > 1 or (f.get("seeds_best") or 0) > 1
@@ -185,7 +186,10 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
              if target is not None else f"{f['batches']} batches, best {metric} within the budget")
     seeds = f"seeds: {_count(f.get('seeds_best'))} at each batch's best point, {_count(f.get('seeds_others'))} " \
             "at the others (at most)"
-    grid = f"{int(f.get('trials') or 0)} trials, {search.get('points', '?')} search points per batch; {seeds}"
+    n = search.get("superseded") or 0
+    runs = (f" ({n} shorter run{'s' if n > 1 else ''} superseded by a longer run of their point and seed)"
+            if n else "")
+    grid = f"{int(f.get('trials') or 0)} trials{runs}, {search.get('points', '?')} search points per batch; {seeds}"
     censored = (f"; {int(f['censored'])} did not reach the target (censored: more steps than they ran)"
                 if pd.notna(f.get("censored")) and f.get("censored") else "")
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")

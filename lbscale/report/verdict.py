@@ -55,7 +55,10 @@ def tuned_verdict(a) -> list[str]:
     from lbscale.report.critical_batch import arm_ratios
 
     o = a.optima
-    searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max())}
+    trials = a.study.trials
+    longer = trials[tuned.superseded(trials)]["variant"].fillna("-").value_counts() if "variant" in trials else {}
+    searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max()),
+                    "superseded": int(longer.get(v, 0))}
                 for v, g in o.groupby(o["variant"].fillna("-"))} if len(o) else {}
     lines = tuned_tables.verdict(a.fits, a.metric, a.target, searches, a.at_target) \
         + tuned_tables.ratio_lines(arm_ratios(a.models))

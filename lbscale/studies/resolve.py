@@ -63,13 +63,14 @@ def states(o, target: float, maximize: bool) -> list[BatchState]:
 
 
 def _closest(g, maximize: bool) -> str | None:
-    """Of a batch that never reached the target, the point (a trial's id without the seed) that came closest in a
-    trial that trained its whole budget (completed: not pruned, not diverged); None where none did."""
+    """Of a batch that never reached the target, the trial that came closest of those that trained their whole
+    budget (completed: not pruned, not diverged), what a longer budget extends; None where none did. A trial a
+    longer run superseded is not among them (`trial_outcomes`), so no run is extended twice."""
     ran = g[(g["state"] == "completed") & ~g["reached"].astype(bool)].dropna(subset=["best_value"])
     if ran.empty:
         return None
     top = ran.sort_values(["best_value", "trial"], ascending=[not maximize, True]).iloc[0]
-    return point_id(str(top["trial"]))
+    return str(top["trial"])
 
 
 def merged(rounds: list[Round], names: list[str]) -> Round:

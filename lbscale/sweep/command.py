@@ -42,6 +42,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
     plans = build_plan(spec, results, gpn, batch=o.batch, gpus=o.gpus, local_batch=o.local_batch, seeds=o.seeds,
                        epochs=o.epochs)
     overrides = {"gpus": o.gpus, "local_batch": o.local_batch, "seeds": o.seeds, "epochs": o.epochs}
+    if o.until_resolved and not one_task:
+        _check_budget(o.budget, len(plans))
     if o.until_resolved:  # the rounds decided so far, as rounds.json recorded them
         plans += replayed(spec, plans, results, gpn, overrides)
     plans += confirmation(spec, plans)  # the cells whose search has finished: their best points, more seeds
@@ -91,6 +93,16 @@ def _check_options(o: SweepOptions) -> None:
         parse_budget(o.budget)
     if o.estimate and not o.dry_run:
         raise LbscaleError("--estimate goes with --dry-run: it times the plan's trial shapes instead of running it")
+
+
+def _check_budget(budget, grid: int) -> None:
+    """A budget in trials counts the grid's: one smaller than the grid would be overrun before any round."""
+    if budget is None:
+        return
+    kind, amount = parse_budget(budget)
+    if kind == "trials" and amount < grid:
+        raise LbscaleError(f"--budget {budget}: the grid alone has {grid} trials (the budget counts trials in all, "
+                           f"the grid's included): give {grid} or more")
 
 
 def _pick(plans, array_task, trial):

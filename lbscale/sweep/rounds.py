@@ -8,7 +8,8 @@ from that file; only the next decision needs a fit.
 - lr: the point `key` again at one LR past the edge of its batch's search (base_lr scaled by the new LR over the
   point's), a new point id, not pruned;
 - seeds: the point `key` with the next seed, not pruned (as the confirmation stage reruns a point);
-- budget: the point `key` again with twice its trial's epochs (`...-p2-e80-s0`), not pruned.
+- budget: the trial `key` again with twice its epochs (`...-p2-e80-s0`), its point and seed at a longer budget (it
+  supersedes the shorter run in the report), not pruned.
 """
 
 from __future__ import annotations
@@ -60,17 +61,12 @@ def realise(spec, plans: list[SweepTrial], actions, results: Path, gpus_per_node
         if a.kind == "batch":
             new = build_plan(spec, results, gpus_per_node, batch=str(a.batch), **overrides)
             trials = [{"id": p.trial_id} for p in new if p.trial_id not in taken]
+        elif a.kind == "budget":
+            trials = [_longer(plans, a.key, taken)]
         else:
             template = _template(plans, a.key)
             seed = max(p.config.seed for p in plans if stem(p) == a.key) + 1
-            if a.kind == "budget":  # the point again with twice its trial's epochs, under an id that says so
-                epochs = template.config.epochs * 2
-                head = re.sub(r"-e\d+$", "", a.key)
-                while f"{head}-e{epochs}-s{template.config.seed}" in taken:
-                    epochs *= 2
-                trials = [{"id": f"{head}-e{epochs}-s{template.config.seed}", "from": template.trial_id,
-                           "epochs": epochs}]
-            elif a.kind == "lr":
+            if a.kind == "lr":
                 factor = a.lr / template.plan.peak_lr
                 head = template.trial_id.rsplit(f"-p{template.point}", 1)[0]
                 trials = [{"id": f"{head}-p{next_point}-s{template.config.seed}", "from": template.trial_id,
@@ -82,6 +78,19 @@ def realise(spec, plans: list[SweepTrial], actions, results: Path, gpus_per_node
         taken |= {t["id"] for t in trials}
         out.append({"action": dataclasses.asdict(a), "trials": trials})
     return out
+
+
+def _longer(plans: list[SweepTrial], trial: str, taken: set) -> dict:
+    """The trial `trial` again with twice its epochs, under an id that says so (`...-p0-e4-s1`): its point and
+    seed at a longer budget, which supersedes it in the report (`report.tuned.superseded`)."""
+    template = next((p for p in plans if p.trial_id == trial), None)
+    if template is None:
+        raise LbscaleError(f"{ROUNDS}: no trial {trial!r} in this sweep's plan (was the spec changed?)")
+    epochs = template.config.epochs * 2
+    head = re.sub(r"-e\d+$", "", stem(template))
+    while f"{head}-e{epochs}-s{template.config.seed}" in taken:
+        epochs *= 2
+    return {"id": f"{head}-e{epochs}-s{template.config.seed}", "from": template.trial_id, "epochs": epochs}
 
 
 def _template(plans: list[SweepTrial], key: str) -> SweepTrial:
@@ -168,7 +177,7 @@ class Rounds:
         self.settings = {"ratio": o.ratio, "budget": o.budget}
 
     def more(self, plans: list[SweepTrial]) -> list[SweepTrial]:
-        from lbscale.results import FINISHED
+        from lbscale.results import ENVIRONMENT, FINISHED, SUMMARY
         from lbscale.sweep.preflight import check_plan_data
         from lbscale.sweep.confirm import confirmation
         from lbscale.sweep.state import trial_state
@@ -178,6 +187,11 @@ class Rounds:
         if confirming or self.decide is None:
             return confirming
         if not all(trial_state(p.out)["state"] in (*FINISHED, "failed") for p in plans):
+            return []
+        retried = [p for p in plans if (read_json(p.out / SUMMARY) or {}).get("cause") == ENVIRONMENT]
+        if retried:  # the next sweep retries them: a decision now would rest on trials that measured nothing
+            print(f"until resolved: no round decided while {len(retried)} trial{'s' if len(retried) > 1 else ''} "
+                  "that failed for the environment wait for a retry (run the same command again)", flush=True)
             return []
         done = read_rounds(self.results)
         last = (done or [{}])[-1]

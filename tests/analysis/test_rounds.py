@@ -126,3 +126,13 @@ def test_a_batch_that_ran_out_of_budget_gets_its_best_lr_again_with_twice_the_ep
     r = plan_round(Answer("lower", 300.0, math.inf), STUDY + [pruned], trials_per_batch=4)
     assert not [a for a in r.actions if a.kind == "budget"]
     assert any("512 did not reach the target" in n for n in r.notes)
+
+
+def test_a_round_the_budget_cuts_to_nothing_stops_as_budget_spent():
+    # B_crit > 50: the next doubling past batch 64 needs a whole batch (3 trials), 2 are left; both optima are
+    # interior (no LR to add) and the open side takes the seeds' place: nothing fits, so the rounds stop here
+    # (an empty round without a stop would be recorded again on every rerun)
+    study = [_batch(32, lrs=(0.01, 0.03, 0.1)), _batch(64, lrs=(0.01, 0.03, 0.1))]
+    r = plan_round(Answer("lower", 50.0, math.inf), study, trials_left=2, trials_per_batch=3)
+    assert not r.actions and r.stop.startswith("budget spent: B_crit is still > 50"), r
+    assert "batch 128 needs 3 trials, 2 left" in r.stop

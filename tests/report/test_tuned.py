@@ -529,3 +529,36 @@ def test_b_simple_at_target_is_the_hardest_targets_only(tmp_path):
     out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("csv",), target="0.5,0.9"))
     fits = pd.read_csv(out / "tables" / "tuned-fits.csv").set_index("target")
     assert fits.loc[0.9, "gns_b_simple"] == 100.0 and pd.isna(fits.loc[0.5, "gns_b_simple"])
+
+
+def _runs(rows):
+    """(trials, steps) from {trial: (point, seed, epochs, [(step, val_top1), ...])} at batch 32, 17 steps an epoch
+    (the LR of point 0 is 0.02, of point 1 0.1)."""
+    trials = pd.DataFrame([{"results": "r", "trial": t, "variant": "sgd", "global_batch": 32, "state": "completed",
+                            "peak_lr": (0.02, 0.1)[p], "base_lr": (0.02, 0.1)[p], "point": p, "seed": s,
+                            "epochs": e, "hp_base_lr": (0.02, 0.1)[p]} for t, (p, s, e, _) in rows.items()])
+    steps = pd.DataFrame([{"results": "r", "trial": t, "variant": "sgd", "global_batch": 32, "step": step,
+                           "epoch": step / 17, "elapsed_seconds": step / 10, "val_top1": v}
+                          for t, (_, _, _, evals) in rows.items() for step, v in evals])
+    return trials, steps
+
+
+def test_a_longer_run_of_a_point_supersedes_its_shorter_run_of_the_same_seed():
+    # --until-resolved ran p0 (2 epochs, a miss at 0.90) again with twice the epochs under its own id: that run
+    # reached 0.95 at step 68. It is the point's run at a longer budget, not another seed of it: the short run's
+    # miss (the target lies past its 34 steps) is superseded, and batch 32 reached the target at p0
+    trials, steps = _runs({"b32-p0-s0": (0, 0, 2, [(17, 0.8), (34, 0.9)]),
+                           "b32-p0-e4-s0": (0, 0, 4, [(17, 0.8), (34, 0.9), (51, 0.93), (68, 0.96)]),
+                           "b32-p1-s0": (1, 0, 2, [(17, 0.5), (34, 0.6)])})
+    outcomes = trial_outcomes(trials, steps, "val_top1", 0.95, True)
+    assert sorted(outcomes["trial"]) == ["b32-p0-e4-s0", "b32-p1-s0"]
+    optimum = optima_of(outcomes, 0.95, True).iloc[0]
+    assert optimum["reached"] and optimum["trial"] == "b32-p0-e4-s0" and optimum["seeds_best"] == 1
+    best = best_trials(trials, steps, "val_top1", 0.95, True).iloc[0]
+    assert best["trial"] == "b32-p0-e4-s0" and best["steps_to_target"] == 68
+    # another seed of the point is not superseded by seed 0's longer run: its miss still counts against p0
+    trials, steps = _runs({"b32-p0-s0": (0, 0, 2, [(34, 0.9)]), "b32-p0-s1": (0, 1, 2, [(34, 0.91)]),
+                           "b32-p0-e4-s0": (0, 0, 4, [(34, 0.9), (68, 0.96)])})
+    outcomes = trial_outcomes(trials, steps, "val_top1", 0.95, True)
+    assert sorted(outcomes["trial"]) == ["b32-p0-e4-s0", "b32-p0-s1"]
+    assert not optima_of(outcomes, 0.95, True).iloc[0]["reached"]

@@ -30,7 +30,7 @@ def test_actions_become_trials(tmp_path):
         p.plan = resolve_plan(p.config, 1, 560)
     actions = [Action("batch", 64, "open above"), Action("lr", 32, "edge", key="b32-g1-sgd-none-p1", lr=0.3),
                Action("seeds", 16, "wide", key="b16-g1-sgd-none-p0", seeds=2),
-               Action("budget", 32, "short", key="b32-g1-sgd-none-p0")]
+               Action("budget", 32, "short", key="b32-g1-sgd-none-p0-s0")]
     added = realise(spec, plans, actions, results, 1, {})
     assert [t["id"] for a in added for t in a["trials"]] == [
         "b64-g1-sgd-none-p0-s0", "b64-g1-sgd-none-p1-s0", "b32-g1-sgd-none-p2-s0", "b16-g1-sgd-none-p0-s1",
@@ -49,3 +49,23 @@ def test_actions_become_trials(tmp_path):
     assert longer.config.prune == "none" and not longer.confirms
     assert all(p.round == 1 and str(p.out).startswith(str(results)) for p in new)
     assert all(p.axes()["round"] == 1 for p in new)
+
+
+def test_a_longer_budget_extends_the_trial_it_names(tmp_path):
+    """A budget action names a trial: its seed runs with twice that trial's epochs, and a longer run that missed
+    too runs with twice its own (e4 -> e8), never the short one again under a seed it does not have."""
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.replace("grid:", "grid:\n  seeds: 2"))
+    spec = load_sweep_spec(path)
+    results = tmp_path / "r"
+    plans = build_plan(spec, results, 1)
+    for p in plans:
+        p.plan = resolve_plan(p.config, 1, 560)
+    added = realise(spec, plans, [Action("budget", 32, "short", key="b32-g1-sgd-none-p0-s1")], results, 1, {})
+    assert added[0]["trials"] == [{"id": "b32-g1-sgd-none-p0-e4-s1", "from": "b32-g1-sgd-none-p0-s1", "epochs": 4}]
+    (longer,) = trials_of(spec, plans, added, results, 1, {}, 1)
+    assert (longer.config.seed, longer.config.epochs, longer.point) == (1, 4, 0)
+    again = realise(spec, plans + [longer], [Action("budget", 32, "short", key="b32-g1-sgd-none-p0-e4-s1")],
+                    results, 1, {})
+    assert again[0]["trials"] == [{"id": "b32-g1-sgd-none-p0-e8-s1", "from": "b32-g1-sgd-none-p0-e4-s1",
+                                   "epochs": 8}]

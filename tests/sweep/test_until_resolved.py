@@ -71,16 +71,51 @@ def test_rounds_are_decided_written_replayed_and_cut_by_the_budget(tiny_h5, tmp_
     assert "Rounds (--until-resolved)" in text and last["stop"] in text, rep
 
 
+def test_a_run_with_twice_the_epochs_that_reached_the_target_counts_its_batch_as_reached(tiny_h5, tmp_path):
+    """With a constant LR, batch 32 misses 0.95 in 2 epochs; round 1 runs its closest trial with twice the epochs,
+    which reaches it. That run supersedes the short one (not another seed of its point that missed): the next round
+    does not double it again but goes past batch 32, and the report counts batch 32 as reached."""
+    from lbscale.studies.resolve import decider
+
+    spec = tmp_path / "adaptive.yaml"
+    spec.write_text(SPEC.format(data=tiny_h5, search="base_lr: [0.02, 0.1]")
+                    .replace("target: 0.45", "target: 0.95, schedule: constant"))
+    results = tmp_path / "results"
+    lbscale("sweep", spec, "--results", results, "--until-resolved", "--budget", "5")
+    first = read_json(results / "rounds.json")["rounds"][0]
+    (longer,) = [t for a in first["added"] for t in a["trials"]]
+    assert longer["id"] == "b32-g1-sgd-none-p0-e4-s0" and longer["from"] == "b32-g1-sgd-none-p0-s0", first
+    assert read_json(results / longer["id"] / "summary.json").get("steps_to_target"), "the premise: it reached"
+    _, decided = decider("val_top1", 0.95, 4.0)(results, 10, 2, None)
+    kinds = [(a.kind, a.batch) for a in decided.actions]
+    assert ("budget", 32) not in kinds and ("batch", 64) in kinds, decided
+    lbscale("report", results, "--out", tmp_path / "rep")
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "2 of 2 batches reached" in text and "4 trials (1 shorter run superseded by a longer run" in text
+
+
 @pytest.mark.parametrize("args, message", [
     (["--budget", "7"], "--budget and --ratio go with --until-resolved"),
     (["--until-resolved", "--budget", "x"], "--budget 'x': give N trials in all (60) or H GPU-hours (12h)"),
     (["--until-resolved", "--budget", "0"], "--budget '0'"),
     (["--until-resolved", "--ratio", "1"], "--ratio: 1 is not a finite number > 1"),
     (["--until-resolved", "--ratio", "nan"], "--ratio: nan is not a finite number > 1"),
+    (["--until-resolved", "--budget", "3"], "--budget 3: the grid alone has 4 trials"),
 ])
 def test_refusals(tiny_h5, tmp_path, args, message):
     r = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", tmp_path / "r", "--dry-run", *args, check=False)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_budget_smaller_than_the_grid_is_refused_before_launch(tiny_h5, tmp_path):
+    """--budget counts trials in all, the grid's included: 3 cannot run a grid of 4; one line naming the grid's
+    size, exit 2, and nothing run or written."""
+    results = tmp_path / "r"
+    r = lbscale("sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved", "--budget", "3",
+                check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+    assert "--budget 3: the grid alone has 4 trials" in r.stderr and "Traceback" not in r.stderr
+    assert not results.exists()
 
 
 def test_a_spec_without_a_search_of_base_lr_is_refused(tiny_h5, tmp_path):
