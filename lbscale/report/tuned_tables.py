@@ -84,7 +84,8 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
             f"trial reached it, the best {metric} of any whole-split evaluation" if target is not None
             else f"the best {metric} of any whole-split evaluation (no target given)")
     return Table("tuned-best", "Best trial per batch (tuned)", pd.DataFrame(disp), best.reset_index(drop=True),
-                 [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included"]
+                 [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included; an unfinished "
+                  "one (interrupted, still running) only once it reached the target"]
                  + (["Optimum: the batch's optimum as the figure draws it: the geometric mean of the steps of every "
                      "seed at its best search point (placed between points by a parabola where its neighbours "
                      "reached the target); the best single trial beside it is one draw of the seed noise"]
@@ -190,6 +191,8 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
                 if pd.notna(f.get("censored")) and f.get("censored") else "")
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")
+    left = _unfinished(f)
+    left = f"; {left} (interrupted or still running: no evidence either way)" if left else ""
     if target is None:
         intervals = f"{100 * LEVEL:.0f}% t-interval of alpha over the batches' best LRs"
     elif pd.notna(f.get("n_fit")):
@@ -197,7 +200,13 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
                      f"({int(f['n_fit'])} trials reached the target, {int(f['params'])} parameters)")
     else:
         intervals = "no model fit"
-    return f"rests on {reach}; {grid}{censored}{edge}; {intervals}"
+    return f"rests on {reach}; {grid}{censored}{left}{edge}; {intervals}"
+
+
+def _unfinished(f) -> str:
+    """'2 unfinished trials left out' (`tuned.unfinished_per_arm`), or '' where none was."""
+    n = int(f.get("unfinished")) if pd.notna(f.get("unfinished")) else 0
+    return f"{n} unfinished trial{'' if n == 1 else 's'} left out" if n else ""
 
 
 def _count(v) -> str:
@@ -241,7 +250,10 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                   "reached the target (McCandlish et al.'s predictor of B_crit, up to a factor)"
                   + (f": {gns_sources(gns)}" if gns is not None and len(gns) else
                      " (--gns-every, or --gns-at-target on one process)"),
-                  "Edges: a best point at the lowest or highest LR searched"])
+                  "Edges: a best point at the lowest or highest LR searched"]
+                 + list(dict.fromkeys(f"{f['variant']}: {_unfinished(f)} of the optima and the fit (interrupted or "
+                                      "still running, short of the target: evidence of nothing yet; each counts once "
+                                      "it has a result)" for _, f in fits.iterrows() if _unfinished(f))))
 
 
 def budget_table(view: pd.DataFrame, metric: str) -> Table:

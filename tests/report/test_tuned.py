@@ -529,3 +529,53 @@ def test_b_simple_at_target_is_the_hardest_targets_only(tmp_path):
     out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("csv",), target="0.5,0.9"))
     fits = pd.read_csv(out / "tables" / "tuned-fits.csv").set_index("target")
     assert fits.loc[0.9, "gns_b_simple"] == 100.0 and pd.isna(fits.loc[0.5, "gns_b_simple"])
+
+
+INTERRUPTED = """name: interrupted
+data: {data}
+model: test_resnet
+epochs: 3
+trial: {{optimizer: sgd, lr_scaling: none, check_every: 1, device: cpu, eval_spacing: 0.2, target_metric: val_top1,
+        target: 0.8, stop_at_target: true}}
+grid: {{batch: [16, 32], gpus: [1], seeds: 2, search: {{base_lr: [0.1]}}}}
+"""
+
+
+def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdict_says_so(tiny_h5, tmp_path):
+    import shutil
+
+    from tests.sweep.test_launch import lbscale
+
+    spec = tmp_path / "interrupted.yaml"
+    spec.write_text(INTERRUPTED.format(data=tiny_h5))
+    results = tmp_path / "res"
+    lbscale("sweep", spec, "--results", results, "--quiet")
+    victim = results / "b16-g1-sgd-none-p0-s1"  # a seed at batch 16's best (only) point
+    reached_at = json.loads((victim / "summary.json").read_text())["steps_to_target"]
+    assert reached_at >= 4
+    gone = tmp_path / "gone"  # the same study with the victim's folder deleted
+    shutil.copytree(results, gone, ignore=lambda d, names: names if d == str(results / victim.name) else [])
+    shutil.rmtree(gone / victim.name)
+    # the victim again, stopped (as by Ctrl-C or a preemption) before it reached the target: a checkpoint and some
+    # evaluations, no final status
+    for name in ("summary.json", "metrics.jsonl", "metrics.columns.json", "config.json", "checkpoint", "train.log"):
+        path = victim / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    stopped = lbscale("train", "--config", victim / "trial.yaml", "--resume", "--quiet",
+                      "--preempt-after-steps", reached_at // 2, check=False)
+    assert stopped.returncode == 75, stopped.stdout + stopped.stderr
+    study = load_results([results])
+    assert study.trials.set_index("trial").loc[victim.name, "state"] == "interrupted"
+    assert study.steps[study.steps["trial"] == victim.name]["val_top1"].notna().any()  # it has evaluations
+    reports = {}
+    for name, res in (("with", results), ("without", gone)):
+        out, _ = write_report([res], ReportOptions(out=tmp_path / f"rep-{name}", formats=("md", "csv")))
+        reports[name] = out
+    for table in ("tuned-best", "tuned-fits"):  # every number as if the trial had never run
+        with_, without = (pd.read_csv(reports[k] / "tables" / f"{table}.csv").drop(
+            columns=["results", "unfinished"], errors="ignore") for k in ("with", "without"))
+        pd.testing.assert_frame_equal(with_, without)
+    verdict = _sections((reports["with"] / "report.md").read_text())[1]
+    assert "2 of 2 batches reached val_top1 0.8" in verdict
+    assert "1 unfinished trial left out (interrupted or still running: no evidence either way)" in verdict
+
