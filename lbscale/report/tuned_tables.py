@@ -377,13 +377,27 @@ def rounds_table(rounds: list[dict]) -> Table:
                  pd.DataFrame(rows), notes)
 
 
-def rounds_line(rounds: list[dict]) -> str | None:
-    """The verdict's line on the rounds: how many, and how they ended."""
+def sweep_running(study: Study) -> bool:
+    """Whether a process or job still works on the study: a live sweep holds a results directory's lock, or a
+    trial runs or waits in a SLURM queue."""
+    from pathlib import Path
+
+    from lbscale.sweep.lock import live_sweep
+
+    return bool(study.trials["state"].isin(("running", "submitted")).any()) or any(
+        live_sweep(Path(p)) for p in study.sources)
+
+
+def rounds_line(rounds: list[dict], running: bool) -> str | None:
+    """The verdict's line on the rounds: how many, and how they ended; where the last round's trials are not all
+    in, whether a process or job (`running`, `sweep_running`) still works on them or the sweep was stopped."""
     if not rounds:
         return None
     last = rounds[-1]
     added = sum(len(a["trials"]) for r in rounds for a in r.get("added", []))
-    end = last["stop"] or "still running (the last round's trials are not all in)"
+    end = last["stop"] or ("still running (the last round's trials are not all in)" if running else
+                           "interrupted (the last round's trials are not all in, and no sweep runs them: run the "
+                           "same command again to go on)")
     return f"Rounds (--until-resolved): {len(rounds)}, {added} trials added; {end}."
 
 

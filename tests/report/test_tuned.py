@@ -579,3 +579,39 @@ def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdi
     assert "2 of 2 batches reached val_top1 0.8" in verdict
     assert "1 unfinished trial left out (interrupted or still running: no evidence either way)" in verdict
 
+
+def test_the_rounds_line_says_interrupted_for_a_sweep_stopped_with_ctrl_c_and_running_while_one_runs(tiny_h5,
+                                                                                                      tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from lbscale.sweep.lock import sweep_lock
+    from tests.sweep.test_launch import LBSCALE, _env
+    from tests.sweep.test_until_resolved import _spec
+
+    results = tmp_path / "res"
+    p = subprocess.Popen([LBSCALE, "sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved",
+                          "--budget", "7", "--ratio", "1.5", "--quiet"], env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline, added = time.time() + 400, []
+    while time.time() < deadline and p.poll() is None and not any((results / t / "run.json").exists()
+                                                                  for t in added):
+        time.sleep(0.1)  # until a trial of round 1 runs
+        rounds = (json.loads((results / "rounds.json").read_text())["rounds"]
+                  if (results / "rounds.json").exists() else [])
+        added = [t["id"] for r in rounds[:1] for a in r["added"] for t in a["trials"]]
+    assert added and p.poll() is None, "round 1 added no trial, or the sweep ended before one ran"
+    os.killpg(p.pid, signal.SIGINT)  # Ctrl-C in a terminal: the sweep and its trial
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, out + err
+    line = f"Rounds (--until-resolved): 1, {len(added)} trials added; "
+    out, _ = write_report([results], ReportOptions(out=tmp_path / "stopped", formats=("md",)))
+    verdict = _sections((out / "report.md").read_text())[1]
+    assert line + "interrupted (the last round's trials are not all in, and no sweep runs them" in verdict
+    assert "added; still running" not in verdict
+    with sweep_lock(results):  # a live sweep holds the results directory: still running
+        out, _ = write_report([results], ReportOptions(out=tmp_path / "live", formats=("md",)))
+    assert line + "still running (the last round's trials are not all in)" in _sections(
+        (out / "report.md").read_text())[1]
