@@ -198,6 +198,9 @@ train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" +
 @click.option("--budget", help="With --until-resolved: N trials in all (the grid's included), or H GPU-hours (12h).")
 @click.option("--ratio", type=Number(lo=1), default=4.0, show_default=True,
               help="With --until-resolved: stop once B_crit's interval has hi / lo at most this.")
+@click.option("--follow-up", is_flag=True, hidden=True,
+              help="Inside the SLURM job that plans the next stage: submit nothing where a trial failed for the "
+                   "disk or its folders.")
 @quiet_option
 def sweep(spec, nproc, no_submit, **options):
     """Train the grid of SPEC: batch x GPUs x variant x warm-up x seed, locally or as SLURM job arrays."""

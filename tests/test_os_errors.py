@@ -240,13 +240,24 @@ def test_a_sweep_on_a_full_disk_stops_in_one_line_and_a_rerun_completes_it(tiny_
     disk = tmp_path / "disk"
     disk.mkdir()
     res = disk / "res"
-    lb = " ".join(_lbscale())
-    # the first trial fits; the disk fills during the second; then it grows and the same command runs again
+    # the console script, as a user runs it (under `python -m lbscale.cli` each trial forked for a warm start has
+    # runpy warn on stderr that lbscale.cli was imported already)
+    lb = str(Path(sys.executable).parent / "lbscale")
+    # the first trial fits; the disk fills during the second, which stops the sweep; that trial as a SLURM array
+    # task runs it (and fails in one line); the disk grows, and the SLURM job that would plan the next stage submits
+    # nothing; then the same command runs again
     p = _in_namespace(f"""
 mount -t tmpfs -o size=8m tmpfs {disk}
-echo "== first"; {lb} sweep {spec} --results {res} --quiet 2>&1; echo "rc=$?"
+echo "== first"; {lb} sweep {spec} --results {res} --quiet 2>{tmp_path}/first.err | tee {tmp_path}/first.out
+echo "rc=${{PIPESTATUS[0]}}"
+echo "== err"; cat {tmp_path}/first.err
+echo "== started"; ls {res}/*/train.log | wc -l
 echo "== stat1"; grep -l '"status": "completed"' {res}/*/summary.json | xargs -r stat -c '%n %Y.%y'
+failed=$(grep ': failed: ' {tmp_path}/first.out | cut -d' ' -f2 | tr -d :)
+echo "== task"; {lb} sweep {spec} --results {res} --trial "$failed" --quiet 2>&1 >/dev/null; echo "rc=$?"
 mount -o remount,size=64m {disk}
+echo "== follow-up"; {lb} sweep {spec} --results {res} --launcher slurm --no-submit --follow-up 2>&1 >/dev/null
+echo "rc=$?"; ls -A {res}/slurm 2>/dev/null | wc -l
 touch {res}/.rounds.json.k2j3h4g5.tmp {res}/b16-g1-sgd-linear-s0/.grid.json.abcdefgh.tmp {res}/.mine.abcdefgh.tmp
 touch -d '-5 min' {res}/.rounds.json.k2j3h4g5.tmp {res}/b16-g1-sgd-linear-s0/.grid.json.abcdefgh.tmp
 touch {res}/b32-g1-sgd-linear-s0/.peers.json.inflight.tmp  # as young as a write in flight: kept
@@ -257,9 +268,19 @@ echo "== left"; find {disk} -name '.*.tmp' -o -name '.checkpoint.tmp' -o -name '
 """, tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     s = _sections(p)
-    first = s["first"].strip().splitlines()
-    assert "Traceback" not in s["first"] and first[-1] in ("rc=1", "rc=2"), s["first"]
-    assert any("no space left" in line for line in first), s["first"]
+    first, err = s["first"].strip().splitlines(), s["err"].strip().splitlines()
+    # stopped at the first trial the full disk failed: its line, then the one line on stderr and exit 2; no
+    # trial after it started
+    assert first[-1] == "rc=2" and "Traceback" not in s["first"] + s["err"], s["first"] + s["err"]
+    failed = [line for line in first if ": failed: " in line]
+    assert len(failed) == 1 and "no space left" in failed[0] and first[-2] == failed[0], s["first"]
+    assert len(err) == 1 and err[0].startswith("lbscale: error: ") and "no space left" in err[0], s["err"]
+    assert err[0].removeprefix("lbscale: error: ") in failed[0]
+    assert int(s["started"]) == sum(line.startswith("[") for line in first), (s["started"], s["first"])
+    # the array task: its one line, exit 2; the follow-up job: the one line, exit 2, and no script written
+    for name, lines in (("task", s["task"].strip().splitlines()), ("follow-up", s["follow-up"].strip().splitlines())):
+        assert lines[0].startswith("lbscale: error: ") and "no space left" in lines[0], (name, lines)
+        assert lines[1:] == ["rc=2"] + (["0"] if name == "follow-up" else []), (name, lines)
     assert s["second"].strip().splitlines()[-1] == "rc=0", s["second"]
     assert s["states"].split("\n")[:-1] == ['"status": "completed"'] * 3, s["states"]
     before = dict(line.split(" ", 1) for line in s["stat1"].splitlines())

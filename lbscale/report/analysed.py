@@ -117,11 +117,12 @@ def analyse_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> An
     maximize = study.task.higher_is_better(m)
     a.outcomes = t.trial_outcomes(study.trials, study.steps, m, a.target, maximize)
     a.best = t.best_trials(study.trials, study.steps, m, a.target, maximize)
-    a.fits = fits_of(a.outcomes, a.target, maximize, models=a.models)
+    a.fits = fits_of(a.outcomes, a.target, maximize, models=a.models,
+                     left_out=t.unfinished_per_arm(study.trials, a.outcomes))
     a.optima = t.optima_of(a.outcomes, a.target, maximize)
     for easier in targets[:-1]:  # B_crit per target (McCandlish et al.: it grows as the target tightens)
         o_t = t.trial_outcomes(study.trials, study.steps, m, easier, maximize)
-        a.by_target[easier] = (fits_of(o_t, easier, maximize),
+        a.by_target[easier] = (fits_of(o_t, easier, maximize, left_out=t.unfinished_per_arm(study.trials, o_t)),
                                t.optima_of(o_t, easier, maximize))
     a.view = t.budget_view(study.trials, study.steps, m, maximize, tuned_tables.epoch_budgets(study))
     scaling_section(a, (a.optima, gpus.per_trial_of(a.outcomes), a.models) if a.target is not None else None, o)

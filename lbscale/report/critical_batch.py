@@ -20,7 +20,7 @@ from lbscale.report import steps_model
 from lbscale.report.fits import lr_power_law
 from lbscale.report.options import tuned_study
 from lbscale.report.steps_model import Estimate, Observations
-from lbscale.report.tuned import arms, batch_optima, trial_outcomes
+from lbscale.report.tuned import arms, batch_optima, trial_outcomes, unfinished_per_arm
 
 
 def observations(o: pd.DataFrame, lr: str | None) -> Observations:
@@ -125,31 +125,34 @@ def arm_ratios(models: dict, level: float = LEVEL) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "reference", "ratio", "ratio_lo", "ratio_hi", "ratio_kind"])
 
 
-FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored", "seeds_best", "seeds_others",
-               "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_tested", "lr_model",
-               "p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind", "eps_max", "b_crit",
-               "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi",
-               "s_min_kind", "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "dof", "n_fit", "params", "sigma_lo",
-               "sigma_hi", "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
+FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored", "unfinished", "seeds_best",
+               "seeds_others", "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_tested",
+               "lr_model", "p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind", "eps_max", "b_crit",
+               "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi", "s_min_kind",
+               "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "dof", "n_fit", "params", "sigma_lo", "sigma_hi",
+               "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
 
 
 def tuned_fits(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None, maximize: bool,
                by: str = "variant", level: float = LEVEL) -> pd.DataFrame:
     """Per `by` (variant): `variant_fits` (B_crit, alpha, S_min, E_min of the steps model, each with its limits
     and interval), and with momentum searched, alpha of the effective LR lr / (1 - momentum) (Shallue et al.)
-    beside the raw LR's. Columns: by + FIT_COLUMNS."""
-    return fits_of(trial_outcomes(trials, steps, metric, target, maximize), target, maximize, by, level)
+    beside the raw LR's; the unfinished trials each arm leaves out (`tuned.unfinished_per_arm`). Columns: by +
+    FIT_COLUMNS."""
+    outcomes = trial_outcomes(trials, steps, metric, target, maximize)
+    return fits_of(outcomes, target, maximize, by, level, left_out=unfinished_per_arm(trials, outcomes, by))
 
 
 def fits_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant",
-            level: float = LEVEL, models: dict | None = None) -> pd.DataFrame:
-    """`tuned_fits` of `trial_outcomes` already taken; `models` (a dict) collects each arm's `ModelFit`."""
+            level: float = LEVEL, models: dict | None = None, left_out: dict | None = None) -> pd.DataFrame:
+    """`tuned_fits` of `trial_outcomes` already taken; `models` (a dict) collects each arm's `ModelFit`;
+    `left_out` the unfinished trials each arm leaves out (`tuned.unfinished_per_arm`; none where not given)."""
     rows = []
     for name, o in arms(outcomes, by):
         fitted = variant_fits(o, target, maximize, level)
         if models is not None:
             models[name] = fitted["model"]
-        row = {by: name, **fitted["row"]}
+        row = {by: name, **fitted["row"], "unfinished": int((left_out or {}).get(name, 0))}
         momentum = pd.to_numeric(o["momentum"], errors="coerce") if "momentum" in o else None
         if target is not None and momentum is not None and momentum.nunique() > 1 and (momentum < 1).all():
             eff = o.assign(effective_lr=o["peak_lr"].astype(float) / (1 - momentum))

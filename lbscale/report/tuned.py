@@ -22,6 +22,9 @@ TRIAL = ("results", "trial")
 GROUP = ("variant", "global_batch")
 REACHED = ["steps_to_target", "epochs_to_target", "seconds_to_target", "steps_before", "steps_crossing"]
 TRIAL_COLUMNS = ["gpus", "warmup", "seed", "state", "peak_lr", "base_lr", "momentum", "point"]
+# started, with no final status yet (stopped by Ctrl-C or a preemption, still running, waiting at a rung): until
+# it reaches the target such a trial is evidence of nothing, neither a crossing nor "it needed more steps"
+UNFINISHED = ("running", "interrupted", "waiting")
 
 
 def _first_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -97,11 +100,13 @@ def hp_columns(df: pd.DataFrame) -> list[str]:
 
 def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None,
                    maximize: bool, group_by=GROUP) -> pd.DataFrame:
-    """Per trial with evaluations of `metric` (pruned, failed or running ones too: their records are real):
-    reached, steps/epochs/seconds to target (NaN where not reached, or no target), best_value over all its
-    whole-split evaluations (`whole_split`; within its budget), best_step and last_step (its last evaluation:
-    where a trial that missed the target stopped), beside the trial's group_by columns and hyperparameters. A trial
-    a longer run of its point and seed supersedes (`superseded`) has none."""
+    """Per trial with evaluations of `metric` (pruned and failed ones too: their records are real): reached,
+    steps/epochs/seconds to target (NaN where not reached, or no target), best_value over all its whole-split
+    evaluations (`whole_split`; within its budget), best_step and last_step (its last evaluation: where a trial
+    that missed the target stopped), beside the trial's group_by columns and hyperparameters. A trial a longer run
+    of its point and seed supersedes (`superseded`) has none. An unfinished trial (`UNFINISHED`) is left out until
+    it has reached the target (`unfinished_trials` names those left out): where it stopped says nothing of the
+    steps it would have needed."""
     keys = list(TRIAL)
     trials = trials[~superseded(trials)]
     if metric not in steps:
@@ -120,7 +125,16 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
         out = out.merge(hit.rename(columns=names), on=keys, how="left")
     out["reached"] = out["steps_to_target"].notna()
     cols = [c for c in dict.fromkeys([*group_by, *GROUP, *TRIAL_COLUMNS, *hp_columns(trials)]) if c in trials]
-    return trials[keys + cols].merge(out, on=keys, how="inner")
+    out = trials[keys + cols].merge(out, on=keys, how="inner")
+    return out[~(out["state"].isin(UNFINISHED) & ~out["reached"])] if "state" in out else out
+
+
+def unfinished_trials(trials: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The unfinished trials (`UNFINISHED`) that `outcomes` (`trial_outcomes`) leave out: the rows of `trials`."""
+    if "state" not in trials:
+        return trials.iloc[:0]
+    kept = outcomes.set_index(list(TRIAL)).index
+    return trials[trials["state"].isin(UNFINISHED) & ~trials.set_index(list(TRIAL)).index.isin(kept)]
 
 
 def superseded(trials: pd.DataFrame) -> pd.Series:
@@ -233,10 +247,24 @@ def batch_optima(o: pd.DataFrame, lr: str, target: float | None, maximize: bool)
 def arms(outcomes: pd.DataFrame, by: str):
     """The arms: `by` (the variant), with the grid's warm-up axis where it has several values (an arm each: a
     warm-up study is never pooled into one model; a warm-up searched per batch is a hyperparameter, not an axis)."""
-    key = outcomes[by].fillna("-").astype(str) if by in outcomes else pd.Series("-", index=outcomes.index)
-    if "warmup" in outcomes and outcomes["warmup"].dropna().nunique() > 1:
-        key = key + ", warm-up " + outcomes["warmup"].fillna("-").astype(str)
+    key = arm_names(outcomes, by, _warmup_arms(outcomes))
     return outcomes.assign(**{by: key}).groupby(by, sort=True, dropna=False)
+
+
+def _warmup_arms(outcomes: pd.DataFrame) -> bool:
+    return "warmup" in outcomes and outcomes["warmup"].dropna().nunique() > 1
+
+
+def arm_names(frame: pd.DataFrame, by: str, warmup: bool) -> pd.Series:
+    """Each row's arm as `arms` names it: `by`, and with `warmup` its warm-up."""
+    key = frame[by].fillna("-").astype(str) if by in frame else pd.Series("-", index=frame.index)
+    return key + ", warm-up " + frame["warmup"].fillna("-").astype(str) if warmup else key
+
+
+def unfinished_per_arm(trials: pd.DataFrame, outcomes: pd.DataFrame, by: str = "variant") -> dict:
+    """How many unfinished trials each arm of `outcomes` leaves out (`unfinished_trials`), by the arm's name."""
+    left = unfinished_trials(trials, outcomes)
+    return arm_names(left, by, _warmup_arms(outcomes)).value_counts().to_dict() if len(left) else {}
 
 
 def optima_of(outcomes: pd.DataFrame, target: float | None, maximize: bool, by: str = "variant") -> pd.DataFrame:

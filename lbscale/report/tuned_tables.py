@@ -84,7 +84,8 @@ def best_trial_table(study: Study, best: pd.DataFrame, metric: str, target: floa
             f"trial reached it, the best {metric} of any whole-split evaluation" if target is not None
             else f"the best {metric} of any whole-split evaluation (no target given)")
     return Table("tuned-best", "Best trial per batch (tuned)", pd.DataFrame(disp), best.reset_index(drop=True),
-                 [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included"]
+                 [f"Best trial: {goal}; every trial with evaluations counts, pruned ones included; an unfinished "
+                  "one (interrupted, still running) only once it reached the target"]
                  + (["Optimum: the batch's optimum as the figure draws it: the geometric mean of the steps of every "
                      "seed at its best search point (placed between points by a parabola where its neighbours "
                      "reached the target); the best single trial beside it is one draw of the seed noise"]
@@ -194,6 +195,8 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
                 if pd.notna(f.get("censored")) and f.get("censored") else "")
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")
+    left = _unfinished(f)
+    left = f"; {left} (interrupted or still running: no evidence either way)" if left else ""
     if target is None:
         intervals = f"{100 * LEVEL:.0f}% t-interval of alpha over the batches' best LRs"
     elif pd.notna(f.get("n_fit")):
@@ -201,7 +204,13 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
                      f"({int(f['n_fit'])} trials reached the target, {int(f['params'])} parameters)")
     else:
         intervals = "no model fit"
-    return f"rests on {reach}; {grid}{censored}{edge}; {intervals}"
+    return f"rests on {reach}; {grid}{censored}{left}{edge}; {intervals}"
+
+
+def _unfinished(f) -> str:
+    """'2 unfinished trials left out' (`tuned.unfinished_per_arm`), or '' where none was."""
+    n = int(f.get("unfinished")) if pd.notna(f.get("unfinished")) else 0
+    return f"{n} unfinished trial{'' if n == 1 else 's'} left out" if n else ""
 
 
 def _count(v) -> str:
@@ -245,7 +254,10 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                   "reached the target (McCandlish et al.'s predictor of B_crit, up to a factor)"
                   + (f": {gns_sources(gns)}" if gns is not None and len(gns) else
                      " (--gns-every, or --gns-at-target on one process)"),
-                  "Edges: a best point at the lowest or highest LR searched"])
+                  "Edges: a best point at the lowest or highest LR searched"]
+                 + list(dict.fromkeys(f"{f['variant']}: {_unfinished(f)} of the optima and the fit (interrupted or "
+                                      "still running, short of the target: evidence of nothing yet; each counts once "
+                                      "it has a result)" for _, f in fits.iterrows() if _unfinished(f))))
 
 
 def budget_table(view: pd.DataFrame, metric: str) -> Table:
@@ -369,13 +381,27 @@ def rounds_table(rounds: list[dict]) -> Table:
                  pd.DataFrame(rows), notes)
 
 
-def rounds_line(rounds: list[dict]) -> str | None:
-    """The verdict's line on the rounds: how many, and how they ended."""
+def sweep_running(study: Study) -> bool:
+    """Whether a process or job still works on the study: a live sweep holds a results directory's lock, or a
+    trial runs or waits in a SLURM queue."""
+    from pathlib import Path
+
+    from lbscale.sweep.lock import live_sweep
+
+    return bool(study.trials["state"].isin(("running", "submitted")).any()) or any(
+        live_sweep(Path(p)) for p in study.sources)
+
+
+def rounds_line(rounds: list[dict], running: bool) -> str | None:
+    """The verdict's line on the rounds: how many, and how they ended; where the last round's trials are not all
+    in, whether a process or job (`running`, `sweep_running`) still works on them or the sweep was stopped."""
     if not rounds:
         return None
     last = rounds[-1]
     added = sum(len(a["trials"]) for r in rounds for a in r.get("added", []))
-    end = last["stop"] or "still running (the last round's trials are not all in)"
+    end = last["stop"] or ("still running (the last round's trials are not all in)" if running else
+                           "interrupted (the last round's trials are not all in, and no sweep runs them: run the "
+                           "same command again to go on)")
     return f"Rounds (--until-resolved): {len(rounds)}, {added} trials added; {end}."
 
 

@@ -66,6 +66,7 @@ def tuned_verdict(a) -> list[str]:
     if a.by_target:
         per_target = tuned_tables.per_target_line({**{t: f for t, (f, _) in a.by_target.items()}, a.target: a.fits},
                                                   a.metric)
+    rounds = tuned_tables.rounds_line(a.rounds, tuned_tables.sweep_running(a.study)) if a.rounds else None
     more = [tuned_tables.chance_line(*tuned.pruned_at_chance(a.study.trials, a.study.task)), per_target, a.advice,
-            tuned_tables.eval_share_line(a.study.epochs), tuned_tables.rounds_line(a.rounds) if a.rounds else None]
+            tuned_tables.eval_share_line(a.study.epochs), rounds]
     return lines + [x for x in more if x]

@@ -11,7 +11,8 @@ import time
 from lbscale import slurm
 from lbscale.errors import ERROR_PREFIX, LbscaleError
 from lbscale.results import REQUEUE_EXIT, RUN, read_json, write_failed_summary, write_json
-from lbscale.sweep.launch import LOG, outcome, run_process, select, train_argv, waiting, write_trial_files
+from lbscale.sweep.launch import (LOG, environment_failure, outcome, run_process, select, train_argv, waiting,
+                                  write_trial_files)
 from lbscale.sweep.options import SweepRun
 from lbscale.sweep.plan import SweepTrial
 from lbscale.sweep.state import trial_state
@@ -45,6 +46,9 @@ def run_array_task(p: SweepTrial, run: SweepRun) -> int:
             return _give_up(p, str(e), env.restart_count)
     code = run_process(p, argv, job=env.job_name, extra_env=extra)
     print(f"{p.trial_id}: {outcome(p, code)}", flush=True)
+    line = environment_failure([p])
+    if line is not None:  # a full disk: the one line and exit 2 in the task's output; a rerun retries the trial
+        raise LbscaleError(line)
     record = read_json(p.out / RUNG_WAITS) or {}
     waits = record.get("requeues", 0) if record.get("job") == env.job_name else 0  # SLURM counts per job
     if code == REQUEUE_EXIT and waiting(p) and env.job_name:  # synchronous halving: back in the queue

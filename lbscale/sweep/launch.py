@@ -120,6 +120,16 @@ def wait_for_previous_run(p: SweepTrial, timeout: float = 300) -> None:
         time.sleep(1)
 
 
+def environment_failure(plans: list[SweepTrial]) -> str | None:
+    """The error line of the first of `plans` that a full disk or a folder it may not write failed (cause
+    ENVIRONMENT), None where none did: a sweep stops there, since every trial after it would fail the same way."""
+    for p in plans:
+        summary = read_json(p.out / SUMMARY) or {}
+        if summary.get("status") == "failed" and summary.get("cause") == ENVIRONMENT:
+            return summary.get("error") or f"{p.out}: the disk or its folders failed this trial; run it again"
+    return None
+
+
 def finished(p: SweepTrial) -> bool:
     """Whether the trial has a result of its own (completed, diverged, pruned)."""
     summary = read_json(p.out / SUMMARY)
@@ -314,4 +324,7 @@ class LocalLauncher:
         if waiting(p):  # not interrupted: the next round resumes it
             (p.out / RUN).unlink(missing_ok=True)
         print(f"{at} {p.trial_id}: {outcome(p, code)}", flush=True)
+        line = environment_failure([p])
+        if line is not None:  # a full disk: the one line and exit 2; a rerun retries the trial
+            raise LbscaleError(line)
         return code

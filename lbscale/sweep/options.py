@@ -37,6 +37,7 @@ class SweepOptions:
     until_resolved: bool = False  # rounds of trials until B_crit is bounded within `ratio` (sweep/rounds.py)
     budget: str | None = None  # with until_resolved: N trials in all, or H GPU-hours ('12h')
     ratio: float = 4.0
+    follow_up: bool = False  # the SLURM job that plans the next stage: it submits nothing after a full disk
 
     def plan_args(self) -> list[str]:
         """The overrides as CLI flags, for the array tasks' own `lbscale sweep` call."""

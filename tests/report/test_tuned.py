@@ -562,3 +562,89 @@ def test_a_longer_run_of_a_point_supersedes_its_shorter_run_of_the_same_seed():
     outcomes = trial_outcomes(trials, steps, "val_top1", 0.95, True)
     assert sorted(outcomes["trial"]) == ["b32-p0-e4-s0", "b32-p0-s1"]
     assert not optima_of(outcomes, 0.95, True).iloc[0]["reached"]
+
+
+INTERRUPTED = """name: interrupted
+data: {data}
+model: test_resnet
+epochs: 3
+trial: {{optimizer: sgd, lr_scaling: none, check_every: 1, device: cpu, eval_spacing: 0.2, target_metric: val_top1,
+        target: 0.8, stop_at_target: true}}
+grid: {{batch: [16, 32], gpus: [1], seeds: 2, search: {{base_lr: [0.1]}}}}
+"""
+
+
+def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdict_says_so(tiny_h5, tmp_path):
+    import shutil
+
+    from tests.sweep.test_launch import lbscale
+
+    spec = tmp_path / "interrupted.yaml"
+    spec.write_text(INTERRUPTED.format(data=tiny_h5))
+    results = tmp_path / "res"
+    lbscale("sweep", spec, "--results", results, "--quiet")
+    victim = results / "b16-g1-sgd-none-p0-s1"  # a seed at batch 16's best (only) point
+    reached_at = json.loads((victim / "summary.json").read_text())["steps_to_target"]
+    assert reached_at >= 4
+    gone = tmp_path / "gone"  # the same study with the victim's folder deleted
+    shutil.copytree(results, gone, ignore=lambda d, names: names if d == str(results / victim.name) else [])
+    shutil.rmtree(gone / victim.name)
+    # the victim again, stopped (as by Ctrl-C or a preemption) before it reached the target: a checkpoint and some
+    # evaluations, no final status
+    for name in ("summary.json", "metrics.jsonl", "metrics.columns.json", "config.json", "checkpoint", "train.log"):
+        path = victim / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    stopped = lbscale("train", "--config", victim / "trial.yaml", "--resume", "--quiet",
+                      "--preempt-after-steps", reached_at // 2, check=False)
+    assert stopped.returncode == 75, stopped.stdout + stopped.stderr
+    study = load_results([results])
+    assert study.trials.set_index("trial").loc[victim.name, "state"] == "interrupted"
+    assert study.steps[study.steps["trial"] == victim.name]["val_top1"].notna().any()  # it has evaluations
+    reports = {}
+    for name, res in (("with", results), ("without", gone)):
+        out, _ = write_report([res], ReportOptions(out=tmp_path / f"rep-{name}", formats=("md", "csv")))
+        reports[name] = out
+    for table in ("tuned-best", "tuned-fits"):  # every number as if the trial had never run
+        with_, without = (pd.read_csv(reports[k] / "tables" / f"{table}.csv").drop(
+            columns=["results", "unfinished"], errors="ignore") for k in ("with", "without"))
+        pd.testing.assert_frame_equal(with_, without)
+    verdict = _sections((reports["with"] / "report.md").read_text())[1]
+    assert "2 of 2 batches reached val_top1 0.8" in verdict
+    assert "1 unfinished trial left out (interrupted or still running: no evidence either way)" in verdict
+
+
+def test_the_rounds_line_says_interrupted_for_a_sweep_stopped_with_ctrl_c_and_running_while_one_runs(tiny_h5,
+                                                                                                      tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from lbscale.sweep.lock import sweep_lock
+    from tests.sweep.test_launch import LBSCALE, _env
+    from tests.sweep.test_until_resolved import _spec
+
+    results = tmp_path / "res"
+    p = subprocess.Popen([LBSCALE, "sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved",
+                          "--budget", "7", "--ratio", "1.5", "--quiet"], env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline, added = time.time() + 400, []
+    while time.time() < deadline and p.poll() is None and not any((results / t / "run.json").exists()
+                                                                  for t in added):
+        time.sleep(0.1)  # until a trial of round 1 runs
+        rounds = (json.loads((results / "rounds.json").read_text())["rounds"]
+                  if (results / "rounds.json").exists() else [])
+        added = [t["id"] for r in rounds[:1] for a in r["added"] for t in a["trials"]]
+    assert added and p.poll() is None, "round 1 added no trial, or the sweep ended before one ran"
+    os.killpg(p.pid, signal.SIGINT)  # Ctrl-C in a terminal: the sweep and its trial
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, out + err
+    line = f"Rounds (--until-resolved): 1, {len(added)} trials added; "
+    out, _ = write_report([results], ReportOptions(out=tmp_path / "stopped", formats=("md",)))
+    verdict = _sections((out / "report.md").read_text())[1]
+    assert line + "interrupted (the last round's trials are not all in, and no sweep runs them" in verdict
+    assert "added; still running" not in verdict
+    with sweep_lock(results):  # a live sweep holds the results directory: still running
+        out, _ = write_report([results], ReportOptions(out=tmp_path / "live", formats=("md",)))
+    assert line + "still running (the last round's trials are not all in)" in _sections(
+        (out / "report.md").read_text())[1]
