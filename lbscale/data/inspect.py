@@ -9,7 +9,8 @@ import numpy as np
 
 from lbscale.data.formats import open_prepared
 from lbscale.data.formats.base import IMAGERY, SPLITS, UNKNOWN_IMAGERY, auto_augmentation
-from lbscale.data.formats.hdf5 import Hdf5File, checksum_coverage, verify_checksums
+from lbscale.data.formats.checksums import checksum_coverage, verify_checksums
+from lbscale.data.formats.hdf5 import Hdf5File
 from lbscale.data.prepare import label_histogram
 from lbscale.task import TASKS
 

@@ -141,7 +141,7 @@ def test_tfrecord_crcs_are_verified(tmp_path, run_cli):
     (np.float64, (3, 1, 300, 300), 3, "random"),  # 2,160,000 bytes: many rows of 2^15 words
 ])
 def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
-    from lbscale.data.formats.hdf5 import ChunkChecks, fletcher32
+    from lbscale.data.formats.checksums import ChunkChecks, fletcher32
 
     rng = np.random.default_rng(1)
     data = {"random": lambda: (rng.random(shape) * 250).astype(dtype), "zeros": lambda: np.zeros(shape, dtype),
@@ -165,7 +165,7 @@ def test_fletcher32_is_hdf5s(tmp_path, dtype, shape, chunk, fill):
 def test_a_chunk_summing_to_a_multiple_of_65535_is_not_an_all_zero_one(tmp_path):
     """HDF5 writes a half of 0 only for all-zero data and 65535 for any other sum that is a multiple of 65535: a
     comparison modulo 65535 took an all-zero chunk whose first word became FFFF for a sound one."""
-    from lbscale.data.formats.hdf5 import ChunkChecks
+    from lbscale.data.formats.checksums import ChunkChecks
 
     path = tmp_path / "z.h5"
     with h5py.File(path, "w") as h:
