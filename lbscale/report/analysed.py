@@ -104,7 +104,7 @@ def analyse_rule_based(study: Study, o: ReportOptions, metric: str, model=None) 
 def analyse_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> Analysis:
     """A tuned study: the best trial per batch (`report.tuned`), LR* ~ B^alpha and the critical batch with their
     intervals; the rule-based tables that average over seeds would average over search points here."""
-    from lbscale.report import estimates, gpus, noise_scale, tuned as t, tuned_tables
+    from lbscale.report import estimates, gpus, noise_scale, rounds_tables, tuned as t, tuned_tables
     from lbscale.report.critical_batch import fits_of
     from lbscale.report.verdict import joined, tuned_verdict
 
@@ -131,7 +131,7 @@ def analyse_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> An
                         ignore_index=True) if a.by_target else a.fits
     if a.target is not None:
         a.at_target = noise_scale.gns_at_target(study.steps, a.best, study.trials)
-    a.rounds = tuned_tables.study_rounds(study)
+    a.rounds = rounds_tables.study_rounds(study)
     a.three = estimates.section(study, a.fits, a.at_target, a.target, m)
     a.reached = a.target is not None and bool(a.optima["reached"].any()) if len(a.optima) else False
     if a.target is not None and not a.reached:  # nothing reached the target: the budget figure leads

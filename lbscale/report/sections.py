@@ -65,7 +65,7 @@ TABLES = [
     Entry("tuned-fits", TUNED, "tuned_tables.fits_table", lambda a: [a.study, a.every, a.target, a.at_target]),
     Entry("critical-batch-estimates", TUNED, "estimates.estimates_table", lambda a: [a.three, a.target, a.metric],
           lambda a: a.three is not None),
-    Entry("rounds", TUNED, "tuned_tables.rounds_table", lambda a: [a.rounds], lambda a: a.rounds),
+    Entry("rounds", TUNED, "rounds_tables.rounds_table", lambda a: [a.rounds], lambda a: a.rounds),
     Entry("tuned-budget", TUNED, "tuned_tables.budget_table", lambda a: [a.view, a.metric]),
     Entry("time", BOTH, "tables.time_table", lambda a: [a.study, a.compare], keywords=lambda a: {"trials": a.winners}),
     Entry("time-split", BOTH, "tables.time_split_table", lambda a: [a.study]),

@@ -352,59 +352,6 @@ def per_target_line(fits: dict, metric: str) -> str:
     return "B_crit by target (it grows as the target tightens, McCandlish et al. 2018): " + "; ".join(parts)
 
 
-def study_rounds(study: Study) -> list[dict]:
-    """The rounds of `sweep --until-resolved` recorded in the study's results directories (none without)."""
-    from pathlib import Path
-
-    from lbscale.results import ROUNDS, read_json
-
-    return [r for p in study.sources for r in (read_json(Path(p) / ROUNDS) or {}).get("rounds", [])]
-
-
-def _round_answer(answer: dict) -> str:
-    from lbscale.analysis.rounds import answer_text
-
-    return "; ".join(answer_text(a) if len(answer) == 1 else f"{arm}: {answer_text(a)}" for arm, a in answer.items())
-
-
-def rounds_table(rounds: list[dict]) -> Table:
-    """Each round of `sweep --until-resolved`: B_crit as fitted after it, what it added and why, or why it stopped."""
-    from lbscale.analysis.rounds import describe
-
-    rows = []
-    for r in rounds:
-        rows.append({"Round": r["round"], f"B_crit ({LEVEL:.0%} interval) before it": _round_answer(r["answer"]),
-                     "Decision": r["stop"] or "; ".join(describe(r.get("added", []))),
-                     "Trials added": sum(len(a["trials"]) for a in r.get("added", []))})
-    notes = [f"{n} (round {r['round']})" for r in rounds for n in r.get("notes", [])]
-    return Table("rounds", "Rounds (--until-resolved): what each round added, and why", pd.DataFrame(rows),
-                 pd.DataFrame(rows), notes)
-
-
-def sweep_running(study: Study) -> bool:
-    """Whether a process or job still works on the study: a live sweep holds a results directory's lock, or a
-    trial runs or waits in a SLURM queue."""
-    from pathlib import Path
-
-    from lbscale.sweep.lock import live_sweep
-
-    return bool(study.trials["state"].isin(("running", "submitted")).any()) or any(
-        live_sweep(Path(p)) for p in study.sources)
-
-
-def rounds_line(rounds: list[dict], running: bool) -> str | None:
-    """The verdict's line on the rounds: how many, and how they ended; where the last round's trials are not all
-    in, whether a process or job (`running`, `sweep_running`) still works on them or the sweep was stopped."""
-    if not rounds:
-        return None
-    last = rounds[-1]
-    added = sum(len(a["trials"]) for r in rounds for a in r.get("added", []))
-    end = last["stop"] or ("still running (the last round's trials are not all in)" if running else
-                           "interrupted (the last round's trials are not all in, and no sweep runs them: run the "
-                           "same command again to go on)")
-    return f"Rounds (--until-resolved): {len(rounds)}, {added} trials added; {end}."
-
-
 def eval_share_line(epochs: pd.DataFrame) -> str | None:
     """The time the evaluations inside epochs took, as a share of each trial's training time (measured: the epoch
     records' step_eval_seconds over train_seconds); None where no trial evaluated inside its epochs."""

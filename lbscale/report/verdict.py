@@ -51,7 +51,7 @@ def joined(*lines) -> str | None:
 def tuned_verdict(a) -> list[str]:
     """A tuned study's verdict (`analysed.Analysis`): per variant its B_crit and alpha, the arms' ratios, trials
     pruned at chance, B_crit per target, the recommendation, the evaluations' share of the time, the rounds."""
-    from lbscale.report import tuned, tuned_tables
+    from lbscale.report import rounds_tables, tuned, tuned_tables
     from lbscale.report.critical_batch import arm_ratios
 
     o = a.optima
@@ -66,7 +66,7 @@ def tuned_verdict(a) -> list[str]:
     if a.by_target:
         per_target = tuned_tables.per_target_line({**{t: f for t, (f, _) in a.by_target.items()}, a.target: a.fits},
                                                   a.metric)
-    rounds = tuned_tables.rounds_line(a.rounds, tuned_tables.sweep_running(a.study)) if a.rounds else None
+    rounds = rounds_tables.rounds_line(a.rounds, rounds_tables.sweep_running(a.study)) if a.rounds else None
     more = [tuned_tables.chance_line(*tuned.pruned_at_chance(a.study.trials, a.study.task)), per_target, a.advice,
             tuned_tables.eval_share_line(a.study.epochs), rounds]
     return lines + [x for x in more if x]
