@@ -120,12 +120,19 @@ def wait_for_previous_run(p: SweepTrial, timeout: float = 300) -> None:
         time.sleep(1)
 
 
+def failed_for_environment(p: SweepTrial) -> dict | None:
+    """The summary of a trial that a full disk or a folder it may not write failed (cause ENVIRONMENT: the next
+    sweep retries it), else None."""
+    summary = read_json(p.out / SUMMARY) or {}
+    return summary if summary.get("status") == "failed" and summary.get("cause") == ENVIRONMENT else None
+
+
 def environment_failure(plans: list[SweepTrial]) -> str | None:
-    """The error line of the first of `plans` that a full disk or a folder it may not write failed (cause
-    ENVIRONMENT), None where none did: a sweep stops there, since every trial after it would fail the same way."""
+    """The error line of the first of `plans` that failed for the environment (`failed_for_environment`), None
+    where none did: a sweep stops there, since every trial after it would fail the same way."""
     for p in plans:
-        summary = read_json(p.out / SUMMARY) or {}
-        if summary.get("status") == "failed" and summary.get("cause") == ENVIRONMENT:
+        summary = failed_for_environment(p)
+        if summary is not None:
             return summary.get("error") or f"{p.out}: the disk or its folders failed this trial; run it again"
     return None
 

@@ -177,7 +177,8 @@ class Rounds:
         self.settings = {"ratio": o.ratio, "budget": o.budget}
 
     def more(self, plans: list[SweepTrial]) -> list[SweepTrial]:
-        from lbscale.results import ENVIRONMENT, FINISHED, SUMMARY
+        from lbscale.results import FINISHED
+        from lbscale.sweep.launch import failed_for_environment
         from lbscale.sweep.preflight import check_plan_data
         from lbscale.sweep.confirm import confirmation
         from lbscale.sweep.state import trial_state
@@ -188,7 +189,7 @@ class Rounds:
             return confirming
         if not all(trial_state(p.out)["state"] in (*FINISHED, "failed") for p in plans):
             return []
-        retried = [p for p in plans if (read_json(p.out / SUMMARY) or {}).get("cause") == ENVIRONMENT]
+        retried = [p for p in plans if failed_for_environment(p)]
         if retried:  # the next sweep retries them: a decision now would rest on trials that measured nothing
             print(f"until resolved: no round decided while {len(retried)} trial{'s' if len(retried) > 1 else ''} "
                   "that failed for the environment wait for a retry (run the same command again)", flush=True)
