@@ -162,6 +162,30 @@ train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" +
 
 
 @cli.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--model", required=True, help="The network (as lbscale train --model).")
+@click.option("--wall", required=True, help="The study's wall-clock budget, pilot included: 20m, 90min, 1.5h "
+              "(wall time on this machine, not GPU-hours; the spec carries it to the sweep).")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The spec to write (my-study.yaml).")
+@click.option("--target", type=float, help="The target of --metric (default: the hardest the budget pays for, at "
+              "least 0.7 of the way from chance to the pilot's plateau).")
+@click.option("--metric", help="The target metric (default: the task's primary metric on val).")
+@click.option("--optimizer", default="sgd", show_default=True, help="The study's optimizer.")
+@click.option("--lr", type=float, help="The pilot's middle LR at its middle batch (default per optimizer).")
+@click.option("--results", type=click.Path(path_type=Path), help="The study's results directory (default "
+              "results/<spec name>); the pilot is kept beside it in <results>-pilot.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--fresh", is_flag=True, help="Measure the pilot again instead of reusing the kept one.")
+@click.option("--force", is_flag=True, help="Replace an existing --out.")
+@quiet_option
+def design(data, **options):
+    """Design a batch-size study of DATA from a pilot: target, batches, LR range, evaluations, pruning, epochs."""
+    from lbscale.studies.design import DesignOptions, design as run_design
+
+    print(run_design(DesignOptions(data=data, **options)))
+
+
+@cli.command()
 @click.argument("spec", type=click.Path(path_type=Path))
 @click.option("--launcher", type=click.Choice(list(LAUNCHERS)), default="local", show_default=True,
               help="; ".join(f"{name}: {cls.help}" for name, cls in LAUNCHERS.items()))
@@ -196,6 +220,9 @@ train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" +
               "past an open side, LRs past an edge, seeds where it is wide) until its interval's hi / lo <= --ratio "
               "or --budget is spent; each round is written to rounds.json and shown in the report.")
 @click.option("--budget", help="With --until-resolved: N trials in all (the grid's included), or H GPU-hours (12h).")
+@click.option("--wall", help="A wall-clock budget for this sweep's own running time (20m, 90min, 1.5h; queued time "
+              "not counted): no trial or round starts past it, a running trial is checkpointed at 1.1x it (a rerun "
+              "resumes). Default: the spec's `wall` less its designer's pilot.")
 @click.option("--ratio", type=Number(lo=1), default=4.0, show_default=True,
               help="With --until-resolved: stop once B_crit's interval has hi / lo at most this.")
 @click.option("--follow-up", is_flag=True, hidden=True,

@@ -5,7 +5,11 @@ reach the target whatever its LR, and the sweep says so with the epochs that wou
 from __future__ import annotations
 
 import math
+import re
+import time
+from pathlib import Path
 
+from lbscale.errors import LbscaleError
 from lbscale.results import SUMMARY, read_json
 
 
@@ -39,3 +43,49 @@ def budget_warnings(plans) -> list[str]:
         if steps is not None:
             reached[key] = min(steps, reached.get(key, steps))
     return short_budgets(reached, budgets)
+
+
+def parse_wall(text: str, option: str = "--wall") -> float:
+    """A wall-clock duration: '20m', '20min', '90s', '1.5h' (wall hours, not GPU-hours) -> seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h)\s*", str(text).lower())
+    if not m or float(m.group(1)) <= 0:
+        raise LbscaleError(f"{option} {text!r}: give a wall-clock time with its unit (20m, 90min, 1.5h, 600s)")
+    return float(m.group(1)) * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+
+
+GRACE = 1.1  # a trial still running at this multiple of the wall budget is checkpointed and stopped
+
+
+class WallBudget:
+    """The sweep's wall-clock budget: the running periods of earlier runs of this sweep (rounds.json's
+    `periods`: time queued or stopped is not counted) plus this run's time so far."""
+
+    def __init__(self, results: Path, seconds: float):
+        from lbscale.results import ROUNDS, read_json
+
+        self.path, self.seconds = Path(results) / ROUNDS, float(seconds)
+        self.periods = list((read_json(self.path) or {}).get("periods", []))
+        self.started, self.t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.monotonic()
+
+    def spent(self) -> float:
+        return sum(p["seconds"] for p in self.periods) + time.monotonic() - self.t0
+
+    def over(self, factor: float = 1.0) -> bool:
+        return self.spent() >= factor * self.seconds
+
+    def deadline(self) -> float:
+        """The monotonic time at which a running trial is stopped (GRACE x the budget)."""
+        return time.monotonic() + GRACE * self.seconds - self.spent()
+
+    def save(self) -> None:
+        """This run's period into rounds.json beside the rounds (the sweep holds its lock)."""
+        from lbscale.results import read_json, write_json
+
+        data = read_json(self.path) or {}
+        mine = {"start": self.started, "seconds": round(time.monotonic() - self.t0, 1)}
+        data["periods"] = [*self.periods, mine]
+        data.setdefault("rounds", [])
+        write_json(self.path, data)
+
+    def line(self) -> str:
+        return f"{self.spent() / 60:.1f} of {self.seconds / 60:.1f} min"

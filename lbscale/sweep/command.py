@@ -20,6 +20,7 @@ from lbscale.sweep.launchers import LAUNCHERS
 from lbscale.sweep.lock import LOCK, live_sweep, sweep_lock
 from lbscale.sweep.options import SweepOptions, SweepRun
 from lbscale.sweep.plan import build_plan, plan_table
+from lbscale.sweep.budget import WallBudget, parse_wall
 from lbscale.sweep.rounds import Rounds, check_adaptive, parse_budget, replayed
 from lbscale.sweep.spec import load_sweep_spec
 from lbscale.sweep.state import count_line, sweep_states, trial_dirs
@@ -51,11 +52,14 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
     if o.systems_file is not None:
         o = replace(o, systems_file=str(Path(o.systems_file).resolve()))
     more = (lambda done: confirmation(spec, done)) if _confirms(spec) else None
+    seconds = parse_wall(o.wall) if o.wall else spec.sweep_wall
+    wall = WallBudget(results, seconds) if seconds is not None and not one_task and not o.dry_run else None
     if o.until_resolved and not one_task and not o.dry_run:
         cfg = plans[0].config  # the hardest target: the steps to it are what the rounds resolve
         more = Rounds(spec, o, results, gpn, overrides,
-                      decide(cfg.target_metric, cfg.targets[-1], o.ratio) if decide else None).more
-    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o, more=more)
+                      decide(cfg.target_metric, cfg.targets[-1], o.ratio) if decide else None, wall).more
+    run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o, more=more,
+                   wall=wall)
     if one_task:  # checked at submission; a trial's own failure is recorded in its directory (status, report)
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
     samples = check_plan_data(spec.path, plans)  # before anything is written or started
@@ -91,6 +95,8 @@ def _check_options(o: SweepOptions) -> None:
         raise LbscaleError("--budget and --ratio go with --until-resolved")
     if o.budget is not None:
         parse_budget(o.budget)
+    if o.wall is not None:
+        parse_wall(o.wall)
     if o.estimate and not o.dry_run:
         raise LbscaleError("--estimate goes with --dry-run: it times the plan's trial shapes instead of running it")
 

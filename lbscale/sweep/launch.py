@@ -144,7 +144,7 @@ def finished(p: SweepTrial) -> bool:
 
 
 def run_process(p: SweepTrial, argv: list[str], job: str | None = None, extra_env: dict | None = None,
-                follow=None, warm: bool = False) -> int:
+                follow=None, warm: bool = False, deadline: float | None = None) -> int:
     """Run one trial's command, with run.json marking who works on it: the trial process itself, which
     outlives a killed sweep by the few seconds it needs to checkpoint. `follow`, where given, is called about
     once a second while it runs (the sweep's progress).
@@ -174,7 +174,7 @@ def run_process(p: SweepTrial, argv: list[str], job: str | None = None, extra_en
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         write_json(p.out / RUN, {"host": socket.gethostname(), "pid": proc.pid, "job": job,
                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        code = _wait(proc, follow)
+        code = _wait(proc, follow, deadline)
     info = checkpoint_info(p.out)
     if code != 0 and not (p.out / SUMMARY).exists() and info.get("reason") in (PREEMPTED, WAITING) \
             and info.get("written", 0) >= started:
@@ -186,13 +186,19 @@ def run_process(p: SweepTrial, argv: list[str], job: str | None = None, extra_en
     return code
 
 
-def _wait(proc, follow) -> int:
-    while follow is not None:
+def _wait(proc, follow, deadline: float | None = None) -> int:
+    """The trial's exit code; `follow` called between waits; past `deadline` (monotonic), one SIGTERM, on which
+    the trial checkpoints and exits (REQUEUE_EXIT)."""
+    while follow is not None or deadline is not None:
         try:
             return proc.wait(timeout=FOLLOW_SECONDS)
         except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                os.kill(proc.pid, signal.SIGTERM)
+                deadline = None
             try:
-                follow()
+                if follow is not None:
+                    follow()
             except LbscaleError:  # a result file being rewritten: the progress waits, the trial does not
                 pass
     return proc.wait()
@@ -271,8 +277,17 @@ class LocalLauncher:
 
     name = "local"
     help = "trials one after another on this machine (torchrun for several processes)"
+    wall = None  # sweep.budget.WallBudget: no trial starts once it is spent; a running one stops at GRACE x it
 
     def launch(self, plans: list[SweepTrial], run: SweepRun) -> int:
+        self.wall = run.wall
+        try:
+            return self._launch(plans, run)
+        finally:
+            if self.wall is not None:
+                self.wall.save()
+
+    def _launch(self, plans: list[SweepTrial], run: SweepRun) -> int:
         write_trial_files(plans)
         todo = arrival_order(select(plans, run.options.retry_failed))
         print(f"{len(plans) - len(todo)} of {len(plans)} trials already finished; running {len(todo)}", flush=True)
@@ -283,6 +298,11 @@ class LocalLauncher:
                 if line not in warned:
                     print(f"warning: {line}", flush=True)
                     warned.add(line)
+            if self.wall is not None and self.wall.over():
+                print(f"wall budget spent ({self.wall.line()}): no further trial or round; a rerun with a larger "
+                      "--wall resumes", flush=True)
+                next_stage(plans, run, announce=False)  # the rounds record where the budget left B_crit
+                break
             more = next_stage(plans, run)
             if not more:
                 break
@@ -298,8 +318,13 @@ class LocalLauncher:
         failures, seen = 0, None
         while todo:
             for i, p in enumerate(todo, 1):
-                code = self.run_trial(p, progress, f"[{i}/{len(todo)}]", todo[i:])
+                if self.wall is not None and self.wall.over():
+                    return failures  # the launch says so; the trials left start on a rerun
+                deadline = self.wall.deadline() if self.wall is not None else None
+                code = self.run_trial(p, progress, f"[{i}/{len(todo)}]", todo[i:], deadline)
                 failures += code not in (0, REQUEUE_EXIT)
+                if self.wall is not None:
+                    self.wall.save()
             todo = [p for p in todo if waiting(p)]
             now = [(p.trial_id, checkpoint_info(p.out).get("step")) for p in todo]
             if todo and now == seen:
@@ -312,8 +337,10 @@ class LocalLauncher:
         return failures
 
     @staticmethod
-    def run_trial(p: SweepTrial, progress: SweepProgress, at: str, rest: list[SweepTrial]) -> int:
-        """One trial, followed by `progress` while it runs; its outcome line."""
+    def run_trial(p: SweepTrial, progress: SweepProgress, at: str, rest: list[SweepTrial],
+                  deadline: float | None = None) -> int:
+        """One trial, followed by `progress` while it runs; its outcome line. Past `deadline` (monotonic) it is
+        sent SIGTERM: it checkpoints and stops, and a rerun resumes it."""
         wait_for_previous_run(p)
         if finished(p):  # by another process since the sweep looked (one without the lock: an older lbscale)
             print(f"{at} {p.trial_id}: {outcome(p, 0)} (finished by another process)", flush=True)
@@ -324,7 +351,7 @@ class LocalLauncher:
                     f"--nproc_per_node={p.gpus}", *argv[1:]]
         try:
             with progress.trial(p, at, rest) as follow:
-                code = run_process(p, argv, follow=follow, warm=True)
+                code = run_process(p, argv, follow=follow, warm=True, deadline=deadline)
         except KeyboardInterrupt:  # Ctrl-C: the trial checkpoints as it stops (SIGINT reaches it too)
             raise KeyboardInterrupt(f"sweep interrupted in {p.trial_id}; finished trials are kept: run the same "
                                     "command again to resume (this trial from its checkpoint)") from None

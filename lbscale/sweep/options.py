@@ -37,6 +37,7 @@ class SweepOptions:
     until_resolved: bool = False  # rounds of trials until B_crit is bounded within `ratio` (sweep/rounds.py)
     budget: str | None = None  # with until_resolved: N trials in all, or H GPU-hours ('12h')
     ratio: float = 4.0
+    wall: str | None = None  # a wall-clock budget for this sweep ('20m'); else the spec's `wall` less its pilot
     follow_up: bool = False  # the SLURM job that plans the next stage: it submits nothing after a full disk
 
     def plan_args(self) -> list[str]:
@@ -50,6 +51,7 @@ class SweepOptions:
         if self.until_resolved:  # the follow-up job decides the next round with the same settings
             args += ["--until-resolved", "--ratio", str(self.ratio)]
             args += ["--budget", self.budget] if self.budget else []
+        args += ["--wall", self.wall] if self.wall else []
         return args
 
 
@@ -65,6 +67,7 @@ class SweepRun:
     signal_seconds: int = 300  # --signal=USR1@this with --requeue: time to checkpoint before the limit
     more: Callable | None = None  # plans -> the trials that follow once some have finished (sweep.confirm)
     command: list | None = None  # what an array task runs again to plan the same trials (default: lbscale sweep)
+    wall: object = None  # sweep.budget.WallBudget where the sweep has a wall-clock budget
 
     @property
     def plan_args(self) -> list[str]:

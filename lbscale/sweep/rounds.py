@@ -145,10 +145,11 @@ def replayed(spec, plans: list[SweepTrial], results: Path, gpus_per_node: int, o
 def record(results: Path, answer: dict, decided: Round, added: list[dict], settings: dict, planned: int) -> dict:
     """Write one round's decision to rounds.json: B_crit as fitted, the stop or the actions with their reasons and
     trials, and the trials planned after it."""
-    rounds = read_rounds(results)
+    data = read_json(Path(results) / ROUNDS) or {}  # the wall budget's periods stay beside the rounds
+    rounds = data.get("rounds", [])
     entry = {"round": len(rounds) + 1, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "answer": answer,
              "stop": decided.stop, "notes": list(decided.notes), "added": added, "planned": planned, **settings}
-    write_json(Path(results) / ROUNDS, {"rounds": [*rounds, entry]})
+    write_json(Path(results) / ROUNDS, {**data, "rounds": [*rounds, entry]})
     return entry
 
 
@@ -171,10 +172,12 @@ class Rounds:
     """The sweep's `more` with --until-resolved: the confirmation stage first, then, once every trial has ended, a
     round decided by `decide` (studies.resolve), written to rounds.json and planned as trials; none once it stops."""
 
-    def __init__(self, spec, o, results: Path, gpus_per_node: int, overrides: dict, decide):
+    def __init__(self, spec, o, results: Path, gpus_per_node: int, overrides: dict, decide, wall=None):
         self.spec, self.o, self.results, self.gpn, self.overrides, self.decide = (spec, o, Path(results),
                                                                                   gpus_per_node, overrides, decide)
-        self.settings = {"ratio": o.ratio, "budget": o.budget}
+        self.wall = wall  # sweep.budget.WallBudget, or None
+        self.settings = {"ratio": o.ratio, "budget": o.budget,
+                         **({"wall": round(wall.seconds)} if wall is not None else {})}
 
     def more(self, plans: list[SweepTrial]) -> list[SweepTrial]:
         from lbscale.results import FINISHED
@@ -221,6 +224,8 @@ class Rounds:
         return new
 
     def _left(self, plans: list[SweepTrial]) -> int | None:
+        if self.wall is not None and self.wall.over():
+            return 0  # the wall-clock budget is spent: no more rounds
         if self.o.budget is None:
             return None
         kind, amount = parse_budget(self.o.budget)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from lbscale.train.config import FIELDS, read_yaml_mapping
 from lbscale.errors import LbscaleError
+from lbscale.sweep.budget import parse_wall
 from lbscale.sweep.search import SearchSpace, parse_search
 
-SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results"}
+SWEEP_KEYS = {"name", "data", "model", "epochs", "trial", "grid", "system", "results", "wall", "design"}
 GRID_KEYS = {"batch", "points", "gpus", "local_batch", "datasets", "variants", "warmup", "seeds", "search",
              "batch_schedule"}
 POINT_KEYS = {"batch", "gpus", "local_batch"}
@@ -35,6 +36,15 @@ class SweepSpec:
     system: str = "generic"
     results: str | None = None
     path: str = ""
+    wall: float | None = None  # `wall:` the study's wall-clock budget in seconds (lbscale design writes it)
+    design: dict = field(default_factory=dict)  # `design:` what the designer's pilot measured and used of `wall`
+
+    @property
+    def sweep_wall(self) -> float | None:
+        """The seconds the sweep may run: the spec's wall budget less what the designer's pilot used of it."""
+        if self.wall is None:
+            return None
+        return max(self.wall - float(self.design.get("pilot_seconds") or 0.0), 0.0)
 
 
 def _schedule_arm(value, where: str) -> dict:
@@ -63,8 +73,17 @@ def _check_trial_keys(options: dict, where: str) -> dict:
     return out
 
 
+def _wall_of(raw: dict, path: Path) -> tuple[float | None, dict]:
+    """The spec's wall-clock budget in seconds (`wall: 20m`) and the designer's record of its pilot (`design:`)."""
+    wall = None if raw.get("wall") is None else parse_wall(raw["wall"], f"{path}: wall")
+    design = raw.get("design") or {}
+    if not isinstance(design, dict):
+        raise LbscaleError(f"{path}: design must be a mapping (lbscale design writes it)")
+    return wall, design
+
+
 def load_sweep_spec(path: str | Path) -> SweepSpec:
-    """Read and check a sweep YAML (keys: name, data, model, epochs, trial, grid, system, results)."""
+    """Read and check a sweep YAML (keys: name, data, model, epochs, trial, grid, system, results, wall, design)."""
     path = Path(path)
     raw = read_yaml_mapping(path, "a sweep spec mapping")
     unknown = sorted(set(raw) - SWEEP_KEYS)
@@ -114,9 +133,9 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
         raise LbscaleError(f"{path}: grid.batch_schedule must map names to schedules, e.g. "
                            "{warmup: '64@0,128@2ep,256@5ep'}")
     schedules = {str(k): _schedule_arm(v, f"{path}: grid.batch_schedule.{k}") for k, v in schedules.items()}
-    return SweepSpec(name=str(raw.get("name") or path.stem), trial=trial, batch=grid.get("batch"), points=points,
-                     batch_schedules=schedules,
-                     gpus=grid.get("gpus"),
+    wall, design = _wall_of(raw, path)
+    return SweepSpec(wall=wall, design=design, name=str(raw.get("name") or path.stem), trial=trial,
+                     batch=grid.get("batch"), points=points, batch_schedules=schedules, gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
                      datasets={str(k): v for k, v in datasets.items()},
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),

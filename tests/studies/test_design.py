@@ -1,0 +1,72 @@
+"""`lbscale design` end to end on the tiny set: a pilot through the normal trial path, kept and reused; a spec
+whose every choice carries its reason, that `sweep` plans; the same inputs give the same bytes; and bad input is
+one line and exit 2 before anything runs."""
+
+import shutil
+
+import yaml
+
+from lbscale.results import read_json
+from tests.sweep.test_launch import lbscale
+
+
+def test_design_writes_a_spec_the_sweep_plans_and_a_rerun_writes_it_again_byte_for_byte(tiny_h5, tmp_path):
+    out, results = tmp_path / "mine.yaml", tmp_path / "results" / "mine"
+    # an hour: room for the pilot on a busy machine (it takes at most 6 min of it, 12 epochs a trial at most)
+    args = ("design", tiny_h5, "--model", "simple_cnn", "--wall", "60m", "--out", out, "--results", results)
+    first = lbscale(*args)
+    last = first.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"design: wrote {out}: target val_top1 ") and "next: lbscale sweep" in last
+    pilot = tmp_path / "results" / "mine-pilot"
+    record = read_json(pilot / "pilot.json")
+    # at most max(10% of the budget, 3 min): 6 min: what it recorded as used, and the trials it kept
+    assert 0 < record["seconds"] <= 360 * 1.1 and record["epochs"] >= 1
+    trials = sorted(d.name for d in pilot.iterdir() if (d / "summary.json").exists())
+    assert len(trials) >= 6
+    assert all(read_json(pilot / t / "summary.json")["status"] in ("completed", "diverged") for t in trials)
+    text = out.read_text()
+    spec = yaml.safe_load(text)
+    chosen = ("target", "lr_scaling", "eval_spacing", "eval_subset", "eval_first", "prune")
+    for key in chosen:  # every choice carries its measured reason
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{key}:"))
+        assert "  # " in line, line
+    assert spec["wall"] == "60m" and spec["design"]["pilot_seconds"] == record["seconds"]
+    assert 0.1 < spec["trial"]["target"] < 1 and spec["grid"]["search"]["trials"] == 6
+    lo, hi = spec["grid"]["search"]["base_lr"]["loguniform"]
+    assert hi / lo >= 16
+    plan = lbscale("sweep", out, "--results", results, "--dry-run").stdout
+    assert "trials planned" in plan
+    # the same inputs: the kept pilot is reused (nothing trained again) and the spec is the same bytes
+    again = lbscale(*args, "--force").stdout
+    assert "completed" not in again and out.read_text() == text
+    # --out over an existing spec needs --force
+    refused = lbscale(*args, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--force" in refused.stderr
+    # other inputs with the kept pilot: one line, nothing run
+    shutil.copy(out, tmp_path / "kept.yaml")
+    other = lbscale("design", tiny_h5, "--model", "simple_cnn", "--wall", "70m", "--out", tmp_path / "b.yaml",
+                    "--results", results, check=False)
+    assert other.returncode == 2 and "wall" in other.stderr and "--fresh" in other.stderr, other.stderr
+    assert not (tmp_path / "b.yaml").exists()
+
+
+def test_bad_input_is_one_line_before_anything_runs(tiny_h5, tmp_path):
+    from lbscale.data.prepare import prepare
+
+    no_val = tmp_path / "noval.h5"
+    prepare("synthetic", None, no_val, count=200, bands=3, size=16, classes=4, seed=3, command="test",
+            val_fraction=0.0)
+    cases = [
+        ((no_val, "--wall", "10m"), "no val split"),
+        ((tiny_h5, "--wall", "4m"), "too small for a pilot"),
+        ((tiny_h5, "--wall", "10"), "wall-clock time with its unit"),
+        ((tiny_h5, "--wall", "10m", "--metric", "val_loss"), "higher is better"),
+        ((tiny_h5, "--wall", "10m", "--metric", "val_f1_micro"), "--metric"),
+        ((tmp_path / "missing.h5", "--wall", "10m"), "no such prepared file"),
+    ]
+    for args, words in cases:
+        out = tmp_path / "x.yaml"
+        r = lbscale("design", *args[:1], "--model", "simple_cnn", *args[1:], "--out", out,
+                    "--results", tmp_path / "r", check=False)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, (args, r.stderr)
+        assert not out.exists() and not (tmp_path / "r-pilot").exists()
