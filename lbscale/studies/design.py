@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,6 +244,7 @@ def pilot_state(o: DesignOptions, facts: DataFacts, folder: Path) -> dict:
     used = time.monotonic() - t0
     epochs = pilot_epochs(timing, facts, mid, pilot_limit(parse_wall(o.wall)) - used, used)
     pilot = {"inputs": inputs, "mid": mid, "largest": largest, "lr": lr, "epochs": epochs, "timing": timing,
+             "host": socket.gethostname(),
              "evals": pilot_evals(timing, facts, mid), "seconds": round(used, 1)}
     write_json(folder / PILOT_FILE, pilot)
     return pilot
@@ -550,6 +552,9 @@ def grid_lines(folder: Path, pilot: dict, plan: dict, lr_range: Choice, wall: fl
         + ("" if plan["fits"] else f"; over its share ({GRID_SHARE:.0%} of what the pilot left)"),
         f"  seconds_per_sample: {{{', '.join(f'{b}: {c:.3g}' for b, c in sorted(pilot['costs'].items()))}}}",
         f"  startup_seconds: {pilot['timing']['startup']:.3g}",
+        f"  samples_to_target: {{{', '.join(f'{b}: {e:.0f}' for b, e in plan['samples'].items())}}}  # predicted "
+        "from the pilot (McCandlish et al.'s E(B) through its two batches): what --estimate prices",
+        f"  host: {pilot['host']}  # where the pilot ran: its times hold there",
     ]
 
 

@@ -71,7 +71,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
             from lbscale.sweep.estimate import print_estimate
 
             print_estimate(plans, o.retry_failed, warm=o.launcher == "local",
-                           to_come=confirmation_to_come(spec, plans), adaptive=o.until_resolved)
+                           to_come=confirmation_to_come(spec, plans), adaptive=o.until_resolved, design=spec.design,
+                           wall=seconds)
         return 0
     with sweep_lock(results, o.wait_for_lock):
         # what a sweep killed mid-write left (its trials': write_trial_files; its sbatch scripts': submit)

@@ -75,7 +75,8 @@ def median_spread(values: list[float]) -> tuple[float, float, float]:
 
 
 def print_estimate(plans: list[SweepTrial], retry_failed: bool, warm: bool = False,
-                   to_come: list[SweepTrial] = (), adaptive: bool = False) -> None:
+                   to_come: list[SweepTrial] = (), adaptive: bool = False, design: dict | None = None,
+                   wall: float | None = None) -> None:
     """Time each shape of the trials still to run and print one line per shape, then the sweep's expected
     duration and what it rests on. `to_come`: the confirmation trials the sweep will add (stand-ins of their
     shape, `confirm.confirmation_to_come`), priced like the others; `adaptive`: the sweep runs adaptive rounds,
@@ -86,7 +87,7 @@ def print_estimate(plans: list[SweepTrial], retry_failed: bool, warm: bool = Fal
     print(f"timing {len(shapes)} trial shapes on {socket.gethostname()}: {WINDOW_STEPS} optimizer steps of each, "
           f"then {WINDOWS} timed windows of {WINDOW_STEPS} (fewer steps a window where a batch schedule's first "
           "epoch is shorter) ...", flush=True)
-    total, fastest, slowest, server = 0.0, 0.0, 0.0, 0.0
+    total, fastest, slowest, server, timed = 0.0, 0.0, 0.0, 0.0, []
     for group in shapes.values():
         t, started = time_shape(group[0], warm)
         server = max(server, started)
@@ -96,6 +97,7 @@ def print_estimate(plans: list[SweepTrial], retry_failed: bool, warm: bool = Fal
               f"{t.windows} windows, steps {t.steps[0]} to {t.steps[1]}; {lo:.4g}..{hi:.4g}, spread "
               f"{t.spread:.0%}), evaluation {t.eval_seconds:.3g} s ({t.eval_samples:,} samples of "
               f"{group[0].config.eval_split}), start-up {t.startup:.3g} s", flush=True)
+        timed += [(p, t) for p in group]
         total += sum(trial_seconds(p, t) for p in group)
         fastest += sum(trial_seconds(p, replace(t, step_seconds=lo)) for p in group)
         slowest += sum(trial_seconds(p, replace(t, step_seconds=hi)) for p in group)
@@ -112,6 +114,51 @@ def print_estimate(plans: list[SweepTrial], retry_failed: bool, warm: bool = Fal
           "every epoch and during training, a start-up each (a trial whose batch grows: its first batch's seconds per "
           "sample, an upper bound); timed here, so another machine (a SLURM node) runs at its own pace; pruning and "
           "stopping at a target end trials sooner")
+    if design and design.get("samples_to_target"):
+        print(designed_line(timed, design, server, wall), flush=True)
+
+
+def designed_line(timed: list[tuple[SweepTrial, ShapeTiming]], design: dict, server: float,
+                  wall: float | None) -> str:
+    """The designed spec's estimate: its trials priced as they will run (`designed_seconds`) at this machine's
+    pace, batches the design did not predict at full length; the rounds up to the wall budget; where the pilot
+    ran elsewhere, so said."""
+    predicted = {int(b): float(s) for b, s in design["samples_to_target"].items()}
+    total, full = server, 0
+    for p, t in timed:
+        samples = predicted.get(p.plan.global_batch)
+        full += samples is None
+        total += trial_seconds(p, t) if samples is None else designed_seconds(p, t, samples)
+    host = design.get("host")
+    where = ("" if not host or host == socket.gethostname() else
+             f"; the pilot ran on {host}, not here: its curves hold, its times may not")
+    rounds = f"; the rounds (--until-resolved) run up to the wall budget ({clock(wall)})" if wall else ""
+    extra = f" ({full} at full length: batches the design did not predict)" if full else ""
+    return (f"designed estimate: about {clock(total)} for {len(timed)} trials{extra}, stopped at the target after the "
+            f"samples the pilot predicts per batch (design.samples_to_target), pruned as designed, at this machine's "
+            f"pace{rounds}{where}")
+
+
+def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float) -> float:
+    """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its batch
+    reaches after `samples` (the design's prediction from its pilot), and, with a first rung, the search's
+    points as the designer prices them (all train to the rung, half go on); its step evaluations on its subset,
+    the whole split at each epoch's end, a start-up."""
+    cfg, plan = p.config, p.plan
+    if cfg.prune != "none" and cfg.prune_min_samples and not p.confirms:
+        samples = min(cfg.prune_min_samples, samples) + max(samples - cfg.prune_min_samples, 0.0) / 2
+    elif cfg.prune == "none" and not p.confirms:
+        samples *= 1.6  # an LR off the optimum needs more samples (the designer's pricing)
+    samples = min(samples, plan.total_steps * plan.global_batch)
+    steps = samples / plan.global_batch
+    step_evals = 0
+    if cfg.eval_spacing:
+        from lbscale.train.evaluation import geometric_steps
+
+        step_evals = len(geometric_steps(cfg.eval_first or 1, cfg.eval_spacing, max(2, math.ceil(steps) + 1)))
+    subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0
+    epochs = samples / max(plan.train_samples or samples, 1)
+    return t.startup + steps * t.step_seconds + epochs * t.eval_seconds + step_evals * t.eval_seconds * subset
 
 
 def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:

@@ -76,3 +76,43 @@ def test_confirmation_trials_still_to_come_are_counted_in_the_total(tiny_h5, tmp
     assert " for 18 trials one after another" in out[-1]
     assert "shape b32-g1 (9 trials): 0.1 s per step (the median of 6 windows, steps 5 to 35; 0.08..0.3, spread " \
            "220%)" in out[1]
+
+
+DESIGNED = """
+name: des
+data: {data}
+model: test_resnet
+epochs: 20
+wall: 20m
+trial: {{optimizer: sgd, lr_scaling: none, device: cpu, target_metric: val_top1, target: 0.9, stop_at_target: true,
+        eval_spacing: 0.5, eval_first: 4, eval_subset: 40, prune: asha, prune_min_samples: 320, prune_eta: 3}}
+grid:
+  batch: [32]
+  gpus: [1]
+  search:
+    base_lr: [0.01, 0.1]
+design: {{pilot_seconds: 120, samples_to_target: {{32: 960}}, host: elsewhere}}
+"""
+
+
+def test_a_designed_spec_is_priced_stopped_at_its_target_and_pruned_as_designed(tiny_h5, tmp_path, monkeypatch,
+                                                                                capsys):
+    path = tmp_path / "des.yaml"
+    path.write_text(DESIGNED.format(data=tiny_h5))
+    spec = load_sweep_spec(path)
+    assert spec.sweep_wall == 20 * 60 - 120
+    plans = build_plan(spec, tmp_path / "res", 1 << 30)
+    check_plan_data(spec.path, plans)
+    t = ShapeTiming(step_seconds=0.1, eval_seconds=0.2, eval_samples=80, startup=1.0, steps=(5, 35),
+                    step_range=(0.1, 0.1))
+    # by hand: a search trial trains to the rung (320 samples) and half the rest (960 - 320) / 2: 640 samples,
+    # 20 steps of 0.1 s; 640 / 560 epochs of whole-split evaluations at 0.2 s; step evaluations at steps 4, 6, 9,
+    # 13, 19 (spacing 0.5 from 4, below 31 = the 30 steps to the target + 1) on half the split (40 of 80)
+    by_hand = 1.0 + 20 * 0.1 + 640 / 560 * 0.2 + 5 * 0.2 * 0.5
+    assert estimate.designed_seconds(plans[0], t, 960.0) == pytest.approx(by_hand)
+    monkeypatch.setattr(estimate, "time_shape", lambda p, warm: (t, 0.0))
+    estimate.print_estimate(plans, retry_failed=False, design=spec.design, wall=spec.sweep_wall)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f"designed estimate: about {estimate.clock(2 * by_hand)} for 2 trials, stopped at the "
+                           "target")
+    assert "up to the wall budget (0:18:00)" in last and "the pilot ran on elsewhere, not here" in last
