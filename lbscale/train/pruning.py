@@ -177,8 +177,8 @@ class Pruner:
         record.pop("waiting_for", None)
         own = record.get("evaluated")
         # a peer's examples where its record has them, else this trial's: the sweep evaluates a group on one subset
-        others = [(v, next((p.evaluated[rung] for p in peers if p.name == name and rung in p.evaluated), own))
-                  for name, v in values.items()]
+        evaluated = {p.name: p.evaluated.get(rung) for p in peers}
+        others = [(v, evaluated.get(name) or own) for name, v in values.items()]
         record.update(peers=values, **judge(record["value"], own, others, self.eta, self.metric, self.maximize))
         self._write()
         return record["decision"]
