@@ -21,6 +21,22 @@ def reaches(value, target: float, maximize: bool):
     return value >= target if maximize else value <= target
 
 
+def binomial_se(p: float, n: int) -> float:
+    """The standard error of a proportion `p` measured on `n` examples, sqrt(p (1 - p) / n), with p (1 - p) at
+    least 1/n: a value of 0 or 1 on n examples is not certain either."""
+    return math.sqrt(max(p * (1 - p), 1 / n) / n)
+
+
+def evaluation_noise(metric: str, value: float | None, n: int | None) -> float | None:
+    """The standard error of `value` of `metric` evaluated on `n` examples: binomial (`binomial_se`), since every
+    task metric that grows with quality (top-k accuracy, F1, precision, recall) is a proportion in [0, 1] (F1
+    only roughly: taken as one over the n images). None where no noise is known: a loss (its spread over
+    examples is not on record), an unknown n, or a value that is not finite."""
+    if metric.endswith(LOSS) or not n or value is None or not math.isfinite(value):
+        return None
+    return binomial_se(value, n)
+
+
 @dataclass(frozen=True)
 class Task:
     """One supervised task: what a batch's targets are, how the loss is taken and what an evaluation reports."""

@@ -23,6 +23,7 @@ from lbscale.results import CONFIG, GRID, METRICS, SUMMARY, TRIAL_YAML, read_jso
 from lbscale.sweep.state import trial_state
 from lbscale.train.columns import (COLUMNS, EVALUATED, array, digest, is_metric, parse_records, read_bytes,
                                    read_columns)
+from lbscale.train.pruning import RUNGS_FILE
 
 HP = "hp_"  # the trials' column prefix of a searched hyperparameter (grid.json's "search")
 
@@ -77,6 +78,17 @@ def _trial_files(d: str, names) -> tuple[dict, dict, dict, dict]:
         return (_json(f"{d}/{name}") if name in names else None) or {}
 
     return read(SUMMARY), read(CONFIG), read(GRID), read(GNS_FILE)
+
+
+def _rungs(d: str, names) -> dict:
+    """A trial's rungs.json as its row's columns: its halving group, the metric compared and, per rung reached,
+    (rung, step, samples trained, value, examples evaluated, decision) in a tuple (None without the file)."""
+    published = (_json(f"{d}/{RUNGS_FILE}") if RUNGS_FILE in names else None) or {}
+    samples = published.get("rung_samples") or []
+    records = tuple((r["rung"], r["step"], samples[r["rung"] - 1] if r["rung"] <= len(samples) else None,
+                     r.get("value"), r.get("evaluated"), r.get("decision")) for r in published.get("rungs", []))
+    return {"prune_group": published.get("group"), "rung_metric": published.get("metric"),
+            "rung_records": records or None}
 
 
 def _timing(summary: dict, timing: dict, epochs: int) -> dict:
@@ -135,7 +147,7 @@ def trial_row(d: Path, names, timing: dict, epochs: int) -> dict:
         "seconds_to_target": summary.get("seconds_to_target"), "stopped": summary.get("stopped"),
         "batch_schedule": cfg.get("batch_schedule"),
         "prune": cfg.get("prune"), "pruned_rung": pruned.get("rung"), "pruned_step": pruned.get("step"),
-        "pruned_metric": pruned.get("metric"), "pruned_value": pruned.get("value"),
+        "pruned_metric": pruned.get("metric"), "pruned_value": pruned.get("value"), **_rungs(str(d), names),
         "num_classes": config.get("num_classes"),
         "point": grid.get("point"), "tune": grid.get("tune"), "momentum": search.get("momentum", cfg.get("momentum")),
         "gns_b_simple": (gns or summary.get("gns") or {}).get("b_simple"),

@@ -16,7 +16,8 @@ import pandas as pd
 
 from lbscale.report.load import HP
 from lbscale.report.optimum import optimum, point_index
-from lbscale.task import reaches
+from lbscale.task import evaluation_noise, reaches
+from lbscale.train.pruning import PRUNE_Z
 
 TRIAL = ("results", "trial")
 GROUP = ("variant", "global_batch")
@@ -165,6 +166,83 @@ def pruned_at_chance(trials: pd.DataFrame, task) -> tuple[pd.DataFrame, int]:
     at = [m is not None and task.at_chance(m, float(v), k) for m, v, k in known]
     bounds = [task.chance_bound(m, k) if m is not None else None for m, _, k in known]
     return rows.assign(chance_bound=bounds)[at], halved
+
+
+RUNG_KEYS = ["results", "prune_group", "rung"]
+
+
+def rung_values(trials: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial and rung it published (`rung_records`: rungs.json): results, prune_group, variant,
+    global_batch, trial, metric, num_classes, rung, step, samples (trained by the rung: step x batch where the
+    record does not say), value, evaluated, decision."""
+    cols = ["rung", "step", "samples", "value", "evaluated", "decision"]
+    rows = [{"results": t.results, "prune_group": t.prune_group, "variant": t.variant, "global_batch": t.global_batch,
+             "trial": t.trial, "metric": t.rung_metric, "num_classes": t.num_classes, **dict(zip(cols, r))}
+            for t in trials.itertuples() for r in (getattr(t, "rung_records", None) or ())]
+    out = pd.DataFrame(rows, columns=["results", "prune_group", "variant", "global_batch", "trial", "metric",
+                                      "num_classes", *cols])
+    out["value"] = pd.to_numeric(out["value"], errors="coerce")
+    steps = pd.to_numeric(out["step"], errors="coerce") * pd.to_numeric(out["global_batch"], errors="coerce")
+    out["samples"] = pd.to_numeric(out["samples"], errors="coerce").fillna(steps)
+    return out
+
+
+def _noise(metric: str, value: float, evaluated) -> float | None:
+    return evaluation_noise(metric, value, int(evaluated) if pd.notna(evaluated) else None)
+
+
+def _margin(metric: str, a: pd.Series, b: pd.Series) -> float | None:
+    """PRUNE_Z standard errors of the difference between two rung rows' values (None: noise unknown)."""
+    na, nb = _noise(metric, a["value"], a["evaluated"]), _noise(metric, b["value"], b["evaluated"])
+    return None if na is None or nb is None else PRUNE_Z * float(np.hypot(na, nb))
+
+
+def _rung_doubts(g: pd.DataFrame, task) -> list[str]:
+    """Why one group's rung `g` (its rows of `rung_values`, finite values) could not decide: its values within
+    noise of each other ('noise'), its best within noise of chance ('chance'), or a trial that went on by arrival
+    while a better one beyond noise was pruned ('arrival')."""
+    metric = g["metric"].iloc[0]
+    maximize = task.higher_is_better(metric)
+    ranked = g.sort_values("value", ascending=not maximize, kind="stable")
+    best, worst = ranked.iloc[0], ranked.iloc[-1]
+    doubts = []
+    margin = _margin(metric, best, worst)
+    if len(g) > 1 and margin is not None and abs(best["value"] - worst["value"]) <= margin:
+        doubts.append("noise")
+    bound = task.chance_bound(metric, int(g["num_classes"].iloc[0])) if pd.notna(g["num_classes"].iloc[0]) else None
+    se = _noise(metric, best["value"], best["evaluated"])
+    if bound is not None and (task.at_chance(metric, best["value"], int(g["num_classes"].iloc[0]))
+                              or (se is not None and best["value"] <= bound + PRUNE_Z * se)):
+        doubts.append("chance")
+    pruned, went_on = ranked[ranked["decision"].eq("prune")], ranked[ranked["decision"].eq("continue")]
+    if len(pruned) and len(went_on):
+        better, behind = pruned.iloc[0], went_on.iloc[-1]
+        gap = (better["value"] - behind["value"]) * (1 if maximize else -1)
+        if gap > (_margin(metric, better, behind) or 0.0):
+            doubts.append("arrival")
+    return doubts
+
+
+def undecided_rungs(trials: pd.DataFrame, task) -> pd.DataFrame:
+    """Per halving group, its first rung that could not tell its trials apart (`_rung_doubts`): results,
+    prune_group, variant, global_batch, rung, samples, metric, lo, hi (the values' range), trials, doubts (the
+    reasons, in a tuple), later (how many later rungs of the group had doubts too)."""
+    cols = [*RUNG_KEYS, "variant", "global_batch", "samples", "metric", "lo", "hi", "trials", "doubts", "later"]
+    if task is None or "rung_records" not in trials:
+        return pd.DataFrame(columns=cols)
+    values = rung_values(trials)
+    values = values[np.isfinite(values["value"]) & values["metric"].notna()]
+    found = []
+    for (results, group, rung), g in values.groupby(RUNG_KEYS, sort=True):
+        doubts = _rung_doubts(g, task)
+        if doubts:
+            found.append({"results": results, "prune_group": group, "rung": rung, "variant": g["variant"].iloc[0],
+                          "global_batch": g["global_batch"].iloc[0], "samples": g["samples"].max(),
+                          "metric": g["metric"].iloc[0], "lo": g["value"].min(), "hi": g["value"].max(),
+                          "trials": len(g), "doubts": tuple(doubts)})
+    flagged = pd.DataFrame(found, columns=cols[:-1])
+    later = flagged.groupby(["results", "prune_group"])["rung"].transform("size") - 1
+    return _first_per_group(flagged.assign(later=later), ["results", "prune_group"])[cols]
 
 
 def _ranked(outcomes: pd.DataFrame, maximize: bool) -> pd.DataFrame:

@@ -313,6 +313,30 @@ def chance_line(at: pd.DataFrame, halved: int) -> str | None:
             "be too early; give --prune-min-samples a larger value")
 
 
+DOUBTS = {"noise": "all within the evaluation's noise of each other",
+          "chance": "the best within noise of chance level",
+          "arrival": "a trial went on by arrival order while a better one, beyond noise, was pruned"}
+
+
+def undecided_lines(undecided: pd.DataFrame) -> list[str]:
+    """One warning per halving group whose rung could not tell its trials apart, or whose decisions the arrival
+    order made (`tuned.undecided_rungs`), naming the batch, the rung's samples, the values' range and why, with
+    what would decide it."""
+    lines = []
+    for r in undecided.itertuples():
+        variant = f" ({r.variant})" if isinstance(r.variant, str) else ""
+        later = f"; so did {r.later} later rung{'s' if r.later > 1 else ''}" if r.later else ""
+        order = r.doubts == ("arrival",)  # told apart, but the order decided
+        said = f"was decided by arrival order among its {r.trials} trials" if order else \
+            f"could not tell its {r.trials} trials apart"
+        fix = ("--prune sha decides in any order" if order else
+               "give --prune-min-samples a larger value (a larger --eval-subset narrows the noise)")
+        lines.append(f"batch {batch_label(r.global_batch)}{variant}: rung {r.rung} at {int(r.samples):,} samples "
+                     f"{said} ({r.metric} {r.lo:#.2g}-{r.hi:#.2g}: {'; '.join(DOUBTS[d] for d in r.doubts)})"
+                     f"{later}: {fix}")
+    return lines
+
+
 def ratio_lines(ratios: pd.DataFrame) -> list[str]:
     """One line per arm against the reference arm: B_crit's ratio with its interval, and what it says."""
     lines = []

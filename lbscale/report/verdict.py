@@ -50,7 +50,8 @@ def joined(*lines) -> str | None:
 
 def tuned_verdict(a) -> list[str]:
     """A tuned study's verdict (`analysed.Analysis`): per variant its B_crit and alpha, the arms' ratios, trials
-    pruned at chance, B_crit per target, the recommendation, the evaluations' share of the time, the rounds."""
+    pruned at chance and rungs that could not tell their trials apart, B_crit per target, the recommendation,
+    the evaluations' share of the time, the rounds."""
     from lbscale.report import rounds_tables, tuned, tuned_tables
     from lbscale.report.critical_batch import arm_ratios
 
@@ -67,6 +68,7 @@ def tuned_verdict(a) -> list[str]:
         per_target = tuned_tables.per_target_line({**{t: f for t, (f, _) in a.by_target.items()}, a.target: a.fits},
                                                   a.metric)
     rounds = rounds_tables.rounds_line(a.rounds, rounds_tables.sweep_running(a.study)) if a.rounds else None
-    more = [tuned_tables.chance_line(*tuned.pruned_at_chance(a.study.trials, a.study.task)), per_target, a.advice,
-            tuned_tables.eval_share_line(a.study.epochs), rounds]
-    return lines + [x for x in more if x]
+    halving = [tuned_tables.chance_line(*tuned.pruned_at_chance(trials, a.study.task)),
+               *tuned_tables.undecided_lines(tuned.undecided_rungs(trials, a.study.task))]
+    more = [per_target, a.advice, tuned_tables.eval_share_line(a.study.epochs), rounds]
+    return lines + [x for x in halving + more if x]

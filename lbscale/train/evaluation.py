@@ -18,7 +18,7 @@ import torch
 
 from lbscale.results import write_json
 from lbscale.train.config import TrialConfig
-from lbscale.task import Task
+from lbscale.task import Task, binomial_se
 from lbscale.train.checkpoint import Progress
 from lbscale.train.metrics import TaskMetrics
 from lbscale.train.plan import Plan
@@ -124,8 +124,7 @@ def near_target(value: float, target: float, n: int, maximize: bool) -> bool:
         return False
     if not maximize:
         return value <= target
-    se = math.sqrt(max(value * (1 - value), 1 / n) / n)
-    return value >= target - NEAR_SE * se
+    return value >= target - NEAR_SE * binomial_se(value, n)
 
 
 class EvalSchedule:
@@ -161,7 +160,8 @@ class EvalSchedule:
         record = self._evaluate(progress, trained_seconds, samples_seen, subset=True)
         rung = self.pruner.rung_at(progress.step) if self.pruner else None
         if rung and self.is_main:  # published first: a trial that stops at its target is still a peer
-            self.pruner.publish(rung, progress.step, record.get(self.pruner.metric, float("nan")))
+            self.pruner.publish(rung, progress.step, record.get(self.pruner.metric, float("nan")),
+                                self.evaluator.inputs.step_samples)
         if record["subset"] is not None and self._near(progress, record):
             record = self._evaluate(progress, trained_seconds, samples_seen, subset=False)
         if self.note_target(record, progress) and self.cfg.stop_at_target:

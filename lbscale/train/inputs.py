@@ -44,6 +44,8 @@ class TrialInputs:
             self.step = ShardedLoader(data, cfg.eval_split, local_batch=eval_batch, drop_last=False, even=False,
                                       subset=cfg.eval_subset, **common)
             self.step_subset = None if self.step.only is None else len(self.step.only)
+        # the examples a step evaluation's value rests on: its noise at a pruning rung
+        self.step_samples = (self.step_subset or self.step.n) if self.step is not None else None
         self.normalize = Normalize(data.mean, data.std, device)
         self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + rank)
 

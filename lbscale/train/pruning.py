@@ -10,17 +10,25 @@ its metric in its own `rungs.json` (atomically, so a reader sees a whole file), 
 the trial's peers.json, or for a standalone trial the siblings that name the same --prune-group). So of two
 trials deciding at the same moment, the later one always sees the earlier one, whichever array task runs where.
 
-- `asha` (asynchronous): it continues when its value is among the best max(1, n // eta) of the n values
-  published at that rung so far, its own included. The first to arrive alone always continues: decisions depend
-  on arrival order, and no trial ever waits. Two trials that publish before either reads (array tasks arriving
-  within milliseconds) see each other and are compared as sha would; in every order the best value at a rung
-  goes on. Each record carries its arrival number, so the order a decision rested on is on file.
+The rule at a rung, in both modes: the kept cut is the best max(1, n // eta)-th of the n values published there
+(its own included), and a trial is pruned only where its value is worse than the cut by more than the margin:
+PRUNE_Z standard errors of the difference, each value's the evaluation's noise (binomial, sqrt(p (1 - p) / m) on
+the m examples it was evaluated on, `task.evaluation_noise`). A rung whose values lie within noise of each other
+decides nothing: every trial goes on, in any order of arrival (Optuna's and Ray Tune's pruners likewise wait for
+a difference that is there). A loss has no known noise: its margin is null and the plain rank rule decides.
+
+- `asha` (asynchronous): it decides at once from the values published at that rung so far. The first to arrive
+  alone always continues: decisions between values further apart than noise depend on arrival order, and no
+  trial ever waits. Two trials that publish before either reads (array tasks arriving within milliseconds) see
+  each other and are compared as sha would; in every order the best value at a rung goes on. Each record
+  carries its arrival number, so the order a decision rested on is on file.
 - `sha` (synchronous): it waits until every peer has published at that rung or ended before it, then applies
   the same rule to all of them: the same decisions in any order, for studies that must repeat exactly. A
   waiting trial checkpoints and exits (REQUEUE_EXIT); its sweep runs it again when the others have caught up.
 
-Each rung's record keeps the value, the peers' values the decision was based on, how many were kept and the
-decision, so every prune can be audited after the fact.
+Each rung's record keeps the value, the examples it was evaluated on and its noise, the peers' values the
+decision was based on, the cut and the margin, how many were kept and the decision, so every prune can be
+audited after the fact.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pathlib import Path
 import yaml
 
 from lbscale.results import PEERS, SUMMARY, TRIAL_YAML, read_json, write_json
+from lbscale.task import evaluation_noise
 
 RUNGS_FILE = "rungs.json"
 MODES = {"none": "every trial trains its whole budget",
@@ -65,14 +74,52 @@ def keep_count(n: int, eta: int) -> int:
     return max(1, n // eta)
 
 
-def promoted(value: float, values: list[float], eta: int, maximize: bool) -> bool:
-    """Whether `value` is among the best keep_count(len(values), eta) of `values` (which include it); a value
-    that is not finite (a diverging trial) is never promoted, and sorts last."""
+# Standard errors of the difference between a value and the kept cut past which a trial is pruned: a trial truly as
+# good as the cut is then pruned by the evaluation's noise alone about 2% of the time (one-sided normal), and values
+# within it of each other (all within noise) go on whatever order they arrived in
+PRUNE_Z = 2.0
+
+
+def _signed(value, maximize: bool) -> float:
+    """`value` where lower is better, a value that is not finite (a diverging trial) last."""
+    if value is None or not math.isfinite(value):
+        return math.inf
+    return -value if maximize else value
+
+
+def promoted(value: float, values: list[float], eta: int, maximize: bool, margin: float = 0.0) -> bool:
+    """Whether `value` is no worse than the best keep_count(len(values), eta)-th of `values` (which include it; the
+    cut) by more than `margin`; a value that is not finite (a diverging trial) is never promoted, and sorts last."""
     if value is None or not math.isfinite(value):
         return False
-    sign = -1.0 if maximize else 1.0
-    ranked = sorted(sign * v if v is not None and math.isfinite(v) else math.inf for v in values)
-    return sign * value <= ranked[keep_count(len(values), eta) - 1]
+    ranked = sorted(_signed(v, maximize) for v in values)
+    return _signed(value, maximize) <= ranked[keep_count(len(values), eta) - 1] + margin
+
+
+def rung_margin(metric: str, value: float, evaluated: int | None, cut: float, cut_evaluated: int | None
+                ) -> float | None:
+    """PRUNE_Z standard errors of the difference between `value` and the `cut` (each evaluated on its examples,
+    `task.evaluation_noise`), taken as independent: two trials evaluated on one subset are correlated, so this
+    overstates the noise of their difference, and errs towards letting a trial go on. None where the noise is not
+    known (a loss, or examples not on record)."""
+    a, b = evaluation_noise(metric, value, evaluated), evaluation_noise(metric, cut, cut_evaluated)
+    return None if a is None or b is None else PRUNE_Z * math.hypot(a, b)
+
+
+def judge(value: float, evaluated: int | None, others: list[tuple[float, int | None]], eta: int, metric: str,
+          maximize: bool) -> dict:
+    """A rung's decision for `value` (on `evaluated` examples) among the `others` published there (value,
+    examples): it is pruned only where it is worse than the kept cut (the keep_count-th best of all) by more than
+    the margin (`rung_margin`; without known noise, by anything: the plain rank rule). The fields a rung record
+    keeps to audit it: the cut, the margin, how many were kept of how many, the decision."""
+    everyone = [(value, evaluated), *others]
+    kept = keep_count(len(everyone), eta)
+    cut, cut_evaluated = sorted(everyone, key=lambda e: _signed(e[0], maximize))[kept - 1]
+    cut = cut if math.isfinite(_signed(cut, maximize)) else None  # fewer finite values than kept: no cut
+    margin = rung_margin(metric, value, evaluated, cut, cut_evaluated) if cut is not None else None
+    go_on = promoted(value, [v for v, _ in everyone], eta, maximize, margin or 0.0)
+    return {"cut": cut, "margin": margin, "kept": kept, "of": len(everyone),
+            "decision": "continue" if go_on else "prune"}
 
 
 @dataclass
@@ -81,6 +128,7 @@ class Peer:
     rungs: dict  # rung -> value published there
     ended: bool  # a summary exists: it will publish nothing more
     arrivals: dict = field(default_factory=dict)  # rung -> its arrival number there (absent in older records)
+    evaluated: dict = field(default_factory=dict)  # rung -> the examples its value was evaluated on (where known)
 
 
 @dataclass
@@ -105,13 +153,14 @@ class Pruner:
         """The last rung published but not decided (a synchronous wait a checkpoint carried over)."""
         return self.records[-1] if self.records and self.records[-1]["decision"] is None else None
 
-    def publish(self, rung: int, step: int, value: float) -> None:
+    def publish(self, rung: int, step: int, value: float, evaluated: int | None = None) -> None:
         """Write this trial's value at `rung` with its arrival: 1 + the latest arrival among the peers already
         there (two trials that publish before either sees the other share a number: they raced)."""
         self.records = [r for r in self.records if r["rung"] != rung]  # a resumed trial may replay a rung
         arrival = 1 + max((p.arrivals[rung] for p in self.peers() if rung in p.arrivals), default=0)
         self.records.append({"rung": rung, "step": step, "metric": self.metric, "value": value, "decision": None,
-                             "arrival": arrival})
+                             "arrival": arrival, "evaluated": evaluated,
+                             "noise": evaluation_noise(self.metric, value, evaluated)})
         self._write()
 
     def decide(self) -> str | None:
@@ -126,10 +175,11 @@ class Pruner:
             self._write()
             return None
         record.pop("waiting_for", None)
-        everyone = [record["value"], *values.values()]
-        go_on = promoted(record["value"], everyone, self.eta, self.maximize)
-        record.update(peers=values, kept=keep_count(len(everyone), self.eta), of=len(everyone),
-                      decision="continue" if go_on else "prune")
+        own = record.get("evaluated")
+        # a peer's examples where its record has them, else this trial's: the sweep evaluates a group on one subset
+        evaluated = {p.name: p.evaluated.get(rung) for p in peers}
+        others = [(v, evaluated.get(name) or own) for name, v in values.items()]
+        record.update(peers=values, **judge(record["value"], own, others, self.eta, self.metric, self.maximize))
         self._write()
         return record["decision"]
 
@@ -158,7 +208,8 @@ class Pruner:
             return None
         records = records or []
         return Peer(d.name, {r["rung"]: r["value"] for r in records}, (d / SUMMARY).exists(),
-                    {r["rung"]: r["arrival"] for r in records if "arrival" in r})
+                    {r["rung"]: r["arrival"] for r in records if "arrival" in r},
+                    {r["rung"]: r["evaluated"] for r in records if r.get("evaluated")})
 
     def _write(self) -> None:
         write_json(self.out / RUNGS_FILE, {"group": self.group, "mode": self.mode, "eta": self.eta,

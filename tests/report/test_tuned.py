@@ -211,6 +211,43 @@ def test_the_verdict_warns_when_trials_were_pruned_at_chance_level(tmp_path):
     assert "chance level" not in (out / "report.md").read_text()
 
 
+def _publish_rung(res, batch: int, values: list, decisions: list, evaluated: int = 500) -> None:
+    """Each search point of `batch` publishes `values[point]` at its first rung (4,096 samples) with its decision,
+    as a trial's rungs.json has it."""
+    for point, (value, decision) in enumerate(zip(values, decisions)):
+        rungs = {"group": f"b{batch}-sgd-none", "mode": "asha", "eta": 3, "metric": "val_top1", "maximize": True,
+                 "rung_steps": [4096 // batch], "rung_samples": [4096],
+                 "rungs": [{"rung": 1, "step": 4096 // batch, "metric": "val_top1", "value": value,
+                            "evaluated": evaluated, "decision": decision}]}
+        (res / f"b{batch}-sgd-none-p{point}-s0" / "rungs.json").write_text(json.dumps(rungs))
+
+
+def test_the_verdict_warns_where_a_rung_could_not_tell_its_trials_apart(tmp_path):
+    res = make_tuned_study(tmp_path / "tuned", pending=False)  # 4 classes: chance is val_top1 <= 0.30
+    # 500 images: the values of batch 512 lie within 2 standard errors of the difference of each other
+    _publish_rung(res, 512, [0.40, 0.44, 0.42], ["continue", "continue", "prune"])
+    # batch 256's best, 0.33, is within noise of chance (0.30 + 2 x 0.021)
+    _publish_rung(res, 256, [0.31, 0.33, 0.32], ["continue", "continue", "continue"])
+    # batch 1K: 0.35 arrived first and went on; 0.45, beyond noise better, arrived after 0.60 and was pruned
+    _publish_rung(res, 1024, [0.35, 0.60, 0.45], ["continue", "continue", "prune"])
+    # batch 2K decided: the pruned values are far below the one that went on
+    _publish_rung(res, 2048, [0.80, 0.40, 0.41], ["continue", "prune", "prune"])
+    out, _ = write_report([res], ReportOptions(out=tmp_path / "rep", formats=("md",)))
+    first = _sections((out / "report.md").read_text())[1]
+    fix = "give --prune-min-samples a larger value (a larger --eval-subset narrows the noise)"
+    assert ("- batch 256 (sgd-none): rung 1 at 4,096 samples could not tell its 3 trials apart (val_top1 0.31-0.33: "
+            "all within the evaluation's noise of each other; the best within noise of chance level): " + fix) in first
+    assert ("- batch 512 (sgd-none): rung 1 at 4,096 samples could not tell its 3 trials apart (val_top1 0.40-0.44: "
+            "all within the evaluation's noise of each other): " + fix) in first
+    assert ("- batch 1K (sgd-none): rung 1 at 4,096 samples was decided by arrival order among its 3 trials "
+            "(val_top1 0.35-0.60: a trial went on by arrival order while a better one, beyond noise, was pruned): "
+            "--prune sha decides in any order") in first
+    assert "batch 2K (sgd-none): rung" not in first
+    calm = make_tuned_study(tmp_path / "calm", prune=())
+    out, _ = write_report([calm], ReportOptions(out=tmp_path / "rep2", formats=("md",)))
+    assert "could not tell" not in (out / "report.md").read_text()
+
+
 def _sections(md: str) -> list[str]:
     return md.split("\n## ")
 

@@ -61,7 +61,7 @@ def test_asynchronous_decisions_follow_arrival_order_and_are_recorded(tmp_path):
     saved = json.loads((tmp_path / "b" / RUNGS_FILE).read_text())
     assert saved["group"] == "b32-sgd" and saved["rungs"] == [
         {"rung": 1, "step": 4, "metric": "val_top1", "value": 0.4, "decision": "prune", "peers": {"a": 0.5},
-         "kept": 1, "of": 2, "arrival": 2}]
+         "kept": 1, "of": 2, "arrival": 2, "evaluated": None, "noise": None, "cut": 0.5, "margin": None}]
 
 
 def _arrivals(names: str):
@@ -88,7 +88,8 @@ def test_asynchronous_decisions_in_any_arrival_order_keep_the_best_and_record_th
         records = {n: json.loads((results / n / RUNGS_FILE).read_text())["rungs"][0] for n in values}
         assert records["c"]["decision"] == "continue", order  # the best (highest val_top1) at the rung
         for r in records.values():
-            assert promoted(r["value"], [r["value"], *r["peers"].values()], 3, True) == (r["decision"] == "continue")
+            assert promoted(r["value"], [r["value"], *r["peers"].values()], 3, True, r["margin"] or 0.0) == (
+                r["decision"] == "continue")
         published = [n for n, step in order if step == "publish"]  # one at a time here: arrivals 1, 2, 3
         assert [records[n]["arrival"] for n in published] == [1, 2, 3], order
 
@@ -126,6 +127,9 @@ def test_a_trial_is_pruned_against_a_peer_and_records_it(tiny_h5, tmp_path, run_
     assert good["rung_steps"] == [4, 8, 16, 32] and [r["decision"] for r in good["rungs"]] == ["continue"] * 4
     assert bad["status"] == "pruned" and bad["steps"] == 4
     assert bad["pruned_at"]["rung"] == 1 and bad["pruned_at"]["peers"] == {"good": good["rungs"][0]["value"]}
+    # judged on the 40 evaluated images; a loss has no known noise, so the plain rank rule decided
+    assert bad["pruned_at"]["evaluated"] == 40 and bad["pruned_at"]["noise"] is None
+    assert bad["pruned_at"]["margin"] is None and bad["pruned_at"]["cut"] == good["rungs"][0]["value"]
     records = [json.loads(line) for line in (tmp_path / "bad" / "metrics.jsonl").read_text().splitlines()]
     assert [r.get("kind") for r in records] == ["step", None] and records[1]["partial"]
     assert records[0]["subset"] == 40 and records[0]["step"] == 4
@@ -172,3 +176,46 @@ def test_a_trial_with_rungs_in_samples_records_steps_and_samples(tiny_h5, tmp_pa
 def test_inconsistent_options_are_one_line(tiny_h5, tmp_path, run_cli, option, message):
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *option)
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+# Five LRs of one batch at their first rung, val_top1 on a 500-image subset: each value lies within two standard
+# errors of the difference (binomial) of every other, so the rung cannot tell them apart (issue 52, item 4)
+WITHIN_NOISE = {"a": 0.20, "b": 0.22, "c": 0.24, "d": 0.21, "e": 0.19}
+
+
+def _decisions(results, values: dict, order, evaluated=500, metric="val_top1") -> dict:
+    """Each trial of `order` publishes its value at rung 1 and decides, one after another; their records."""
+    for name in order:
+        p = Pruner(results / name, "asha", "b256-sgd", 3, metric, not metric.endswith("loss"), [16])
+        (results / name).mkdir(parents=True, exist_ok=True)
+        p.publish(1, 16, values[name], evaluated=evaluated)
+        p.decide()
+    return {n: json.loads((results / n / RUNGS_FILE).read_text())["rungs"][0] for n in order}
+
+
+def test_values_within_the_evaluations_noise_get_the_same_decisions_in_every_arrival_order(tmp_path):
+    seen = set()
+    for i, order in enumerate(itertools.permutations(WITHIN_NOISE)):
+        records = _decisions(tmp_path / str(i), WITHIN_NOISE, order)
+        seen.add(tuple(sorted((n, r["decision"]) for n, r in records.items())))
+    assert seen == {tuple((n, "continue") for n in sorted(WITHIN_NOISE))}  # all go on, whoever came first
+
+
+def test_a_value_many_standard_errors_worse_than_the_cut_is_still_pruned(tmp_path):
+    records = _decisions(tmp_path, {"good": 0.60, "bad": 0.20}, ["good", "bad"])
+    bad = records["bad"]
+    se_good, se_bad = math.sqrt(0.6 * 0.4 / 500), math.sqrt(0.2 * 0.8 / 500)
+    assert bad["decision"] == "prune" and bad["cut"] == 0.60 and bad["evaluated"] == 500
+    assert bad["noise"] == pytest.approx(se_bad) and bad["margin"] == pytest.approx(2 * math.hypot(se_good, se_bad))
+    # just inside the margin (0.40 below 0.60 by less than 2 SE of the difference at 50 images) it goes on
+    near = _decisions(tmp_path / "small", {"good": 0.60, "near": 0.45}, ["good", "near"], evaluated=50)["near"]
+    assert near["decision"] == "continue" and near["margin"] > 0.15
+
+
+def test_a_loss_has_no_known_noise_and_keeps_the_rank_rule(tmp_path):
+    records = _decisions(tmp_path, {"a": 1.00, "b": 1.01}, ["a", "b"], metric="val_loss")
+    assert records["b"]["decision"] == "prune"  # worse by 0.01: no noise to forgive it
+    assert records["b"]["noise"] is None and records["b"]["margin"] is None and records["b"]["cut"] == 1.00
+    # an accuracy whose evaluated examples are not known (an older record) is ranked the same way
+    unknown = _decisions(tmp_path / "old", {"a": 0.22, "b": 0.21}, ["a", "b"], evaluated=None)["b"]
+    assert unknown["decision"] == "prune" and unknown["noise"] is None and unknown["margin"] is None
