@@ -33,7 +33,8 @@ DEFAULT_LR = {"sgd": 0.05, "nesterov": 0.05, "adamw": 1e-3, "lamb": 2e-3, "lars"
 MID_BATCH, SMALLEST = 64, 8
 EVAL_SHARE = 0.10  # evaluations inside epochs: at most this share of training time
 SPACINGS = (0.15, 0.2, 0.3)  # step evaluations' spacing, finest first (a crossing bracketed within 15%)
-SUBSETS = (2000, 1000, 500, 250)  # evaluation subsets tried, largest first (the whole split before them)
+SUBSETS = (2000, 1000, 500, 250, 100)  # evaluation subsets tried, largest first (the whole split before them)
+EVAL_BATCH = 256  # evaluation keeps no activations: a batch this large costs little memory and far less time
 SEARCH_TRIALS, CONFIRM_TOP = 6, 2
 GRID_SHARE = 0.5  # the grid and its confirmation may take half the sweep's budget: the rounds get the rest
 
@@ -131,7 +132,7 @@ def trial_options(o: DesignOptions, facts: DataFacts, batch: int, lr: float, epo
     extra = {"momentum": 0.9} if OPTIMIZERS[o.optimizer].has_momentum else {}
     return {"data": str(o.data), "model": o.model, "optimizer": o.optimizer, **extra, "base_lr": float(f"{lr:.4g}"),
             "ref_batch": batch, "lr_scaling": "none", "global_batch": batch, "schedule": "constant",
-            "augment": False, "last_batch": "keep", "epochs": epochs, "seed": o.seed,
+            "augment": False, "last_batch": "keep", "epochs": epochs, "seed": o.seed, "eval_batch": EVAL_BATCH,
             "eval_every_samples": max(1, facts.train // evals), "out": str(out)}
 
 
@@ -195,9 +196,9 @@ def timing_of(o: DesignOptions, facts: DataFacts, folder: Path, batch: int, lr: 
     from lbscale.sweep.estimate import time_shape
 
     p = sweep_trial(trial_options(o, facts, batch, lr, 1, folder / "timing"), facts, "timing")
-    t, started = time_shape(p, warm=True)
+    t, _ = time_shape(p, warm=True)  # the warm-start server's own start is paid once, here: not a trial's
     return {"step_seconds": t.step_seconds, "eval_seconds": t.eval_seconds, "eval_samples": t.eval_samples,
-            "startup": t.startup + started}
+            "startup": t.startup}
 
 
 def pilot_evals(timing: dict, facts: DataFacts, batch: int) -> int:
@@ -251,14 +252,17 @@ def pilot_state(o: DesignOptions, facts: DataFacts, folder: Path) -> dict:
 
 
 def run_stage(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, name: str, batch: int,
-              lrs: list[float]) -> list[tuple[float, list]]:
-    """Train the stage's LRs at `batch` (those not yet finished), add the wall time where any ran; each LR's
-    curve, in the order given."""
-    plans = [sweep_trial(trial_options(o, facts, batch, lr, pilot["epochs"], folder / lr_name(batch, lr),
+              lrs: list[float], epochs: int | None = None) -> list[tuple[float, list]]:
+    """Train the stage's LRs at `batch` for `epochs` (the pilot's by default; those not yet finished), add the
+    wall time where any ran; each LR's curve, in the order given."""
+    epochs = epochs or pilot["epochs"]
+    plans = [sweep_trial(trial_options(o, facts, batch, lr, epochs, folder / lr_name(batch, lr),
                                        pilot["evals"]), facts, lr_name(batch, lr)) for lr in lrs]
     t0 = time.monotonic()
     if run_trials(plans, folder):  # what the pilot used of the budget: the trials this run trained
-        pilot["seconds"] = round(pilot["seconds"] + time.monotonic() - t0, 1)
+        took = time.monotonic() - t0
+        pilot["seconds"] = round(pilot["seconds"] + took, 1)
+        pilot[f"{name}_seconds"] = round(pilot.get(f"{name}_seconds", 0.0) + took, 1)
         write_json(folder / PILOT_FILE, pilot)
     return [(float(f"{lr:.4g}"), curve_of(p.out, facts.metric)) for lr, p in zip(lrs, plans)]
 
@@ -267,7 +271,7 @@ def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, d
     """The pilot (see the module's note): its record and each stage's (lr, curve) list."""
     pilot = pilot_state(o, facts, folder)
     mid, largest, lr = pilot["mid"], pilot["largest"], pilot["lr"]
-    print(f"design: pilot of {pilot['epochs']} epochs a trial at batch {mid} and {largest}, in {folder}",
+    print(f"design: pilot of {pilot['epochs']} epochs a trial at batch {mid}, then batch {largest}, in {folder}",
           flush=True)
     stage = run_stage(o, facts, folder, pilot, "mid", mid, [lr / LR_STEP, lr, lr * LR_STEP])
     best = max(range(len(stage)), key=lambda i: final_value(stage[i][1]))
@@ -276,8 +280,23 @@ def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, d
         stage = run_stage(o, facts, folder, pilot, "mid", mid, [s[0] for s in stage] + [edge])
     lr_mid = max(stage, key=lambda s: final_value(s[1]))[0]
     moved = lr_mid * math.sqrt(largest / mid)
-    top = run_stage(o, facts, folder, pilot, "largest", largest, [moved / LR_STEP, moved, moved * LR_STEP])
+    if "epochs_largest" not in pilot:
+        pilot["epochs_largest"] = largest_epochs(pilot, len(stage), parse_wall(o.wall))
+        write_json(folder / PILOT_FILE, pilot)
+    top = run_stage(o, facts, folder, pilot, "largest", largest, [moved / LR_STEP, moved, moved * LR_STEP],
+                    pilot["epochs_largest"])
     return pilot, {"mid": stage, "largest": top}
+
+
+def largest_epochs(pilot: dict, trials: int, wall: float) -> int:
+    """Epochs of the largest batch's three trials: what the pilot has left, at the middle stage's measured pace
+    per epoch (a larger batch costs no more a sample), at least the middle stage's and at most 12. The largest
+    batch needs the most samples to a target, and its LRs' order is what the first rung rests on."""
+    per_trial = pilot.get("mid_seconds", 0.0) / max(trials, 1)
+    per_epoch = max(per_trial - pilot["timing"]["startup"], 1e-9) / pilot["epochs"]
+    left = pilot_limit(wall) - pilot["seconds"]
+    fit = int((left / 3 - pilot["timing"]["startup"]) // per_epoch)
+    return min(max(fit, pilot["epochs"]), 12)
 
 
 def costs_of(folder: Path, pilot: dict, stages: dict, facts: DataFacts) -> dict:
@@ -519,6 +538,7 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
         f"  eval_spacing: {ev['spacing']:g}  # a crossing bracketed within {ev['spacing']:.0%} of its steps",
         f"  eval_first: {ev['first']}  # a quarter of the fewest predicted steps to the target "
         f"(batch {top}: {plan['samples'][top] / top:,.0f})",
+        f"  eval_batch: {EVAL_BATCH}  # evaluation keeps no activations: a large batch is cheap",
         f"  eval_subset: {ev['subset']}  # step evaluations predicted at {ev['share']:.1%} of training time "
         f"(at most {EVAL_SHARE:.0%}; {pilot['timing']['eval_seconds']:.3g} s for {pilot['timing']['eval_samples']:,} "
         "images); a value near the target is checked on the whole split",
