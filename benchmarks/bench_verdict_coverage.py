@@ -259,13 +259,16 @@ def mlperf() -> str:
 
     t, _ = published("mlperf-resnet50")
     b, lo, hi = mlperf_runs(t)
-    e = fit(Observations.of(b, None, lo, hi)).estimates["b_crit"]
+    model = fit(Observations.of(b, None, lo, hi))
+    e, lack = model.estimates["b_crit"], model.extra["lack_of_fit"]
     bs = t["global_batch"].to_numpy(float)
     means = (t["epochs_to_target"] * t["train_samples"]).to_numpy(float) / bs
     point = math.exp(least_squares(lambda p: p[0] + np.log1p(np.exp(p[1]) / bs) - np.log(means), [7.0, 10.0]).x[1])
     _, old_lo, old_hi = old_t_interval(bs, means, means)
     return (f"MLPerf ResNet-50 reference convergence points ({len(b)} runs at {len(bs)} batches): B_crit "
-            f"{e.value:,.0f} [{e.lo:,.0f}, {e.hi:,.0f}] ({e.kind}); the old fit through the per-batch means: "
+            f"{e.value:,.0f} [{e.lo:,.0f}, {e.hi:,.0f}] ({e.kind}; lack of fit p = {lack['p']:.1g}, F on "
+            f"{lack['dof']} and {lack['pure_dof']} dof, rejected: {lack['rejected']}); the old fit through the "
+            "per-batch means: "
             f"{point:,.0f} [{old_lo:,.0f}, {old_hi:,.0f}]")
 
 
