@@ -253,7 +253,7 @@ def lack_of_fit(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat:
     n = int(obs.reached.sum())
     pure = n - int(free.free.sum())  # what is left for the noise within the batches
     if dof < 1 or pure < 3:  # no replicates to judge the scatter by: the curve's own residuals are the noise
-        return {"dof": max(dof, 0), "pure_dof": pure, "deviance": math.nan, "F": math.nan, "p": math.nan,
+        return {"dof": max(dof, 0), "pure_dof": max(pure, 0), "deviance": math.nan, "F": math.nan, "p": math.nan,
                 "phi": 1.0, "rejected": False}
     start = np.concatenate([theta, theta[0] + np.logaddexp(0.0, theta[1] - free.batches)])
     val, _ = Fitter(free, span).minimise(start)
