@@ -13,6 +13,11 @@ trial that needs more than its budget stops there unreached; where `diverge` is 
 diverges at step 5. The LR search is 6 points a factor `grid` apart around a guess of lr* that is off by up to half
 a grid step (one draw per study); each batch's best point is rerun with one more seed (a confirmation stage).
 
+Beside the coverage, the lack-of-fit test's rejection rate on the same studies (each drawn from the curve itself:
+a test at 10% should reject about 10% of them), and `python benchmarks/bench_verdict_coverage.py lack_of_fit`
+for that rate alone in the regimes of `LACK_REGIMES` (a fit without profiles, ~0.3 s a study), with what chi^2
+on the same deviance (the reference before issue 53) would have rejected.
+
 `python benchmarks/run.py verdict_coverage` (1,000 studies per regime: a standard error of ~1 point at 90%);
 LBSCALE_COVERAGE_STUDIES=N for fewer.
 """
@@ -55,6 +60,11 @@ REGIMES = [
            sigma=(0.05, 0.5), grid=2.0, diverge=2.0),
     Regime("V-shaped bowl 1 + 0.5 |log2 d|, B_crit 128", bowl="v"),
 ]
+# correctly specified studies (the curve itself, no cliff) for the lack-of-fit test's rate, the truth inside,
+# above and below the batches
+LACK_REGIMES = [REGIMES[0], REGIMES[1], REGIMES[4],
+                Regime("B_crit 2048, above the batches 32-512", b_crit=2048.0),
+                Regime("B_crit 8, below the batches 32-512", b_crit=8.0)]
 
 
 def _evaluations(limit: float) -> np.ndarray:
@@ -151,11 +161,38 @@ def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False) -> dic
             kind, lo, hi = (e.kind, e.lo, e.hi) if e is not None and e.lo is not None else ("none", -math.inf,
                                                                                              math.inf)
             row[q] = (kind, lo, hi, covers(kind, lo, hi, truth), false_bound(kind, lo, hi, truth))
+        row["lack"] = lack_outcome(f)
         if old:
             k, lo, hi = old_t_interval(batch, low, high)
             row["old"] = (k, lo, hi, covers(k, lo, hi, r.b_crit), false_bound(k, lo, hi, r.b_crit))
         rows.append(row)
     return summarise(rows)
+
+
+def lack_outcome(f) -> tuple[bool, bool, bool]:
+    """(tested, rejected at 10% by the fit's F reference, rejected by chi^2 on the same deviance) of a fit's
+    lack-of-fit test; (False, False, False) without a fit."""
+    from scipy.stats import chi2
+
+    lack = f.extra["lack_of_fit"] if f is not None else {}
+    tested = bool(np.isfinite(lack.get("p", math.nan)))
+    return tested, bool(lack.get("rejected")), tested and float(chi2.sf(lack["deviance"], lack["dof"])) < 0.1
+
+
+def lack_of_fit_rate(r: Regime, studies: int, seed: int = 0) -> dict:
+    """The lack-of-fit test's rejection rate over studies drawn from `r` (the curve itself): a fit without
+    profiles; 'rejected' and 'rejected_chi2' are shares of the studies where it was tested."""
+    from lbscale.report.steps_model import Observations, fit
+
+    rng = np.random.default_rng(seed)
+    rows = [lack_outcome(fit(Observations.of(*simulate(rng, r)), quantities=())) for _ in range(studies)]
+    return _lack_rates(rows) | {"studies": studies}
+
+
+def _lack_rates(rows) -> dict:
+    tested = [row for row in rows if row[0]]
+    return {"tested": len(tested), "rejected": float(np.mean([row[1] for row in tested])) if tested else math.nan,
+            "rejected_chi2": float(np.mean([row[2] for row in tested])) if tested else math.nan}
 
 
 def run_ratio(r_a: Regime, r_b: Regime, pairs: int, seed: int = 99) -> dict:
@@ -182,6 +219,9 @@ def _ratio(rows, q):
 
 def summarise(rows) -> dict:
     out = {"studies": len(rows)}
+    if "lack" in rows[0]:
+        lack = _lack_rates([row["lack"] for row in rows])
+        out.update({"lack_tested": lack["tested"], "lack_rejected": lack["rejected"]})
     for q in ("b_crit", "alpha", "old"):
         if q not in rows[0]:
             continue
@@ -219,13 +259,16 @@ def mlperf() -> str:
 
     t, _ = published("mlperf-resnet50")
     b, lo, hi = mlperf_runs(t)
-    e = fit(Observations.of(b, None, lo, hi)).estimates["b_crit"]
+    model = fit(Observations.of(b, None, lo, hi))
+    e, lack = model.estimates["b_crit"], model.extra["lack_of_fit"]
     bs = t["global_batch"].to_numpy(float)
     means = (t["epochs_to_target"] * t["train_samples"]).to_numpy(float) / bs
     point = math.exp(least_squares(lambda p: p[0] + np.log1p(np.exp(p[1]) / bs) - np.log(means), [7.0, 10.0]).x[1])
     _, old_lo, old_hi = old_t_interval(bs, means, means)
     return (f"MLPerf ResNet-50 reference convergence points ({len(b)} runs at {len(bs)} batches): B_crit "
-            f"{e.value:,.0f} [{e.lo:,.0f}, {e.hi:,.0f}] ({e.kind}); the old fit through the per-batch means: "
+            f"{e.value:,.0f} [{e.lo:,.0f}, {e.hi:,.0f}] ({e.kind}; lack of fit p = {lack['p']:.1g}, F on "
+            f"{lack['dof']} and {lack['pure_dof']} dof, rejected: {lack['rejected']}); the old fit through the "
+            "per-batch means: "
             f"{point:,.0f} [{old_lo:,.0f}, {old_hi:,.0f}]")
 
 
@@ -233,19 +276,20 @@ def main():
     studies = int(os.environ.get("LBSCALE_COVERAGE_STUDIES", "1000"))
     print(f"verdict coverage: {studies} studies per regime, nominal 90%, strict scoring (a tie is a miss)")
     print("| regime | B_crit covered | bounds / unresolved | false bounds | median hi/lo | alpha covered | "
-          "alpha width | seconds |")
-    print("|---|---|---|---|---|---|---|---|")
+          "alpha width | lack of fit rejected (10%) | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(REGIMES):
         t0 = time.perf_counter()
         s = run_regime(r, studies, seed=i, old=True)
         print(f"| {r.name} | {100 * s['b_crit_covered']:.1f}% | {100 * s['b_crit_bounds']:.1f}% / "
               f"{100 * s['b_crit_unresolved']:.1f}% | {100 * s['b_crit_false_bounds']:.1f}% | "
               f"{s['b_crit_ratio']:.2f} | {100 * s['alpha_covered']:.1f}% | {s['alpha_width']:.2f} | "
-              f"{time.perf_counter() - t0:.0f} |", flush=True)
+              f"{100 * s['lack_rejected']:.1f}% of {s['lack_tested']} | {time.perf_counter() - t0:.0f} |",
+              flush=True)
         if "old_covered" in s:
             print(f"| (the old t-interval, same studies) | {100 * s['old_covered']:.1f}% | "
                   f"{100 * s['old_bounds']:.1f}% / {100 * s['old_unresolved']:.1f}% | "
-                  f"{100 * s['old_false_bounds']:.1f}% | {s['old_ratio']:.2f} | | | |", flush=True)
+                  f"{100 * s['old_false_bounds']:.1f}% | {s['old_ratio']:.2f} | | | | |", flush=True)
     pairs = max(studies // 3, 50)
     t0 = time.perf_counter()
     r = run_ratio(Regime("arm a", b_crit=400.0, sigma=(0.05, 0.5)), REGIMES[0], pairs)
@@ -255,6 +299,19 @@ def main():
     print(mlperf(), flush=True)
 
 
+def lack_of_fit_main():
+    """The lack-of-fit test's rejection rate on correctly specified studies, F (the fit's) and chi^2 (before)."""
+    studies = int(os.environ.get("LBSCALE_COVERAGE_STUDIES", "1000"))
+    print(f"lack of fit on studies drawn from the curve itself: {studies} per regime, nominal 10%")
+    print("| regime | tested | rejected (F) | rejected (chi^2 on the same deviance) | seconds |")
+    print("|---|---|---|---|---|")
+    for i, r in enumerate(LACK_REGIMES):
+        t0 = time.perf_counter()
+        s = lack_of_fit_rate(r, studies, seed=200 + i)
+        print(f"| {r.name} | {s['tested']} | {100 * s['rejected']:.1f}% | {100 * s['rejected_chi2']:.1f}% | "
+              f"{time.perf_counter() - t0:.0f} |", flush=True)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    main()
+    lack_of_fit_main() if sys.argv[1:] == ["lack_of_fit"] else main()

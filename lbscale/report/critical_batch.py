@@ -103,11 +103,19 @@ def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, level: f
                 "sigma_lo": float(model.sigma(min(model.batches))), "sigma_hi": float(model.sigma(max(model.batches))),
                 "bowl_k": math.exp(model.params["log_k"]) if model.bowl else None,
                 "c": math.exp(model.params["lr0"] - model.params["alpha"] * model.x0) if model.bowl else None})
-    forms = model.extra.get("lr_forms") or {}
-    row.update({"lr_tested": bool(forms.get("tested")), "lr_model": forms.get("named"),
-                **{k: forms.get(k) for k in ("p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind",
-                                             "eps_max")}})
+    row.update(_tests_columns(model))
     return {"row": row, "optima": optima, "model": model}
+
+
+def _tests_columns(model) -> dict:
+    """The model's tests as columns: the LR's form (`steps_model.lr_forms`) and the curve's lack of fit
+    (`steps_model.lack_of_fit`: its F test's p, dof, the scale phi a rejected fit's intervals take)."""
+    forms = model.extra.get("lr_forms") or {}
+    lack = model.extra["lack_of_fit"]
+    return {"lr_tested": bool(forms.get("tested")), "lr_model": forms.get("named"),
+            **{k: forms.get(k) for k in ("p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind",
+                                         "eps_max")},
+            **{f"lack_of_fit_{k}": lack[k] for k in ("p", "dof", "pure_dof", "phi", "rejected")}}
 
 
 def arm_ratios(models: dict, level: float = LEVEL) -> pd.DataFrame:
@@ -129,8 +137,9 @@ FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored",
                "seeds_others", "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_tested",
                "lr_model", "p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind", "eps_max", "b_crit",
                "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi", "s_min_kind",
-               "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "dof", "n_fit", "params", "sigma_lo", "sigma_hi",
-               "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
+               "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "lack_of_fit_p", "lack_of_fit_dof",
+               "lack_of_fit_pure_dof", "lack_of_fit_phi", "lack_of_fit_rejected", "dof", "n_fit", "params",
+               "sigma_lo", "sigma_hi", "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
 
 
 def tuned_fits(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, target: float | None, maximize: bool,

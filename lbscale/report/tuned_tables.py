@@ -115,6 +115,35 @@ def critical_text(f) -> str:
     return f"{text} ({reason})" if isinstance(reason, str) and reason else text
 
 
+def p_text(p) -> str:
+    """A p-value: two decimals, one significant figure below 0.01 (2e-47)."""
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.1g}"
+
+
+def _lack_rejected(f) -> bool:
+    v = f.get("lack_of_fit_rejected")
+    return bool(v) if v is not None and pd.notna(v) else False
+
+
+def lack_of_fit_text(f) -> str:
+    """Where the curve's lack-of-fit test rejected it (`steps_model.lack_of_fit`): that it does not describe the
+    trials, with its p, and that the curve's intervals were widened to the batches' scatter; '' otherwise."""
+    if not _lack_rejected(f):
+        return ""
+    return (f"the curve does not describe these trials well, p = {p_text(f['lack_of_fit_p'])} (lack of fit: the "
+            "batches scatter about S_min (1 + B_crit / B) more than the trials within each allow; F on "
+            f"{int(f['lack_of_fit_dof'])} and {int(f['lack_of_fit_pure_dof'])} dof); intervals widened to their "
+            "scatter (B_crit, S_min, E_min)")
+
+
+def lack_of_fit_cell(f) -> str:
+    """The lack-of-fit test's p in the fits table, '(rejected)' below 10%; '-' where it was not tested."""
+    p = f.get("lack_of_fit_p")
+    if p is None or pd.isna(p):
+        return "-"
+    return p_text(p) + (" (rejected)" if _lack_rejected(f) else "")
+
+
 def regimes_text(f) -> str:
     """What a doubling of the batch buys, from B_crit and its interval: >= 45% fewer steps below B_crit / 9,
     under 10% above 4 B_crit (1 - S(2B) / S(B) = B_crit / (2 (B + B_crit))); S_min and E_min = S_min B_crit (the
@@ -235,6 +264,7 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                      "Edges": f["edges"] or "-",
                      "Noise sigma (smallest, largest batch)": f"{f['sigma_lo']:.2f}, {f['sigma_hi']:.2f}"
                      if pd.notna(f.get("sigma_lo")) else "-",
+                     "Lack of fit p": lack_of_fit_cell(f),
                      "B_simple at target (GNS)": number(float(at.median())) if len(at) else "-"})
         tidy.append({**f.to_dict(), "gns_b_simple": float(at.median()) if len(at) else None})
     return Table("tuned-fits", "Critical batch and optimal LR: one model over every trial (tuned)",
@@ -250,6 +280,10 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                   "where only the lower end is bounded, '< x' only the upper, 'not resolved' neither: nothing is "
                   "clipped to the measured batches",
                   "alpha: the slope of log lr* over log B across the measured batches",
+                  "Lack of fit p: the curve against a free level of log S per batch (F on batches - 2 and the "
+                  "replicates' degrees of freedom); where it is below 0.1 (rejected) the curve does not describe the "
+                  "trials well and the intervals of B_crit, S_min and E_min take the batches' scatter about it; '-' "
+                  "where too few replicates were left to judge it by",
                   "B_simple at target: the median over the batches' best trials of the noise scale where each "
                   "reached the target (McCandlish et al.'s predictor of B_crit, up to a factor)"
                   + (f": {gns_sources(gns)}" if gns is not None and len(gns) else
@@ -277,8 +311,9 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
 def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None,
             gns: pd.DataFrame | None = None) -> list[str]:
     """Three lines per variant: the critical batch and its regimes, the optimal LR, each as the data support it,
-    and what they rest on; a fourth beside the critical batch where its best trials measured B_simple at the
-    target (`gns`: `noise_scale.gns_at_target`). `searches`: per variant {points, seeds} of the search per batch."""
+    and what they rest on; beside the critical batch, one naming a rejected fit (`lack_of_fit_text`), and one
+    where its best trials measured B_simple at the target (`gns`: `noise_scale.gns_at_target`). `searches`: per
+    variant {points, seeds} of the search per batch."""
     if fits.empty:
         return [f"no evaluations of {metric} yet: nothing to fit"]
     lines = []
@@ -292,6 +327,9 @@ def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dic
             crit = f"{crit}; {reg}" if reg else crit
         search = (searches or {}).get(f["variant"], {})
         lines.append(f"{f['variant']}: {crit}")
+        lack = lack_of_fit_text(f) if target is not None else ""
+        if lack:
+            lines.append(f"{f['variant']}: {lack}")
         at = variant_gns(gns, f["variant"]) if target is not None else pd.Series(dtype=float)
         if len(at):
             lines.append(f"{f['variant']}: B_simple at target ~ {number(float(at.median()))} (the median of {len(at)} "

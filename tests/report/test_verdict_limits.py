@@ -274,3 +274,49 @@ def test_what_would_resolve_it_never_counts_below_zero():
 
     assert "left over" not in resolve_hint("none", [32.0, 64.0], "", 2, dof=-1)
     assert "more trials that reach the target (only 3 left over" in resolve_hint("none", [32.0, 64.0], "", 2, dof=3)
+
+
+def mlperf_frames(target: float = 0.759):
+    """(trials, steps) of MLPerf's ResNet-50 reference convergence points as the report reads a study: every
+    reference run a trial of its batch at the batch's tuned LR, evaluated at whole epochs, below the target one
+    epoch before it converged and at it when it did."""
+    from lbscale.report import published
+
+    table, _ = published("mlperf-resnet50")
+    trials, steps = [], []
+    for r in table.itertuples():
+        for j, epochs in enumerate(map(int, str(r.epochs_per_run).split())):
+            name = f"b{r.global_batch}-run{j}"
+            trials.append({"results": "mlperf", "trial": name, "variant": "lars", "global_batch": r.global_batch,
+                           "seed": j, "state": "completed", "peak_lr": r.base_lr, "base_lr": r.base_lr})
+            for e, v in ((epochs - 1, target - 0.01), (epochs, target)):
+                steps.append({"results": "mlperf", "trial": name, "variant": "lars", "global_batch": r.global_batch,
+                              "step": e * r.train_samples / r.global_batch, "epoch": float(e),
+                              "elapsed_seconds": float(e), "val_top1": v, "kind": "epoch"})
+    return pd.DataFrame(trials), pd.DataFrame(steps)
+
+
+def test_a_rejected_fit_is_named_in_the_verdict_and_its_p_is_in_the_fits_table():
+    # issue 53 item 3: MLPerf's 10 batches scatter about S_min (1 + B_crit / B) far more than their 10-28 runs
+    # each allow (rejected at p ~ 1e-40); the verdict printed only "B_crit ~ 45167 [35147, 55186]"
+    from lbscale.report.tuned_tables import fits_table
+
+    trials, steps = mlperf_frames()
+    fits = tuned_fits(trials, steps, "val_top1", 0.759, True)
+    fit = fits.iloc[0]
+    assert fit["n_fit"] == 130 and fit["lack_of_fit_rejected"] and fit["lack_of_fit_p"] < 1e-20
+    assert (fit["lack_of_fit_dof"], fit["lack_of_fit_pure_dof"]) == (8, 118)
+    lines = verdict(fits, "val_top1", 0.759)
+    words = [x for x in lines if "the curve does not describe these trials well" in x]
+    assert len(words) == 1 and f"p = {fit['lack_of_fit_p']:.1g}" in words[0], lines
+    assert "intervals widened to their scatter" in words[0]
+    table = fits_table(None, fits, 0.759)
+    assert table.display["Lack of fit p"].iloc[0] == f"{fit['lack_of_fit_p']:.1g} (rejected)"
+    assert table.tidy["lack_of_fit_p"].iloc[0] == fit["lack_of_fit_p"]
+    # a curve that holds (steps flat in the batch, replicates of a power-law LR over 7 batches; this draw's p is
+    # 0.28): its p shown, no such words
+    trials, steps = frames(_replicated(lambda b: 0.01 * b ** 0.5, 16.0 * 2 ** np.arange(7), np.random.default_rng(13)))
+    fits = tuned_fits(trials, steps, "val_top1", 0.9, True)
+    assert fits.iloc[0]["lack_of_fit_p"] >= 0.1 and not fits.iloc[0]["lack_of_fit_rejected"]
+    assert not any("does not describe" in x for x in verdict(fits, "val_top1", 0.9))
+    assert fits_table(None, fits, 0.9).display["Lack of fit p"].iloc[0] == f"{fits.iloc[0]['lack_of_fit_p']:.2f}"
