@@ -205,7 +205,8 @@ def time_table(grid: pd.DataFrame, bases: list[Basis], per_gpu: float | None, mo
                          "Weak speed-up to target": number(weak["target_speedup"])})
             tidy.append({"variant": variant, "basis": basis, "gpus": int(r.gpus), "global_batch": r.global_batch,
                          "per_gpu": r.per_gpu, "steps": r.steps, "steps_source": r.steps_source,
-                         "step_seconds": r.step_seconds, "step_source": r.step_source, "seconds": r.seconds,
+                         "step_seconds": r.step_seconds, "step_source": r.step_source,
+                         "startup_seconds": r.startup_seconds, "seconds": r.seconds,
                          "seconds_lo": r.seconds_lo, "seconds_hi": r.seconds_hi, "gpu_hours": r.gpu_hours,
                          "gpu_hours_lo": r.gpu_hours_lo, "gpu_hours_hi": r.gpu_hours_hi,
                          "weak_per_gpu": per_gpu, "weak_seconds": weak["seconds"],
@@ -219,7 +220,9 @@ def time_table(grid: pd.DataFrame, bases: list[Basis], per_gpu: float | None, mo
                     " (no exposed share measured: all of it counted as exposed)")
                  + "; a measured point is its measurement; 'extrapolated': a per-GPU batch outside the measured "
                    f"ones ({number(model['per_gpu_span'][0])}..{number(model['per_gpu_span'][1])}). Intervals: the "
-                   "steps' fit (90%) and the step model's residual; none for interpolated steps.")
+                   "steps' fit (90%) and the step model's residual; none for interpolated steps. Each time adds "
+                   f"the start-up, {model['startup']:.3g} s (launch to the first step, mean over the 1-GPU trials; "
+                   "taken as the same at every GPU count).")
     if (grid["step_source"] == "no model").any():
         notes.append("GPU counts without a row: no trial recorded its gradient size (config.json's "
                      "gradient_bytes), so the all-reduce cannot be predicted there.")

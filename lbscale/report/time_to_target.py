@@ -3,14 +3,19 @@ two halves a study measures: the steps a batch needs (the steps model, `steps_mo
 a step takes at a local batch and GPU count (the step-time model below, with the ring all-reduce of
 `analysis.allreduce_model` at GPU counts not run). Pure DataFrame functions; docs/scaling-model.md has the equations.
 
-    time(B, K) = S(B) x step(B / K, K)          GPU-hours(B, K) = K x time(B, K) / 3600
+    time(B, K) = T0 + S(B) x step(B / K, K)     GPU-hours(B, K) = K x time(B, K) / 3600
     step(b, K) = a + c b  +  comm(K) + imbalance(K)     (b: samples per GPU per step, local batch x accumulation)
     comm(K)    = f x ring(K, gradient bytes), f the exposed share measured at K0 > 1 (1 where none was)
 
-At a measured (b, K) the step is the measured one, exactly. S(B) comes from the steps model over every trial with
-its profile-likelihood interval at every batch, measured or not (one level throughout), else (fewer than two
-reached batches) from the measured optima alone; a batch past the measured ones is predicted only where B_crit has
-a two-sided interval, and then marked extrapolated.
+T0 is a trial's start-up (launch to its first optimizer step: imports, data, network, process group; summary.json's
+`startup_seconds`), measured on the base: the mean over the 1-GPU trials, the fresh processes among them where there
+are any (a local sweep forks its 1-process trials warm, with torch already imported, and a K-GPU job starts fresh
+processes); 0 for an lbscale that did not record it. Taken as the same at every K: each process does the same work
+in parallel, and what K adds (the rendezvous, DDP's first broadcast) is not measured on the base; the time-to-target
+benchmark checks it at 2 processes. At a measured (b, K) the step is the measured one, exactly. S(B) comes from
+the steps model over every trial with its profile-likelihood interval at every batch, measured or not (one level
+throughout), else (fewer than two reached batches) from the measured optima alone; a batch past the measured ones
+is predicted only where B_crit has a two-sided interval, and then marked extrapolated.
 """
 
 from __future__ import annotations
@@ -27,15 +32,29 @@ from lbscale.analysis.intervals import LEVEL
 STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds", "train_seconds")
 
 
+def startup_per_trial(trials: pd.DataFrame) -> pd.Series:
+    """Each trial's start-up [s] as the step-time model counts it (NaN: not counted): its `startup_seconds`,
+    a warm-started trial's left out where a 1-GPU trial started fresh (a fork that imported nothing understates
+    what a fresh K-process job pays)."""
+    seconds = pd.to_numeric(trials.get("startup_seconds", pd.Series(math.nan, index=trials.index)),
+                            errors="coerce")
+    warm = trials.get("started", pd.Series(None, index=trials.index)) == "warm"
+    fresh_base = (~warm & seconds.notna() & (trials["gpus"] == 1)).any()
+    return seconds.where(~warm) if fresh_base else seconds
+
+
 def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """Per measured (per-GPU batch, GPUs): the seconds of one optimizer step, by part, over the trials' steady
     epochs (full epochs after the first; a trial with none, e.g. stopped at its target in its second epoch, gives
-    its first and its partial one), averaged over trials; with `gradient_bytes`. An epoch's steps: the
-    difference of its record's `step` to the one before (steps_per_epoch where no step was recorded)."""
+    its first and its partial one), averaged over trials; with `gradient_bytes` and the trials' mean start-up
+    (`startup_per_trial`). An epoch's steps: the difference of its record's `step` to the one before
+    (steps_per_epoch where no step was recorded)."""
     if epochs is None or not len(epochs):
-        return pd.DataFrame(columns=["per_gpu", "gpus", *STEP_PARTS, "gradient_bytes", "trials"])
+        return pd.DataFrame(columns=["per_gpu", "gpus", *STEP_PARTS, "gradient_bytes", "startup_seconds", "trials"])
+    trials = trials.assign(startup_seconds=startup_per_trial(trials))
     keys = ["results", "trial"]
-    extra = [c for c in ("global_batch", "gpus", "steps_per_epoch", "gradient_bytes") if c not in epochs]
+    extra = [c for c in ("global_batch", "gpus", "steps_per_epoch", "gradient_bytes", "startup_seconds")
+             if c not in epochs]
     e = epochs.merge(trials[[*keys, *extra]], on=keys) if extra else epochs
     e = e.sort_values([*keys, "epoch"])
     spe = pd.to_numeric(e["steps_per_epoch"], errors="coerce")
@@ -55,9 +74,11 @@ def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
         per["compute_seconds"] = (per["train_seconds"] - per["data_seconds"] - per["comm_seconds"]
                                   - per["imbalance_seconds"]).clip(lower=0.0)
     rows = pd.DataFrame({"per_gpu": e["global_batch"] / e["gpus"], "gpus": e["gpus"], "trial": e["trial"], **per,
-                         "gradient_bytes": pd.to_numeric(e["gradient_bytes"], errors="coerce")})
+                         "gradient_bytes": pd.to_numeric(e["gradient_bytes"], errors="coerce"),
+                         "startup_seconds": e["startup_seconds"]})
     per_trial = rows.groupby(["per_gpu", "gpus", "trial"]).mean(numeric_only=True).reset_index()
-    out = per_trial.groupby(["per_gpu", "gpus"]).agg(**{c: (c, "mean") for c in [*STEP_PARTS, "gradient_bytes"]},
+    parts = [*STEP_PARTS, "gradient_bytes", "startup_seconds"]
+    out = per_trial.groupby(["per_gpu", "gpus"]).agg(**{c: (c, "mean") for c in parts},
                                                      trials=("trial", "nunique")).reset_index()
     return out
 
@@ -65,7 +86,8 @@ def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
 def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
     """The step-time model from `measured_steps`: compute + data per step = a + c x per-GPU batch (least squares
     over the measured points, with its residual), the exposed share f of the ring all-reduce (mean over measured
-    points at K > 1; 1 where none), the imbalance per step (mean over K > 1), the gradient bytes."""
+    points at K > 1; 1 where none), the imbalance per step (mean over K > 1), the gradient bytes, and the start-up
+    T0 (mean over the 1-GPU points; 0 where none was recorded)."""
     m = measured.dropna(subset=["per_gpu"])
     x = m["per_gpu"].to_numpy(float)
     y = (m["compute_seconds"] + m["data_seconds"]).to_numpy(float)
@@ -78,6 +100,8 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
         a, c, residual = 0.0, float(y.mean() / x.mean()) if len(x) else 0.0, math.nan
     grad = float(m["gradient_bytes"].dropna().median()) if m["gradient_bytes"].notna().any() else math.nan
     multi = m[m["gpus"] > 1]
+    base = pd.to_numeric(m.loc[m["gpus"] == 1, "startup_seconds"], errors="coerce") if "startup_seconds" in m \
+        else pd.Series(dtype=float)
     shares = []
     if allreduce is not None and len(multi) and math.isfinite(grad):
         for r in multi.itertuples():
@@ -88,7 +112,8 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
             "per_gpu_span": (float(x.min()), float(x.max())) if len(x) else (math.nan, math.nan),
             "exposed": float(np.mean(shares)) if shares else 1.0, "calibrated": bool(shares),
             "imbalance": float(multi["imbalance_seconds"].mean()) if len(multi) else 0.0,
-            "gradient_bytes": grad, "allreduce": allreduce}
+            "gradient_bytes": grad, "allreduce": allreduce,
+            "startup": float(base.mean()) if base.notna().any() else 0.0}
 
 
 def _ring(gpus: int, gradient_bytes: float, allreduce: dict) -> float:
@@ -152,10 +177,11 @@ def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus, le
     """Time to target [s] and GPU-hours at every (global batch of `steps`, GPU count of `gpus`) where the batch
     splits into at least one sample per GPU, with an interval at `level`: S(B)'s interval and the step time's
     (its fit's residual times the t quantile on the fit's residual degrees of freedom; none at a measured step)
-    joined in log space (half-widths added in quadrature); each row's sources, and `measured_step` where the step
-    was measured."""
+    joined in log space (half-widths added in quadrature), the start-up T0 added to the time and both its ends
+    (`startup_seconds`); each row's sources, and `measured_step` where the step was measured."""
     rows = []
     q = _t(model.get("points", 0) - 2, level)
+    t0 = model.get("startup", 0.0)
     for r in steps.itertuples():
         for k in sorted(set(int(g) for g in gpus)):
             per_gpu = r.global_batch / k
@@ -163,13 +189,13 @@ def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus, le
                 continue
             step, source = step_seconds(model, measured, per_gpu, k)
             err = 0.0 if source == "measured" or not math.isfinite(model["residual"]) else q * model["residual"]
-            seconds = r.steps * step
             lo, hi = _joined(r.steps, r.steps_lo, r.steps_hi, step, err)
             rows.append({"global_batch": r.global_batch, "gpus": k, "per_gpu": per_gpu, "steps": r.steps,
                          "steps_source": r.steps_source, "step_seconds": step, "step_source": source,
-                         "seconds": seconds, "seconds_lo": lo, "seconds_hi": hi})
+                         "startup_seconds": t0, "seconds": t0 + r.steps * step, "seconds_lo": t0 + lo,
+                         "seconds_hi": t0 + hi})
     out = pd.DataFrame(rows, columns=["global_batch", "gpus", "per_gpu", "steps", "steps_source", "step_seconds",
-                                      "step_source", "seconds", "seconds_lo", "seconds_hi"])
+                                      "step_source", "startup_seconds", "seconds", "seconds_lo", "seconds_hi"])
     for col in ("", "_lo", "_hi"):
         out[f"gpu_hours{col}"] = out["gpus"] * out[f"seconds{col}"] / 3600
     return out

@@ -106,7 +106,7 @@ def _timing(summary: dict, timing: dict, epochs: int) -> dict:
         "epoch_seconds": epoch_s, "epoch_seconds_estimated": estimated,
         "images_per_second": summary.get("images_per_second"),
         "total_train_seconds": summary.get("total_train_seconds") or timing["train_seconds"],
-        "wall_seconds": summary.get("wall_seconds"),
+        "wall_seconds": summary.get("wall_seconds"), "startup_seconds": summary.get("startup_seconds"),
         **{k: timing[k] for k in ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds",
                                   "comm_share")},
     }
@@ -140,6 +140,7 @@ def trial_row(d: Path, names, timing: dict, epochs: int) -> dict:
         # what DDP all-reduces per step, for the scaling model; unknown (NaN) in an older lbscale's config.json
         "trainable_parameters": config.get("trainable_parameters", math.nan),
         "gradient_bytes": config.get("gradient_bytes", math.nan),
+        "started": config.get("started"),  # warm (forked, torch imported) or fresh: whose start-up the model takes
         "epochs": cfg.get("epochs"), **_timing(summary, timing, epochs),
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": target_metric, "target": _hardest(target, target_metric), "targets": _joined(target),

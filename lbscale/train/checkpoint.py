@@ -30,7 +30,8 @@ OLD_FIELDS = ("divergence", "branch", "grouping")  # an earlier lbscale kept the
 @dataclass
 class Progress:
     """Where a trial stands: the epoch and the micro-batch within it, optimizer steps, the first evaluation at the
-    target, where a divergence first held, and the training seconds of earlier processes of this trial."""
+    target, where a divergence first held, the training seconds of earlier processes of this trial, and the
+    start-up seconds of each of its processes so far (launch to the first step)."""
 
     epoch: int = 0
     batch: int = 0
@@ -39,6 +40,7 @@ class Progress:
     diverged_at: dict | None = None
     elapsed: float = 0.0
     target_hits: dict = field(default_factory=dict)  # target (as text) -> its first full-split evaluation
+    startup: float | None = None  # None: no process of it has trained yet, or the system does not say
 
 
 @dataclass

@@ -48,6 +48,24 @@ def detect_env(environ=None) -> DistEnv:
     return DistEnv()
 
 
+def launched_seconds_ago(env: DistEnv) -> float | None:
+    """Seconds since the process the user launched started: torchrun's (this rank's parent, which imports torch
+    and starts the ranks) under torchrun, else this process's own (a warm-started trial's from its fork); None
+    where the system does not say (no /proc)."""
+    pid = os.getppid() if env.launcher == "torchrun" else os.getpid()
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except OSError:
+        return None
+    # the 22nd field, the start in clock ticks after boot; counted after the name in parentheses, which may
+    # hold spaces
+    started = int(stat[stat.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+    return max(uptime - started, 0.0)
+
+
 def check_local_ranks(local_ranks: int, gpus: int) -> None:
     """One GPU per local rank: more ranks than GPUs would share one (NCCL aborts: "Duplicate GPU detected").
     Every rank raises this, before any process group exists, so none waits for the others."""

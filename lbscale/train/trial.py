@@ -71,6 +71,8 @@ class Trial:
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
+        launched = dist.launched_seconds_ago(env)
+        self.launched_at = None if launched is None else self.t_start - launched  # unknown: no start-up recorded
 
     # --- building -------------------------------------------------------------------------------
     def build(self) -> None:
@@ -141,6 +143,7 @@ class Trial:
         batches = Prefetcher(self.inputs.train.iterate(p.batch), pin_memory=self.device.type == "cuda")
         progress = bar(total=n_micro, desc=f"epoch {p.epoch + 1}/{self.cfg.epochs}", unit="batch", log_every=None,
                        start=p.batch, shown=self.env.is_main)
+        self.note_startup()
         self.pace.start()
         data_seconds, verdict, images = 0.0, None, 0
         try:
@@ -158,6 +161,14 @@ class Trial:
         progress.close()
         ips, compiled = self.pace.close(self.clock, data_seconds, self.train_step.take_comm_seconds)  # into the clock
         return verdict, self.epoch_timing(ips, compiled)
+
+    def note_startup(self) -> None:
+        """Once per process, as its first step starts: the seconds since launch (imports, data, network, process
+        group) into the progress, which sums them over a resumed trial's processes. The training clock starts
+        here, so the start-up is never also training time."""
+        if self.launched_at is not None:
+            self.progress.startup = (self.progress.startup or 0.0) + time.perf_counter() - self.launched_at
+            self.launched_at = None
 
     def micro_batch(self, batch) -> int:
         p = self.progress

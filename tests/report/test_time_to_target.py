@@ -77,6 +77,29 @@ def test_a_measured_point_is_the_measurement_exactly():
     assert row["steps"] == pytest.approx(5000 * (1500 / 5000) ** (np.log(4) / np.log(8)))
 
 
+def test_the_start_up_measured_on_the_base_is_added_once_per_trial():
+    # the 1-GPU trials started fresh in 4 s and 6 s (a warm-started one, which imported nothing, in 0.5 s); the
+    # 2-GPU trial in 9 s is not the base's. Time to target at (2048, 8 GPUs) by hand: 5 s + S(2048) x step
+    trials, epochs = records([(64, 1), (128, 1), (256, 1), (512, 2)])
+    trials["startup_seconds"] = [4.0, 6.0, 0.5, 9.0]
+    trials["started"] = ["fresh", "fresh", "warm", "fresh"]
+    measured = measured_steps(epochs, trials)
+    model = step_model(measured, ALLREDUCE)
+    assert model["startup"] == pytest.approx(5.0)
+    steps = pd.DataFrame({"global_batch": [2048.0], "steps": [s_of(2048)], "steps_lo": [0.9 * s_of(2048)],
+                          "steps_hi": [1.1 * s_of(2048)], "steps_source": ["model"]})
+    (row,) = time_grid(steps, model, measured, [8]).to_dict("records")
+    running = s_of(2048) * (compute(256) + comm(8))
+    assert row["startup_seconds"] == pytest.approx(5.0)
+    assert row["seconds"] == pytest.approx(5.0 + running, rel=1e-9)
+    assert row["seconds_lo"] == pytest.approx(5.0 + 0.9 * running, rel=0.05)  # the start-up moves both ends
+    assert row["gpu_hours"] == pytest.approx(8 * (5.0 + running) / 3600, rel=1e-9)
+    # an lbscale before the start-up was recorded: none added, as before
+    old = step_model(measured_steps(epochs, trials.drop(columns=["startup_seconds", "started"])), ALLREDUCE)
+    (row,) = time_grid(steps, old, measured, [8]).to_dict("records")
+    assert old["startup"] == 0.0 and row["seconds"] == pytest.approx(running, rel=1e-9)
+
+
 def test_without_a_model_nothing_is_predicted_past_the_measured_batches():
     reached = pd.DataFrame({"global_batch": [64, 128, 256], "steps_star": [4000, 2500, 1800]})
     s = interpolated_steps(reached, [32, 128, 512]).set_index("global_batch")
