@@ -26,6 +26,9 @@ TRIAL_COLUMNS = ["gpus", "warmup", "seed", "state", "peak_lr", "base_lr", "momen
 # started, with no final status yet (stopped by Ctrl-C or a preemption, still running, waiting at a rung): until
 # it reaches the target such a trial is evidence of nothing, neither a crossing nor "it needed more steps"
 UNFINISHED = ("running", "interrupted", "waiting")
+# trials whose stop says nothing of the steps they would have needed: unfinished ones, and failed ones (a crash, a
+# full disk); left out of the optima and the fit unless they reached the target before they stopped
+NO_EVIDENCE = (*UNFINISHED, "failed")
 
 
 def _first_per_group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -107,7 +110,7 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     that missed the target stopped), beside the trial's group_by columns and hyperparameters. A trial a longer run
     of its point and seed supersedes (`superseded`) has none. An unfinished trial (`UNFINISHED`) is left out until
     it has reached the target (`unfinished_trials` names those left out): where it stopped says nothing of the
-    steps it would have needed."""
+    steps it would have needed; so is a failed one (`NO_EVIDENCE`: a crash or a full disk is not a lack of steps)."""
     keys = list(TRIAL)
     trials = trials[~superseded(trials)]
     if metric not in steps:
@@ -127,15 +130,16 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     out["reached"] = out["steps_to_target"].notna()
     cols = [c for c in dict.fromkeys([*group_by, *GROUP, *TRIAL_COLUMNS, *hp_columns(trials)]) if c in trials]
     out = trials[keys + cols].merge(out, on=keys, how="inner")
-    return out[~(out["state"].isin(UNFINISHED) & ~out["reached"])] if "state" in out else out
+    return out[~(out["state"].isin(NO_EVIDENCE) & ~out["reached"])] if "state" in out else out
 
 
 def unfinished_trials(trials: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFrame:
-    """The unfinished trials (`UNFINISHED`) that `outcomes` (`trial_outcomes`) leave out: the rows of `trials`."""
+    """The unfinished and failed trials (`NO_EVIDENCE`) that `outcomes` (`trial_outcomes`) leave out: the rows
+    of `trials`."""
     if "state" not in trials:
         return trials.iloc[:0]
     kept = outcomes.set_index(list(TRIAL)).index
-    return trials[trials["state"].isin(UNFINISHED) & ~trials.set_index(list(TRIAL)).index.isin(kept)]
+    return trials[trials["state"].isin(NO_EVIDENCE) & ~trials.set_index(list(TRIAL)).index.isin(kept)]
 
 
 def superseded(trials: pd.DataFrame) -> pd.Series:

@@ -225,7 +225,7 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")
     left = _unfinished(f)
-    left = f"; {left} (interrupted or still running: no evidence either way)" if left else ""
+    left = f"; {left} (interrupted, still running or failed: no evidence either way)" if left else ""
     if target is None:
         intervals = f"{100 * LEVEL:.0f}% t-interval of alpha over the batches' best LRs"
     elif pd.notna(f.get("n_fit")):

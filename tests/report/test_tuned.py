@@ -647,7 +647,7 @@ def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdi
         pd.testing.assert_frame_equal(with_, without)
     verdict = _sections((reports["with"] / "report.md").read_text())[1]
     assert "2 of 2 batches reached val_top1 0.8" in verdict
-    assert "1 unfinished trial left out (interrupted or still running: no evidence either way)" in verdict
+    assert "1 unfinished trial left out (interrupted, still running or failed: no evidence either way)" in verdict
 
 
 def test_the_rounds_line_says_interrupted_for_a_sweep_stopped_with_ctrl_c_and_running_while_one_runs(tiny_h5,
@@ -685,3 +685,41 @@ def test_the_rounds_line_says_interrupted_for_a_sweep_stopped_with_ctrl_c_and_ru
         out, _ = write_report([results], ReportOptions(out=tmp_path / "live", formats=("md",)))
     assert line + "still running (the last round's trials are not all in)" in _sections(
         (out / "report.md").read_text())[1]
+
+
+def test_a_failed_trial_is_left_out_of_the_optima_and_the_fit_as_an_unfinished_one_is(tiny_h5, tmp_path):
+    """A trial that stopped on an error (a crash, a full disk) before the target says nothing of the steps it would
+    have needed: before, it entered the fit as right-censored at its last evaluation."""
+    import shutil
+
+    from lbscale.results import write_failed_summary
+    from tests.sweep.test_launch import lbscale
+
+    spec = tmp_path / "interrupted.yaml"
+    spec.write_text(INTERRUPTED.format(data=tiny_h5))
+    results = tmp_path / "res"
+    lbscale("sweep", spec, "--results", results, "--quiet")
+    victim = results / "b16-g1-sgd-none-p0-s1"
+    reached_at = json.loads((victim / "summary.json").read_text())["steps_to_target"]
+    gone = tmp_path / "gone"
+    shutil.copytree(results, gone)
+    shutil.rmtree(gone / victim.name)
+    for name in ("summary.json", "metrics.jsonl", "metrics.columns.json", "config.json", "checkpoint", "train.log"):
+        path = victim / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    stopped = lbscale("train", "--config", victim / "trial.yaml", "--resume", "--quiet",
+                      "--preempt-after-steps", reached_at // 2, check=False)
+    assert stopped.returncode == 75, stopped.stdout + stopped.stderr
+    write_failed_summary(victim, "RuntimeError: CUDA out of memory", exit_code=1)  # as the launcher records a crash
+    study = load_results([results])
+    assert study.trials.set_index("trial").loc[victim.name, "state"] == "failed"
+    reports = {}
+    for name, res in (("with", results), ("without", gone)):
+        out, _ = write_report([res], ReportOptions(out=tmp_path / f"rep-{name}", formats=("md", "csv")))
+        reports[name] = out
+    for table in ("tuned-best", "tuned-fits"):
+        with_, without = (pd.read_csv(reports[k] / "tables" / f"{table}.csv").drop(
+            columns=["results", "unfinished"], errors="ignore") for k in ("with", "without"))
+        pd.testing.assert_frame_equal(with_, without)
+    verdict = _sections((reports["with"] / "report.md").read_text())[1]
+    assert "1 unfinished trial left out (interrupted, still running or failed: no evidence either way)" in verdict
