@@ -19,6 +19,21 @@ def study_rounds(study: Study) -> list[dict]:
     return [r for p in study.sources for r in (read_json(Path(p) / ROUNDS) or {}).get("rounds", [])]
 
 
+def wall_spent(sources) -> tuple[float, float] | None:
+    """(seconds spent, the wall budget) of a sweep run with a wall-clock budget and rounds: its running periods
+    and the budget its last round recorded (`rounds.json`); None without either."""
+    from pathlib import Path
+
+    from lbscale.results import ROUNDS, read_json
+
+    for p in sources:
+        data = read_json(Path(p) / ROUNDS) or {}
+        budget = ((data.get("rounds") or [{}])[-1].get("settings") or {}).get("wall")
+        if budget and data.get("periods"):
+            return float(sum(q["seconds"] for q in data["periods"])), float(budget)
+    return None
+
+
 def _round_answer(answer: dict) -> str:
     from lbscale.analysis.rounds import answer_text
 
@@ -50,14 +65,20 @@ def sweep_running(study: Study) -> bool:
         live_sweep(Path(p)) for p in study.sources)
 
 
-def rounds_line(rounds: list[dict], running: bool) -> str | None:
+def rounds_line(rounds: list[dict], running: bool, wall: tuple[float, float] | None = None) -> str | None:
     """The verdict's line on the rounds: how many, and how they ended; where the last round's trials are not all
-    in, whether a process or job (`running`, `sweep_running`) still works on them or the sweep was stopped."""
+    in, whether a process or job (`running`, `sweep_running`) still works on them, the wall budget (`wall`:
+    seconds spent, the budget; `wall_spent`) stopped the sweep, or it was stopped by hand."""
     if not rounds:
         return None
     last = rounds[-1]
     added = sum(len(a["trials"]) for r in rounds for a in r.get("added", []))
-    end = last["stop"] or ("still running (the last round's trials are not all in)" if running else
-                           "interrupted (the last round's trials are not all in, and no sweep runs them: run the "
-                           "same command again to go on)")
+    if last["stop"] or running:
+        end = last["stop"] or "still running (the last round's trials are not all in)"
+    elif wall and wall[0] >= wall[1]:
+        end = (f"wall budget spent ({wall[0] / 60:.1f} of {wall[1] / 60:.1f} min): the last round's trials are not "
+               "all in; a rerun with a larger --wall goes on")
+    else:
+        end = ("interrupted (the last round's trials are not all in, and no sweep runs them: run the same command "
+               "again to go on)")
     return f"Rounds (--until-resolved): {len(rounds)}, {added} trials added; {end}."

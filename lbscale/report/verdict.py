@@ -67,7 +67,8 @@ def tuned_verdict(a) -> list[str]:
     if a.by_target:
         per_target = tuned_tables.per_target_line({**{t: f for t, (f, _) in a.by_target.items()}, a.target: a.fits},
                                                   a.metric)
-    rounds = rounds_tables.rounds_line(a.rounds, rounds_tables.sweep_running(a.study)) if a.rounds else None
+    rounds = (rounds_tables.rounds_line(a.rounds, rounds_tables.sweep_running(a.study),
+                                        rounds_tables.wall_spent(a.study.sources)) if a.rounds else None)
     halving = [tuned_tables.chance_line(*tuned.pruned_at_chance(trials, a.study.task)),
                *tuned_tables.undecided_lines(tuned.undecided_rungs(trials, a.study.task))]
     more = [per_target, a.advice, tuned_tables.eval_share_line(a.study.epochs), rounds]

@@ -63,3 +63,20 @@ def test_the_spec_wall_less_the_pilot_is_the_sweep_budget_and_a_bad_wall_is_one_
     spec.write_text(SPEC.format(data=tiny_h5, wall="wall: 3 hours"))
     bad = lbscale("sweep", spec, "--results", results, "--dry-run", check=False)
     assert bad.returncode == 2 and "wall" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
+
+
+def test_the_report_says_the_wall_budget_ended_the_rounds_where_it_did(tmp_path):
+    """Before, a study the wall budget stopped mid-round read "interrupted ... run the same command again"."""
+    import json
+
+    from lbscale.report.rounds_tables import rounds_line, wall_spent
+
+    rounds = [{"round": 1, "stop": None, "added": [{"trials": [{"id": "a"}, {"id": "b"}]}],
+               "settings": {"ratio": 4.0, "budget": None, "wall": 1074}}]
+    (tmp_path / "rounds.json").write_text(json.dumps({"rounds": rounds, "periods": [
+        {"start": "2026-11-28T17:07:00", "seconds": 600.0}, {"start": "2026-11-28T17:20:00", "seconds": 480.0}]}))
+    spent = wall_spent([tmp_path])
+    assert spent == (1080.0, 1074.0)
+    line = rounds_line(rounds, running=False, wall=spent)
+    assert "wall budget spent (18.0 of 17.9 min)" in line and "interrupted" not in line
+    assert "interrupted" in rounds_line(rounds, running=False, wall=(600.0, 1074.0))  # not spent: stopped by hand
