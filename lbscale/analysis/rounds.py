@@ -48,6 +48,10 @@ class Answer:
     kind: str
     lo: float
     hi: float
+    lack_of_fit_p: float | None = None  # the curve's lack-of-fit test against a free level per batch (None: untested)
+
+
+MISFIT_P = 0.01  # lack of fit this strong is the curve's shape, not chance (the test's level is 10%)
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,13 @@ def plan_round(answer: Answer, batches: list[BatchState], ratio: float = 4.0, tr
     sides = _sides(answer, batches, min_batch, max_batch, notes)
     actions += sides
     actions += _edges(reached)
-    if answer.kind == "none" or (answer.kind == "interval") or not sides:
+    misfit = answer.lack_of_fit_p is not None and answer.lack_of_fit_p < MISFIT_P
+    if (answer.kind == "none" or (answer.kind == "interval") or not sides) and not misfit:
         actions += _seeds(answer, reached)
+    if not actions and misfit:  # seeds narrow the noise within a batch, not the batches' scatter about the curve
+        return Round(f"the curve does not describe the batches (lack of fit p = {answer.lack_of_fit_p:.2g}): more "
+                     f"seeds cannot narrow B_crit {_said(answer)}; the steps per batch are in the report (a model "
+                     "whose knee can vary would say more)", notes=tuple(notes))
     if not actions:
         return Round("nothing left to add: " + "; ".join(notes), notes=tuple(notes))
     kept = _within(actions, trials_left, trials_per_batch)

@@ -29,8 +29,10 @@ def decider(metric: str, target: float, ratio: float):
         for arm, o in arms(outcomes, "variant"):
             row = fits.loc[arm]
             kind = row["b_crit_kind"] if isinstance(row["b_crit_kind"], str) else "none"
+            p = row.get("lack_of_fit_p")
             answer = Answer(kind, float(row["b_crit_lo"]) if kind != "none" else 0.0,
-                            float(row["b_crit_hi"]) if kind != "none" else float("inf"))
+                            float(row["b_crit_hi"]) if kind != "none" else float("inf"),
+                            float(p) if p is not None and p == p else None)
             answers[str(arm)] = {"kind": kind, "value": _num(row["b_crit"]),  # an open end is null (strict JSON)
                                  "lo": _num(answer.lo) if answer.lo > 0 else None, "hi": _num(answer.hi)}
             rounds.append(plan_round(answer, states(o, target, maximize), ratio, trials_left, trials_per_batch,

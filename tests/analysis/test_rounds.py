@@ -136,3 +136,19 @@ def test_a_round_the_budget_cuts_to_nothing_stops_as_budget_spent():
     r = plan_round(Answer("lower", 50.0, math.inf), study, trials_left=2, trials_per_batch=3)
     assert not r.actions and r.stop.startswith("budget spent: B_crit is still > 50"), r
     assert "batch 128 needs 3 trials, 2 left" in r.stop
+
+
+def test_seeds_are_not_added_where_the_curve_misfits_the_batches_beyond_doubt():
+    """The digits study designed by `lbscale design` (20 min): B_crit [2, 121] with lack of fit at p = 0.0002; ten
+    rounds each added a seed at every batch and the interval never narrowed (seeds shrink the noise within a batch,
+    not the batches' scatter about the curve). Where lack of fit is rejected at p < 0.01 and only seeds are left
+    to add, the rounds stop and say why and what would help."""
+    misfit = Answer("interval", 2.0, 121.0, lack_of_fit_p=0.0002)
+    r = plan_round(misfit, STUDY, ratio=4.0)
+    assert r.stop and r.stop.startswith("the curve does not describe the batches") and "p = 0.0002" in r.stop
+    assert not r.actions
+    # a milder misfit (chance rejects 10% of true curves at its level): seeds as before
+    assert _kinds(plan_round(Answer("interval", 2.0, 121.0, lack_of_fit_p=0.05), STUDY, ratio=4.0))
+    # an open side is still closed by a batch past it, misfit or not
+    r = plan_round(Answer("lower", 300.0, math.inf, lack_of_fit_p=0.0002), STUDY, trials_per_batch=4)
+    assert r.stop is None and ("batch", 512) in _kinds(r)
