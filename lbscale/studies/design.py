@@ -28,6 +28,9 @@ from lbscale.results import METRICS, SUMMARY, read_json, read_jsonl, write_atomi
 
 PILOT_FILE = "pilot.json"
 PILOT_SHARE, PILOT_FLOOR = 0.10, 180.0  # the pilot takes at most max(10% of the budget, 3 minutes)
+# a pilot trial of one epoch shows neither where the curve levels off nor the LRs' order (a Fashion-MNIST pilot of one
+# epoch on a loaded machine put the plateau at 0.67 where the curve levels off near 0.87): below two, refuse
+MIN_PILOT_EPOCHS = 2
 LR_STEP = math.sqrt(10.0)  # the pilot's LRs: a factor sqrt(10) apart, 10x across three
 DEFAULT_LR = {"sgd": 0.05, "nesterov": 0.05, "adamw": 1e-3, "lamb": 2e-3, "lars": 1.0}  # at the middle batch
 MID_BATCH, SMALLEST = 64, 8
@@ -217,9 +220,10 @@ def pilot_epochs(timing: dict, facts: DataFacts, batch: int, seconds_left: float
                  + (pilot_evals(timing, facts, batch) + 1) * timing["eval_seconds"] * facts.val
                  / max(timing["eval_samples"], 1))
     epochs = int((seconds_left / trials - timing["startup"]) // per_epoch)
-    if epochs < 1:
-        need = trials * (timing["startup"] + per_epoch) + used
-        raise LbscaleError(f"--wall: the pilot needs about {need / 60:.1f} min for one epoch a trial at this pace "
+    if epochs < MIN_PILOT_EPOCHS:
+        need = trials * (timing["startup"] + MIN_PILOT_EPOCHS * per_epoch) + used
+        raise LbscaleError(f"--wall: the pilot needs about {need / 60:.1f} min for {MIN_PILOT_EPOCHS} epochs a trial "
+                           "at this pace "
                            f"({timing['step_seconds']:.3g} s a step at batch {batch}); give --wall of at least "
                            f"{math.ceil(need / PILOT_SHARE / 60)}m, or a smaller model or train split")
     return min(epochs, 12)
