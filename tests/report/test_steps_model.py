@@ -126,7 +126,12 @@ def test_the_issues_defect_1_case_is_never_still_in_perfect_scaling():
             steps.append(best * m)
     steps = np.array(steps)
     e = fit(Observations.of(batches, lr, steps, steps)).estimates["b_crit"]
-    assert e.kind == "none" or e.lo < 384 < e.hi, e
+    assert e.kind in ("none", "interval"), e  # never "B_crit > 512": the steps still fall at 512
+    # these hand-made optima are not the curve of 384: least squares through them gives 539 with the t-interval
+    # [416, 721] on their own scatter (2 dof). The curve's lack of fit is rejected (the seeds' noise is nil), and
+    # its interval takes that scatter: it holds 539. (It held 384 until issue 53 only because the old scale phi =
+    # deviance / dof overstated the scatter 6.5-fold at a deviance of 6.5 per trial.)
+    assert e.kind == "none" or (e.lo < 416 and 721 < e.hi < math.inf), e
 
 
 @pytest.mark.parametrize("regime", [7, 8], ids=["4 batches, growing sigma, factor-2 grid", "V-shaped bowl"])
