@@ -274,3 +274,17 @@ def test_what_would_resolve_it_never_counts_below_zero():
 
     assert "left over" not in resolve_hint("none", [32.0, 64.0], "", 2, dof=-1)
     assert "more trials that reach the target (only 3 left over" in resolve_hint("none", [32.0, 64.0], "", 2, dof=3)
+
+
+def test_a_diverged_trial_keeps_lr_star_below_its_lr_and_the_verdict_counts_it():
+    # every batch's largest LR diverged (state diverged, never reached): no steps, a bound on lr* at that batch
+    searches = {b: [(lr / 4, 2000 * s, None), (lr / 2, 1300 * s, None), (lr, 1000 * s, None), (2 * lr, None, 0.1)]
+                for b, lr, s in ((32, 0.1, 4), (64, 0.14, 2.4), (128, 0.2, 1.6), (256, 0.28, 1.2))}
+    trials, steps = frames(searches)
+    trials.loc[trials["point"] == 3, "state"] = "diverged"
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["diverged"] == 4 and fit["censored"] == 0 and fit["reached"] == 4
+    for b, points in searches.items():
+        assert fit["c"] * b ** fit["alpha"] < points[3][0], b
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
+    assert "4 diverged (no steps: each keeps lr* below its LR)" in line and "censored" not in line
