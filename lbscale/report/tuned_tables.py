@@ -193,8 +193,10 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
     grid = f"{int(f.get('trials') or 0)} trials{runs}, {search.get('points', '?')} search points per batch; {seeds}"
     censored = (f"; {int(f['censored'])} did not reach the target (censored: more steps than they ran)"
                 if pd.notna(f.get("censored")) and f.get("censored") else "")
-    if pd.notna(f.get("diverged")) and f.get("diverged"):
-        censored += f"; {int(f['diverged'])} diverged (no steps: each keeps lr* below its LR)"
+    edge = [f"{int(f[c])} {words}" for c, words in (("diverged", "diverged"), ("never_learned", "never learned"))
+            if pd.notna(f.get(c)) and f.get(c)]
+    if edge:
+        censored += f"; {', '.join(edge)} (no steps: each keeps lr* below its LR)"
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")
     left = _unfinished(f)
