@@ -10,8 +10,10 @@ The simulator is its own code (nothing of lbscale's fit): a trial of batch B and
 S_min (1 + B_crit / B) * bowl(ln(lr / lr*(B))) * exp(sigma(B) z) steps, lr*(B) = c B^alpha, z ~ N(0, 1) per trial; it
 is evaluated at steps growing by 10% (1, 2, ..., then x1.1), so a crossing is known between two evaluations; a
 trial that needs more than its budget stops there unreached; where `diverge` is set, an LR above diverge x lr*
-diverges at step 5. The LR search is 6 points a factor `grid` apart around a guess of lr* that is off by up to half
-a grid step (one draw per study); each batch's best point is rerun with one more seed (a confirmation stage).
+diverges at step 5 (the fit reads it as diverged: its LR above the stability edge, no steps; `censor_diverged`
+reads it the old way, as right-censored steps, for the comparison). The LR search is 6 points a factor `grid`
+apart around a guess of lr* that is off by up to half a grid step (one draw per study); each batch's best point is
+rerun with one more seed (a confirmation stage).
 
 Beside the coverage, the lack-of-fit test's rejection rate on the same studies (each drawn from the curve itself:
 a test at 10% should reject about 10% of them), and `python benchmarks/bench_verdict_coverage.py lack_of_fit`
@@ -42,7 +44,8 @@ class Regime:
     grid: float = 1.5  # the LR points' ratio
     points: int = 6
     diverge: float | None = None  # LRs above diverge x lr* never reach the target
-    bowl: str = "quadratic"  # 1 + 0.5 ln^2(lr / lr*), or 'v': 1 + 0.5 |log2(lr / lr*)|
+    bowl: str = "quadratic"  # 1 + 0.5 ln^2(lr / lr*); 'v': 1 + 0.5 |log2(lr / lr*)|; 'asymmetric': 1 + 0.5 ln^2
+    # below lr*, 1 + 2 ln^2 above (an LR too large costs 4x what one too small does, as near a stability edge)
     alpha: float = 0.5
     s_min: float = 200.0
     budget: float = 20.0  # x the perfect-scaling steps at the batch (S_min B_crit / B + S_min)
@@ -59,12 +62,22 @@ REGIMES = [
     Regime("4 batches + sigma ~ sqrt(B) + factor-2 grid, B_crit 384", batches=(64, 128, 256, 512), b_crit=384.0,
            sigma=(0.05, 0.5), grid=2.0, diverge=2.0),
     Regime("V-shaped bowl 1 + 0.5 |log2 d|, B_crit 128", bowl="v"),
+    Regime("asymmetric LR bowl, divergence above 1.5 lr*, 6 LR points over 100x, B_crit 128", grid=100 ** 0.2,
+           diverge=1.5, bowl="asymmetric"),
+    Regime("4 batches 64-512 + sigma ~ sqrt(B) + factor-2 grid + asymmetric bowl, divergence above 1.5 lr*, "
+           "B_crit 128", batches=(64, 128, 256, 512), sigma=(0.05, 0.5), grid=2.0, diverge=1.5, bowl="asymmetric"),
 ]
 # correctly specified studies (the curve itself, no cliff) for the lack-of-fit test's rate, the truth inside,
 # above and below the batches
 LACK_REGIMES = [REGIMES[0], REGIMES[1], REGIMES[4],
                 Regime("B_crit 2048, above the batches 32-512", b_crit=2048.0),
                 Regime("B_crit 8, below the batches 32-512", b_crit=8.0)]
+
+
+def _bowl(shape: str, d: float) -> float:
+    if shape == "v":
+        return 1 + 0.5 * abs(d / math.log(2))
+    return 1 + (2.0 if shape == "asymmetric" and d > 0 else 0.5) * d * d
 
 
 def _evaluations(limit: float) -> np.ndarray:
@@ -79,7 +92,8 @@ EVALS = _evaluations(1e6)
 
 
 def simulate(rng: np.random.Generator, r: Regime):
-    """One study: arrays (batch, lr, low, high) of its trials (low < steps <= high; high inf: unreached at low)."""
+    """One study: arrays (batch, lr, low, high, diverged) of its trials (low < steps <= high; high inf: unreached
+    at low)."""
     b = np.array(r.batches, dtype=float)
     c = 0.1 / b[0] ** r.alpha
     guess = 2.0 ** rng.uniform(-0.5, 0.5)  # the study's misjudgement of lr*, in grid steps
@@ -88,17 +102,17 @@ def simulate(rng: np.random.Generator, r: Regime):
     def run(batch, lr):
         star = c * batch ** r.alpha
         d = math.log(lr / star)
-        bowl = 1 + 0.5 * d * d if r.bowl == "quadratic" else 1 + 0.5 * abs(d / math.log(2))
+        bowl = _bowl(r.bowl, d)
         sigma = r.sigma[0] * (batch / b[0]) ** r.sigma[1]
         need = r.s_min * (1 + r.b_crit / batch) * bowl * math.exp(sigma * rng.standard_normal())
         budget = r.budget * r.s_min * (1 + r.b_crit / batch)
         if r.diverge is not None and lr > r.diverge * star:
-            return (batch, lr, 5.0, math.inf)
+            return (batch, lr, 5.0, math.inf, 1.0)
         if need > budget:
             last = EVALS[np.searchsorted(EVALS, budget, side="right") - 1]
-            return (batch, lr, float(last), math.inf)
+            return (batch, lr, float(last), math.inf, 0.0)
         i = int(np.searchsorted(EVALS, need, side="left"))  # the first evaluation at or past the need
-        return (batch, lr, float(EVALS[i - 1]) if i else 0.0, float(EVALS[i]))
+        return (batch, lr, float(EVALS[i - 1]) if i else 0.0, float(EVALS[i]), 0.0)
 
     for batch in b:
         centre = c * batch ** r.alpha * r.grid ** math.log(guess, 2)
@@ -109,7 +123,7 @@ def simulate(rng: np.random.Generator, r: Regime):
         if math.isfinite(first[best][3]):
             rows.append(run(batch, lrs[best]))
     a = np.array(rows)
-    return a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    return a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4] > 0
 
 
 def old_t_interval(batch, low, high, level=0.9):
@@ -147,14 +161,17 @@ def false_bound(kind: str, lo: float, hi: float, truth: float) -> bool:
     return kind in ("lower", "upper") and not lo < truth < hi
 
 
-def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False) -> dict:
+def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False, censor_diverged: bool = False) -> dict:
+    """Coverage over `studies` drawn from `r`; `old`: the old t-interval beside it; `censor_diverged`: diverged
+    trials read as right-censored steps (how the fit read them before they bounded lr*)."""
     from lbscale.report.steps_model import Observations, fit
 
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(studies):
-        batch, lr, low, high = simulate(rng, r)
-        f = fit(Observations.of(batch, lr, low, high), quantities=("b_crit", "alpha"))
+        batch, lr, low, high, diverged = simulate(rng, r)
+        f = fit(Observations.of(batch, lr, low, high, None if censor_diverged else diverged),
+                quantities=("b_crit", "alpha"))
         row = {}
         for q, truth in (("b_crit", r.b_crit), ("alpha", r.alpha)):
             e = f.estimates.get(q) if f is not None else None
@@ -290,6 +307,14 @@ def main():
             print(f"| (the old t-interval, same studies) | {100 * s['old_covered']:.1f}% | "
                   f"{100 * s['old_bounds']:.1f}% / {100 * s['old_unresolved']:.1f}% | "
                   f"{100 * s['old_false_bounds']:.1f}% | {s['old_ratio']:.2f} | | | | |", flush=True)
+        if r.diverge is not None:
+            t0 = time.perf_counter()
+            c = run_regime(r, studies, seed=i, censor_diverged=True)
+            print(f"| (diverged read as right-censored steps, same studies) | {100 * c['b_crit_covered']:.1f}% | "
+                  f"{100 * c['b_crit_bounds']:.1f}% / {100 * c['b_crit_unresolved']:.1f}% | "
+                  f"{100 * c['b_crit_false_bounds']:.1f}% | {c['b_crit_ratio']:.2f} | "
+                  f"{100 * c['alpha_covered']:.1f}% | {c['alpha_width']:.2f} | {100 * c['lack_rejected']:.1f}% of "
+                  f"{c['lack_tested']} | {time.perf_counter() - t0:.0f} |", flush=True)
     pairs = max(studies // 3, 50)
     t0 = time.perf_counter()
     r = run_ratio(Regime("arm a", b_crit=400.0, sigma=(0.05, 0.5)), REGIMES[0], pairs)

@@ -25,16 +25,36 @@ from lbscale.report.tuned import arms, batch_optima, trial_outcomes, unfinished_
 
 def observations(o: pd.DataFrame, lr: str | None) -> Observations:
     """One arm's trials as the steps model reads them: a trial that reached the target lies between the
-    evaluation before the crossing and the crossing (interval-censored), one that did not needed more steps than
-    its last evaluation (right-censored); `lr` None: no LR (the model without the bowl)."""
+    evaluation before the crossing and the crossing (interval-censored), one that stopped without it needed more
+    steps than its last evaluation (right-censored), one that diverged without it (or never learned, `unstable`)
+    measured no steps: its LR is above the stability edge at its batch (`Observations.unstable`); `lr` None: no
+    LR (the model without the bowl)."""
     reached = o["reached"].astype(bool).to_numpy()
     hit = pd.to_numeric(o["steps_to_target"], errors="coerce").to_numpy(float)
     before = pd.to_numeric(o.get("steps_before", pd.Series(np.nan, index=o.index)), errors="coerce").to_numpy(float)
     last = pd.to_numeric(o.get("last_step", pd.Series(np.nan, index=o.index)), errors="coerce").to_numpy(float)
     low = np.where(reached, np.nan_to_num(before, nan=0.0), np.nan_to_num(last, nan=0.0))
     high = np.where(reached, hit, np.inf)
-    return Observations.of(o["global_batch"].to_numpy(float), None if lr is None else o[lr].to_numpy(float), low,
-                           high)
+    rates = None if lr is None else o[lr].to_numpy(float)
+    return Observations.of(o["global_batch"].to_numpy(float), rates, low, high, unstable(o, rates))
+
+
+def unstable(o: pd.DataFrame, rates: np.ndarray | None) -> np.ndarray | None:
+    """The trials past the stability edge at their batch, without reaching the target: diverged, or never learned
+    (`tuned.never_learned`: at chance to the end) at an LR above one that learned at that batch; below every
+    learner, never learning is an LR too small to learn in the budget, right-censored steps like any other."""
+    if "state" not in o:
+        return None
+    reached = o["reached"].astype(bool).to_numpy()
+    diverged = o["state"].eq("diverged").to_numpy() & ~reached
+    stuck = o["never_learned"].fillna(False).astype(bool).to_numpy() if "never_learned" in o else ~reached & False
+    if rates is None or not stuck.any():
+        return diverged
+    batch = o["global_batch"].to_numpy(float)
+    learnt = ~diverged & ~stuck
+    floor = {b: rates[learnt & (batch == b)].min() for b in np.unique(batch[learnt])}
+    above = np.array([r > floor.get(b, np.inf) for b, r in zip(batch, rates)], bool)
+    return diverged | (stuck & above)
 
 
 def _estimate_columns(prefix: str, e: Estimate | None, reason: str) -> dict:
@@ -84,7 +104,9 @@ def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, level: f
         return {"row": row, "optima": optima, "model": None}
     obs = observations(o, "peak_lr")
     model = steps_model.fit(obs, level)
-    row["censored"] = int((~obs.reached).sum())
+    diverged = int((o["state"].eq("diverged") & ~o["reached"].astype(bool)).sum()) if "state" in o else 0
+    row.update({"censored": int(obs.censored.sum()), "diverged": diverged,
+                "never_learned": int((~obs.stable).sum()) - diverged})
     if model is None:
         why = f"{len(hit)} batch{'' if len(hit) == 1 else 'es'} reached the target; the model needs 2"
         for q in ("b_crit", "alpha", "s_min", "e_min"):
@@ -133,7 +155,8 @@ def arm_ratios(models: dict, level: float = LEVEL) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["arm", "reference", "ratio", "ratio_lo", "ratio_hi", "ratio_kind"])
 
 
-FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored", "unfinished", "seeds_best",
+FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored", "diverged", "never_learned",
+               "unfinished", "seeds_best",
                "seeds_others", "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_tested",
                "lr_model", "p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind", "eps_max", "b_crit",
                "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi", "s_min_kind",

@@ -5,7 +5,10 @@ scipy: arrays in, numbers out.
 
 A trial's steps to the target S lie in (low, high]: an exact crossing where low == high (a normal density of
 log S), a crossing between two evaluations (a difference of two normal CDFs), a trial that did not reach the
-target at all where high is inf (the survival function at its last evaluation).
+target at all where high is inf (the survival function at its last evaluation). A trial that was unstable (it
+diverged) measured no steps: its LR lies above the stability edge at its batch, so above lr*(B) (an LR that
+diverges is never the optimum); it enters as the constraint lr*(B) < its LR, held by a steep quadratic penalty
+(`EDGE_WEIGHT`), not as steps it needed.
 """
 
 from __future__ import annotations
@@ -16,32 +19,61 @@ from dataclasses import dataclass
 import numpy as np
 
 REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
+# lr*(B) < the LR of a trial that diverged at B, as a penalty EDGE_WEIGHT v^2 on the excess v of log lr* over it:
+# L-BFGS-B takes bounds, not constraints on a combination; at the solution the excess is the likelihood's pull over
+# 2 EDGE_WEIGHT (~1e-4 in log LR), and EDGE_MARGIN (0.2 %) keeps lr* strictly below the diverged LR all the same
+EDGE_WEIGHT = 1e5
+EDGE_MARGIN = 0.002
 
 
 @dataclass(frozen=True)
 class Observations:
     """One arm's trials: batch, LR (None: one LR per batch, no bowl), and what each trial measured of its steps
     to the target: `low` < steps <= `high` (low 0: no evaluation before the one that met it; high inf: not
-    reached, at least `low` steps; low == high: an exact crossing)."""
+    reached, at least `low` steps; low == high: an exact crossing). `unstable` (None: none): the trials that
+    diverged without reaching the target; they measured no steps, only that their LR is above the stability
+    edge at their batch (their high is inf, their low not read)."""
 
     batch: np.ndarray
     lr: np.ndarray | None
     low: np.ndarray
     high: np.ndarray
+    unstable: np.ndarray | None = None
 
     @classmethod
-    def of(cls, batch, lr, low, high) -> "Observations":
+    def of(cls, batch, lr, low, high, unstable=None) -> "Observations":
         b = np.asarray(batch, dtype=float)
         lo, hi = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
-        keep = np.isfinite(b) & (b > 0) & ((hi > 0) | (lo > 0)) & ~(np.isinf(hi) & ~(lo > 0))
+        edge = np.zeros(len(b), bool) if unstable is None else np.asarray(unstable, dtype=bool)
+        hi = np.where(edge, np.inf, hi)
+        # an unstable trial is kept whatever it evaluated: it diverged, perhaps before its first evaluation
+        keep = np.isfinite(b) & (b > 0) & (edge | (((hi > 0) | (lo > 0)) & ~(np.isinf(hi) & ~(lo > 0))))
         rates = None if lr is None else np.asarray(lr, dtype=float)
         if rates is not None:
             keep &= np.isfinite(rates) & (rates > 0)
-        return cls(b[keep], None if rates is None else rates[keep], np.maximum(lo[keep], 0.0), hi[keep])
+        else:  # one LR per batch: no lr* for an unstable trial to bound
+            keep &= ~edge
+        return cls(b[keep], None if rates is None else rates[keep], np.maximum(np.nan_to_num(lo[keep]), 0.0),
+                   hi[keep], edge[keep] if edge[keep].any() else None)
 
     @property
     def reached(self) -> np.ndarray:
         return np.isfinite(self.high)
+
+    @property
+    def stable(self) -> np.ndarray:
+        """The trials that measured steps (reached the target, or stopped without it and without diverging)."""
+        return np.ones(len(self.batch), bool) if self.unstable is None else ~self.unstable
+
+    @property
+    def censored(self) -> np.ndarray:
+        """Stable trials that stopped without reaching the target: right-censored steps."""
+        return self.stable & ~self.reached
+
+    def steps_only(self) -> "Observations":
+        """The trials that measured steps, without the LR: the model with one LR per batch (no bowl, no lr*)."""
+        s = self.stable
+        return Observations(self.batch[s], None, self.low[s], self.high[s])
 
 
 
@@ -65,12 +97,17 @@ class Problem:
 
     def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False, lr_form: str = "power"):
         self.bowl, self.slope, self.levels, self.lr_form = bowl, slope, levels, lr_form
+        self.x0 = float(np.mean(np.unique(np.log(obs.batch))))
+        edge = ~obs.stable
+        unstable = (obs.batch[edge], None if obs.lr is None else obs.lr[edge])
+        obs = Observations(obs.batch[~edge], None if obs.lr is None else obs.lr[~edge], obs.low[~edge],
+                           obs.high[~edge])
         self.log_b = np.log(obs.batch)
         # levels: each batch its own free level of log S in place of the curve (the lack-of-fit reference)
         self.batches, self.index = np.unique(self.log_b, return_inverse=True)
-        self.x0 = float(np.mean(np.unique(self.log_b)))
         self.x = self.log_b - self.x0
         self.log_lr = np.log(obs.lr) if bowl else np.zeros_like(self.x)
+        self._edges(*unstable)
         low = np.where(obs.low > 0, np.log(np.maximum(obs.low, 1e-300)), -np.inf)
         high = np.where(np.isfinite(obs.high), np.log(np.where(np.isfinite(obs.high), obs.high, 1.0)), np.inf)
         self.exact = np.isfinite(high) & (high - low < 1e-9)
@@ -87,20 +124,57 @@ class Problem:
         self.free = np.array([not levels, not levels, bowl and not free_lr, bowl and not free_lr, bowl, True, slope]
                              + [levels] * (nb if levels else 0) + [free_lr] * (nb if free_lr else 0))
 
+    def _edges(self, batch: np.ndarray, lr: np.ndarray | None) -> None:
+        """The unstable trials' bounds on lr*: per batch the smallest LR that diverged there (a larger one bounds
+        nothing more). With a free lr* per batch, a batch without a stable trial has no lr* to bound."""
+        self.edge_log_b = self.edge_log_lr = np.zeros(0)
+        self.edge_index = np.zeros(0, int)
+        if not self.bowl or lr is None or not len(batch):
+            return
+        log_b, log_lr = np.log(batch), np.log(lr)
+        where = np.unique(log_b)
+        smallest = np.array([log_lr[log_b == b].min() for b in where])
+        at = np.searchsorted(self.batches, where).clip(0, max(len(self.batches) - 1, 0))
+        known = self.batches[at] == where if len(self.batches) else np.zeros(len(where), bool)
+        keep = known if self.lr_form == "free" else np.ones(len(where), bool)
+        self.edge_log_b, self.edge_log_lr, self.edge_index = where[keep], smallest[keep] - EDGE_MARGIN, at[keep]
+
+    def log_lr_star(self, theta: np.ndarray, log_b: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """log lr*(B) at `log_b` (`index`: their places among the batches, for a free lr* per batch)."""
+        l0, alpha = theta[2], theta[3]
+        if self.lr_form == "free":
+            return theta[self.lr_off:][index]
+        if self.lr_form == "saturating":
+            return l0 - np.logaddexp(0.0, alpha - log_b)
+        return l0 + alpha * (log_b - self.x0)
+
+    def add_lr_star_gradient(self, g: np.ndarray, theta: np.ndarray, w: np.ndarray, log_b: np.ndarray,
+                             index: np.ndarray) -> None:
+        """g += the gradient of sum(w log lr*(B)) (w: d nll / d log lr* at each of `log_b`)."""
+        from scipy.special import expit
+
+        if self.lr_form == "free":
+            g[self.lr_off:] += np.bincount(index, weights=w, minlength=len(self.batches))
+            return
+        g[2] += float(w.sum())
+        g[3] += (-float(w @ expit(theta[3] - log_b)) if self.lr_form == "saturating"
+                 else float(w @ (log_b - self.x0)))
+
+    def edge_penalty(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """EDGE_WEIGHT v^2 summed over the excess v > 0 of log lr*(B) over the smallest diverged LR at B (less
+        EDGE_MARGIN), and d penalty / d log lr* at each."""
+        v = np.maximum(self.log_lr_star(theta, self.edge_log_b, self.edge_index) - self.edge_log_lr, 0.0)
+        return float(EDGE_WEIGHT * v @ v), 2 * EDGE_WEIGHT * v
+
     def mean(self, theta: np.ndarray) -> tuple[np.ndarray, dict]:
-        """mu = E[log S] of every trial, and what its gradient needs."""
-        ls, lb, l0, alpha, lk = theta[:5]
+        """mu = E[log S] of every trial that measured steps, and what its gradient needs."""
+        ls, lb, lk = theta[0], theta[1], theta[4]
         u = lb - self.log_b
         mu = theta[7:][self.index] if self.levels else ls + np.logaddexp(0.0, u)
         parts = {"u": u}
         if self.bowl:
             k = math.exp(lk)
-            if self.lr_form == "free":
-                d = self.log_lr - theta[self.lr_off:][self.index]
-            elif self.lr_form == "saturating":
-                d = self.log_lr - l0 + np.logaddexp(0.0, alpha - self.log_b)
-            else:
-                d = self.log_lr - l0 - alpha * self.x
+            d = self.log_lr - self.log_lr_star(theta, self.log_b, self.index)
             kd2 = k * d * d
             mu = mu + np.log1p(kd2)
             parts.update(k=k, d=d, kd2=kd2)
@@ -149,6 +223,8 @@ class Problem:
 
         mu, p = self.mean(theta)
         out, gm, gs = self.censored(mu, theta[5] + theta[6] * self.x)
+        penalty, w_edge = self.edge_penalty(theta)
+        out += penalty
         if not grad:
             return out
         g = np.zeros(len(theta))
@@ -160,12 +236,8 @@ class Problem:
             g[1] = float(gm @ expit(p["u"]))
         if self.bowl:
             dg = 2 * p["k"] * p["d"] / (1 + p["kd2"])  # d mu / d d; d d / d log lr* = -1
-            if self.lr_form == "free":
-                g[self.lr_off:] = -np.bincount(self.index, weights=gm * dg, minlength=nb)
-            else:
-                g[2] = -float(gm @ dg)
-                g[3] = (float(gm @ (dg * expit(theta[3] - self.log_b))) if self.lr_form == "saturating"
-                        else -float(gm @ (dg * self.x)))
+            self.add_lr_star_gradient(g, theta, -gm * dg, self.log_b, self.index)
+            self.add_lr_star_gradient(g, theta, w_edge, self.edge_log_b, self.edge_index)
             g[4] = float(gm @ (p["kd2"] / (1 + p["kd2"])))
         g[5] = gs.sum()
         g[6] = float(gs @ self.x)

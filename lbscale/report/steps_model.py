@@ -14,8 +14,10 @@ study with one LR per batch (a rule-based grid) has no bowl: the LR was not tune
 
 A trial enters as what it measured: a crossing of the target between two evaluations is interval-censored
 (the steps lie in (previous evaluation, the evaluation that met it]); a trial that stopped without reaching the
-target (pruned, out of budget, diverged) is right-censored at its last evaluation (it needed more steps); the
-likelihood, its minimiser and the profile search live in `report/likelihood.py`. Pure functions: arrays in,
+target (pruned, out of budget) is right-censored at its last evaluation (it needed more steps); a trial that
+diverged measured no steps, only that its LR lies above the stability edge at its batch: it enters as the
+constraint lr*(B) < its LR (through the lr* law, at every batch between). The likelihood, its minimiser and the
+profile search live in `report/likelihood.py`. Pure functions: arrays in,
 `ModelFit` out (`steps_at`: a DataFrame). docs/scaling-model.md has the equations and the assumptions.
 
 Intervals: the profile likelihood of each quantity, its deviance compared with n log(1 + t^2 / (n - p)) (the
@@ -66,7 +68,7 @@ class ModelFit:
     params: dict
     estimates: dict
     n: int  # observations that reached the target (exact or interval-censored)
-    censored: int  # trials that did not reach it (right-censored)
+    censored: int  # stable trials that did not reach it (right-censored)
     p: int  # free parameters
     bowl: bool
     batches: tuple  # the distinct batches that reached the target
@@ -75,6 +77,7 @@ class ModelFit:
     nll: float
     x0: float
     extra: dict = field(default_factory=dict)
+    unstable: int = 0  # trials that diverged: each bounds lr* at its batch from above, no steps
 
     def steps(self, batch) -> np.ndarray:
         """S(B) at the optimal LR: S_min (1 + B_crit / B)."""
@@ -138,8 +141,8 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
     # a search: more than one LR at some batch, whether or not each reached the target (a trial that missed it at
     # another LR still says the steps were more there)
     bowl = obs.lr is not None and any(len(np.unique(obs.lr[obs.batch == b])) > 1 for b in np.unique(obs.batch))
-    if obs.lr is not None and not bowl:
-        obs = Observations(obs.batch, None, obs.low, obs.high)
+    if obs.lr is not None and not bowl:  # no lr* for an unstable trial to bound: it carries nothing
+        obs = obs.steps_only()
     if noise_slope is None:
         noise_slope = sum(int((reached & (obs.batch == b)).sum() >= 2) for b in batches) >= 3
     problem = Problem(obs, bowl, noise_slope)
@@ -161,10 +164,11 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
         curve_thr = max(thr, n * math.log1p(lack["phi"] * t_quantile(lack["dof"], level) ** 2 / n))
     lr = lr_forms(obs, problem, theta, nll_hat, noise_slope, span, level) if bowl else None
     params = {name: float(v) for name, v, f in zip(NAMES, theta, problem.free) if f}
-    result = ModelFit(params, {}, n, int((~reached).sum()), p, bowl, tuple(float(b) for b in batches),
+    result = ModelFit(params, {}, n, int(obs.censored.sum()), p, bowl, tuple(float(b) for b in batches),
                       tuple(float(b) for b in np.unique(obs.batch)), thr or math.nan, nll_hat, problem.x0,
                       extra={"lack_of_fit": lack, "curve_threshold": curve_thr, "fitter": fitter, "theta": theta,
-                             "lr_forms": lr})
+                             "lr_forms": lr},
+                      unstable=0 if obs.unstable is None else int(obs.unstable.sum()))
     for q in quantities:
         if q == "alpha" and not bowl:
             continue

@@ -16,7 +16,7 @@ import pandas as pd
 
 from lbscale.report.load import HP
 from lbscale.report.optimum import optimum, point_index
-from lbscale.task import evaluation_noise, reaches
+from lbscale.task import TASKS, evaluation_noise, reaches
 from lbscale.train.pruning import PRUNE_Z
 
 TRIAL = ("results", "trial")
@@ -110,7 +110,8 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     that missed the target stopped), beside the trial's group_by columns and hyperparameters. A trial a longer run
     of its point and seed supersedes (`superseded`) has none. An unfinished trial (`UNFINISHED`) is left out until
     it has reached the target (`unfinished_trials` names those left out): where it stopped says nothing of the
-    steps it would have needed; so is a failed one (`NO_EVIDENCE`: a crash or a full disk is not a lack of steps)."""
+    steps it would have needed; so is a failed one (`NO_EVIDENCE`: a crash or a full disk is not a lack of steps).
+    `never_learned`: ran to its end at chance level (`never_learned`)."""
     keys = list(TRIAL)
     trials = trials[~superseded(trials)]
     if metric not in steps:
@@ -130,7 +131,21 @@ def trial_outcomes(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, targe
     out["reached"] = out["steps_to_target"].notna()
     cols = [c for c in dict.fromkeys([*group_by, *GROUP, *TRIAL_COLUMNS, *hp_columns(trials)]) if c in trials]
     out = trials[keys + cols].merge(out, on=keys, how="inner")
+    out["never_learned"] = never_learned(out, trials, metric)
     return out[~(out["state"].isin(NO_EVIDENCE) & ~out["reached"])] if "state" in out else out
+
+
+def never_learned(outcomes: pd.DataFrame, trials: pd.DataFrame, metric: str) -> np.ndarray:
+    """Per row of `outcomes` (`trial_outcomes`): the trial ran to its end (completed) without reaching the target
+    and its best value of `metric` stayed at chance level (`Task.at_chance` with the trial's task and classes).
+    A pruned trial is not: it stopped at a rung, and may have learnt later."""
+    keys = list(TRIAL)
+    if "task" not in trials or "num_classes" not in trials or "state" not in outcomes or not len(outcomes):
+        return np.zeros(len(outcomes), bool)
+    info = outcomes[keys].merge(trials[keys + ["task", "num_classes"]].drop_duplicates(keys), on=keys, how="left")
+    at = [TASKS[t].at_chance(metric, float(v), int(k)) if t in TASKS and pd.notna(k) and pd.notna(v) else False
+          for t, k, v in zip(info["task"], info["num_classes"], outcomes["best_value"])]
+    return (outcomes["state"].eq("completed") & ~outcomes["reached"].astype(bool)).to_numpy() & np.array(at, bool)
 
 
 def unfinished_trials(trials: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFrame:

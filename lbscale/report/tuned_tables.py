@@ -222,6 +222,10 @@ def rests_on(f, metric: str, target: float | None, search: dict) -> str:
     grid = f"{int(f.get('trials') or 0)} trials{runs}, {search.get('points', '?')} search points per batch; {seeds}"
     censored = (f"; {int(f['censored'])} did not reach the target (censored: more steps than they ran)"
                 if pd.notna(f.get("censored")) and f.get("censored") else "")
+    edge = [f"{int(f[c])} {words}" for c, words in (("diverged", "diverged"), ("never_learned", "never learned"))
+            if pd.notna(f.get(c)) and f.get(c)]
+    if edge:
+        censored += f"; {', '.join(edge)} (no steps: each keeps lr* below its LR)"
     edge = (f"; edge: {f['edges'].replace(',', ', ')}: the optimum may lie outside the search" if f.get("edges")
             else "")
     left = _unfinished(f)
@@ -272,7 +276,7 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                  ["Model: log S = log S_min + log(1 + B_crit / B) + log(1 + k d^2) + e, d = ln(lr / lr*(B)), "
                   "lr*(B) = c B^alpha, e normal with log sigma linear in log B; fitted to every trial by maximum "
                   "likelihood: a crossing between two evaluations is interval-censored, a trial that did not reach "
-                  "the target right-censored (docs/scaling-model.md)",
+                  "the target right-censored, one that diverged keeps lr*(B) below its LR (docs/scaling-model.md)",
                   "B_crit: McCandlish et al. 2018's critical batch, S = S_min (1 + B_crit / B): a doubling saves >= "
                   "45% of the steps below B_crit / 9 and under 10% above 4 B_crit; E_min = S_min B_crit: the fewest "
                   "training samples (the small-batch limit)",

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from benchmarks.bench_verdict_coverage import REGIMES, run_regime
-from lbscale.report.steps_model import Observations, doubling_saving, fit, steps_for_samples, threshold
+from lbscale.report.steps_model import Observations, doubling_saving, fit, steps_at, steps_for_samples, threshold
 
 BATCHES = np.array([32, 64, 128, 256, 512.0])
 
@@ -344,3 +344,53 @@ def test_no_interval_end_at_the_search_limit_in_random_fits():
         for end in (e.lo, e.hi):
             if end is not None and 0 < end < math.inf:
                 assert min(abs(math.log(end) - x) for x in limits) > 1e-6, (i, e)
+
+
+def unstable_search(seed, batches=(32, 64, 128, 256, 512), grid=100 ** 0.2, edge=1.5, b_crit=128.0,
+                    sigma=(0.10, 0.0)):
+    """A search of 6 LRs a factor `grid` apart about lr*(B) = 0.01 B^0.5 (off by up to half a step) in an
+    asymmetric bowl (an LR above lr* costs 4x what one below does), every LR above `edge` lr* diverging at step 5
+    before the target; the rest need 200 (1 + B_crit / B) bowl e^(sigma(B) z) steps, met between need / 1.1 and
+    need. (batch, lr, low, high, diverged)."""
+    rng = np.random.default_rng(seed)
+    shift = grid ** rng.uniform(-0.5, 0.5)
+    rows = []
+    for b in batches:
+        star = 0.01 * b ** 0.5
+        for i in range(6):
+            lr = star * shift * grid ** (i - 2.5)
+            d = math.log(lr / star)
+            if lr > edge * star:
+                rows.append((b, lr, 5.0, math.inf, True))
+                continue
+            need = 200 * (1 + b_crit / b) * (1 + (2.0 if d > 0 else 0.5) * d * d)
+            need *= math.exp(sigma[0] * (b / batches[0]) ** sigma[1] * rng.standard_normal())
+            rows.append((b, lr, need / 1.1, need, False))
+    a = np.array(rows, dtype=float)
+    return a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4].astype(bool)
+
+
+def test_a_diverged_trial_bounds_lr_star_not_the_steps():
+    # the issue's regime (divergence above 1.5 lr*, 6 LRs over 100x, B_crit 128): every reached trial sits at or
+    # below lr*; with diverged trials as "needed more than 5 steps" the fit put lr* above every diverged LR at
+    # 64..512, alpha 0.80 [0.62, 0.95] and B_crit 344 [179, 756], both missing the truth
+    b, lr, low, high, diverged = unstable_search(1)
+    model = fit(Observations.of(b, lr, low, high, diverged), quantities=("b_crit", "alpha"))
+    assert model.unstable == int(diverged.sum()) and model.censored == 0
+    for x in np.unique(b[diverged]):
+        assert model.lr_star(x) < lr[diverged & (b == x)].min(), x
+    e, a = model.estimates["b_crit"], model.estimates["alpha"]
+    assert e.lo < 128 < e.hi and a.lo < 0.5 < a.hi, (e, a)
+    s = steps_at(model, [90.5]).iloc[0]  # between two measured batches
+    assert s.steps_lo < 200 * (1 + 128 / 90.5) < s.steps_hi, s
+
+
+def test_steps_between_two_batches_rest_on_the_lrs_tried_there():
+    # the issue's second case: 4 batches, sigma ~ sqrt(B), a factor-2 grid, divergence above 2 lr*, B_crit 384;
+    # with diverged trials as right-censored steps S(192) had no lower end ([0, 1,379]): the bowl's level could
+    # sink wherever lr* wandered off among the diverged LRs
+    b, lr, low, high, diverged = unstable_search(0, batches=(64, 128, 256, 512), grid=2.0, edge=2.0, b_crit=384.0,
+                                                 sigma=(0.05, 0.5))
+    model = fit(Observations.of(b, lr, low, high, diverged), quantities=("b_crit",))
+    s = steps_at(model, [192.0]).iloc[0]
+    assert 0 < s.steps_lo < 200 * (1 + 384 / 192) < s.steps_hi < math.inf, s

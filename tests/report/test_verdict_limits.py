@@ -320,3 +320,34 @@ def test_a_rejected_fit_is_named_in_the_verdict_and_its_p_is_in_the_fits_table()
     assert fits.iloc[0]["lack_of_fit_p"] >= 0.1 and not fits.iloc[0]["lack_of_fit_rejected"]
     assert not any("does not describe" in x for x in verdict(fits, "val_top1", 0.9))
     assert fits_table(None, fits, 0.9).display["Lack of fit p"].iloc[0] == f"{fits.iloc[0]['lack_of_fit_p']:.2f}"
+
+
+def test_a_diverged_trial_keeps_lr_star_below_its_lr_and_the_verdict_counts_it():
+    # every batch's largest LR diverged (state diverged, never reached): no steps, a bound on lr* at that batch
+    searches = {b: [(lr / 4, 2000 * s, None), (lr / 2, 1300 * s, None), (lr, 1000 * s, None), (2 * lr, None, 0.1)]
+                for b, lr, s in ((32, 0.1, 4), (64, 0.14, 2.4), (128, 0.2, 1.6), (256, 0.28, 1.2))}
+    trials, steps = frames(searches)
+    trials.loc[trials["point"] == 3, "state"] = "diverged"
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["diverged"] == 4 and fit["censored"] == 0 and fit["reached"] == 4
+    for b, points in searches.items():
+        assert fit["c"] * b ** fit["alpha"] < points[3][0], b
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
+    assert "4 diverged (no steps: each keeps lr* below its LR)" in line and "censored" not in line
+
+
+def test_a_trial_that_never_learned_above_one_that_did_bounds_lr_star_too():
+    # 10 classes: val_top1 <= 0.15 is chance. Each batch's largest LR ran to its end at 0.1 (never learned): above
+    # an LR that learned, it is past the stability edge like a diverged trial; batch 32's smallest LR, at chance
+    # below every learner, was too small to learn in the budget: right-censored steps as before
+    searches = {b: [(lr / 4, 2000 * s, None), (lr / 2, 1300 * s, None), (lr, 1000 * s, None), (2 * lr, None, 0.1)]
+                for b, lr, s in ((32, 0.1, 4), (64, 0.14, 2.4), (128, 0.2, 1.6), (256, 0.28, 1.2))}
+    searches[32].insert(0, (0.1 / 16, None, 0.12))
+    trials, steps = frames(searches)
+    trials = trials.assign(task="multiclass", num_classes=10)
+    fit = tuned_fits(trials, steps, "val_top1", 0.9, True).iloc[0]
+    assert fit["never_learned"] == 4 and fit["diverged"] == 0 and fit["censored"] == 1
+    for b, points in searches.items():
+        assert fit["c"] * b ** fit["alpha"] < points[-1][0], b
+    line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
+    assert "; 4 never learned (no steps: each keeps lr* below its LR)" in line and "1 did not reach" in line
