@@ -611,7 +611,10 @@ grid: {{batch: [16, 32], gpus: [1], seeds: 2, search: {{base_lr: [0.1]}}}}
 """
 
 
-def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdict_says_so(tiny_h5, tmp_path):
+def _stopped_victim(tiny_h5, tmp_path):
+    """A real sweep, a copy of it without one seed at batch 16's best point (`gone`), and that seed (`victim`) run
+    again and stopped (as by Ctrl-C or a preemption) before it reached the target: a checkpoint and some
+    evaluations, no final status."""
     import shutil
 
     from tests.sweep.test_launch import lbscale
@@ -626,14 +629,17 @@ def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdi
     gone = tmp_path / "gone"  # the same study with the victim's folder deleted
     shutil.copytree(results, gone, ignore=lambda d, names: names if d == str(results / victim.name) else [])
     shutil.rmtree(gone / victim.name)
-    # the victim again, stopped (as by Ctrl-C or a preemption) before it reached the target: a checkpoint and some
-    # evaluations, no final status
     for name in ("summary.json", "metrics.jsonl", "metrics.columns.json", "config.json", "checkpoint", "train.log"):
         path = victim / name
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     stopped = lbscale("train", "--config", victim / "trial.yaml", "--resume", "--quiet",
                       "--preempt-after-steps", reached_at // 2, check=False)
     assert stopped.returncode == 75, stopped.stdout + stopped.stderr
+    return results, gone, victim
+
+
+def test_an_unfinished_trial_is_left_out_of_the_optima_and_the_fit_and_the_verdict_says_so(tiny_h5, tmp_path):
+    results, gone, victim = _stopped_victim(tiny_h5, tmp_path)
     study = load_results([results])
     assert study.trials.set_index("trial").loc[victim.name, "state"] == "interrupted"
     assert study.steps[study.steps["trial"] == victim.name]["val_top1"].notna().any()  # it has evaluations
@@ -690,26 +696,9 @@ def test_the_rounds_line_says_interrupted_for_a_sweep_stopped_with_ctrl_c_and_ru
 def test_a_failed_trial_is_left_out_of_the_optima_and_the_fit_as_an_unfinished_one_is(tiny_h5, tmp_path):
     """A trial that stopped on an error (a crash, a full disk) before the target says nothing of the steps it would
     have needed: before, it entered the fit as right-censored at its last evaluation."""
-    import shutil
-
     from lbscale.results import write_failed_summary
-    from tests.sweep.test_launch import lbscale
 
-    spec = tmp_path / "interrupted.yaml"
-    spec.write_text(INTERRUPTED.format(data=tiny_h5))
-    results = tmp_path / "res"
-    lbscale("sweep", spec, "--results", results, "--quiet")
-    victim = results / "b16-g1-sgd-none-p0-s1"
-    reached_at = json.loads((victim / "summary.json").read_text())["steps_to_target"]
-    gone = tmp_path / "gone"
-    shutil.copytree(results, gone)
-    shutil.rmtree(gone / victim.name)
-    for name in ("summary.json", "metrics.jsonl", "metrics.columns.json", "config.json", "checkpoint", "train.log"):
-        path = victim / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    stopped = lbscale("train", "--config", victim / "trial.yaml", "--resume", "--quiet",
-                      "--preempt-after-steps", reached_at // 2, check=False)
-    assert stopped.returncode == 75, stopped.stdout + stopped.stderr
+    results, gone, victim = _stopped_victim(tiny_h5, tmp_path)
     write_failed_summary(victim, "RuntimeError: CUDA out of memory", exit_code=1)  # as the launcher records a crash
     study = load_results([results])
     assert study.trials.set_index("trial").loc[victim.name, "state"] == "failed"
