@@ -18,14 +18,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lbscale.task import binomial_se  # the one binomial standard error (pruning's rungs use it too)
+
 Z_SETTLED = 2.0  # standard errors of a difference by which the best LR must lead: about a 5% one-sided error
 TARGET_FRACTIONS = (0.9, 0.85, 0.8, 0.75, 0.7)  # of the way from chance to the plateau, hardest first (>= 0.7)
-
-
-def binomial_se(value: float, n: int) -> float:
-    """The standard error of an accuracy-like value measured on n examples: sqrt(p (1 - p) / n)."""
-    p = min(max(value, 0.0), 1.0)
-    return math.sqrt(max(p * (1 - p), 1e-6) / max(n, 1))
 
 
 def running_mean(values: list[float], k: int = 3) -> list[float]:

@@ -12,25 +12,23 @@ from lbscale.report.tables import Table
 
 def study_rounds(study: Study) -> list[dict]:
     """The rounds of `sweep --until-resolved` recorded in the study's results directories (none without)."""
-    from pathlib import Path
+    from lbscale.sweep.rounds import read_rounds
 
-    from lbscale.results import ROUNDS, read_json
-
-    return [r for p in study.sources for r in (read_json(Path(p) / ROUNDS) or {}).get("rounds", [])]
+    return [r for p in study.sources for r in read_rounds(p)]
 
 
 def wall_spent(sources) -> tuple[float, float] | None:
     """(seconds spent, the wall budget) of a sweep run with a wall-clock budget and rounds: its running periods
     and the budget its last round recorded (`rounds.json`); None without either."""
-    from pathlib import Path
-
-    from lbscale.results import ROUNDS, read_json
+    from lbscale.sweep.budget import recorded_periods
+    from lbscale.sweep.rounds import read_rounds
 
     for p in sources:
-        data = read_json(Path(p) / ROUNDS) or {}
-        budget = ((data.get("rounds") or [{}])[-1].get("settings") or {}).get("wall")
-        if budget and data.get("periods"):
-            return float(sum(q["seconds"] for q in data["periods"])), float(budget)
+        rounds = read_rounds(p)
+        budget = ((rounds or [{}])[-1].get("settings") or {}).get("wall")
+        periods = recorded_periods(p)
+        if budget and periods:
+            return float(sum(q["seconds"] for q in periods)), float(budget)
     return None
 
 

@@ -352,29 +352,20 @@ def per_sample_at(costs: dict, batch: float) -> float:
     return math.exp((1 - w) * math.log(c1) + w * math.log(c2))
 
 
-def trial_evals(steps: float, spacing: float, first: int) -> int:
-    from lbscale.train.evaluation import geometric_steps
-
-    return len(geometric_steps(first, spacing, max(2, int(math.ceil(steps)) + 1)))
-
-
 def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFacts, ev: dict,
                  rung: float | None) -> float:
-    """The grid and its confirmation priced from the pilot: per batch, SEARCH_TRIALS points of which, with a
-    first rung, all train to it and half go on to the target (ASHA's asynchronous promotions keep more than a
-    third), without one all train 1.6x the optimum's samples (LRs off the optimum need more); CONFIRM_TOP reruns
-    at the optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a
+    """The grid and its confirmation priced from the pilot: per batch, SEARCH_TRIALS points priced by
+    `estimate.designed_samples` (the rule `--estimate` prices the designed spec's trials by), CONFIRM_TOP reruns at
+    the optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a
     start-up each."""
+    from lbscale.sweep.estimate import designed_samples, spaced_evals
+
     total = 0.0
     for b in batches:
         e = samples[b]
-        if rung:
-            search = SEARCH_TRIALS * min(rung, e) + SEARCH_TRIALS / 2 * max(e - rung, 0.0)
-        else:
-            search = SEARCH_TRIALS * 1.6 * e
-        trained = search + CONFIRM_TOP * e
+        trained = SEARCH_TRIALS * designed_samples(e, rung) + CONFIRM_TOP * e
         n_trials = SEARCH_TRIALS + CONFIRM_TOP
-        evals = (n_trials * trial_evals(e / b, ev["spacing"], ev["first"]) * ev["subset"]
+        evals = (n_trials * spaced_evals(ev["first"], ev["spacing"], e / b) * ev["subset"]
                  + trained / facts.train * facts.val) * costs["per_eval_example"]
         total += trained * per_sample_at(costs, b) + evals + n_trials * costs["startup"]
     return total
@@ -392,12 +383,14 @@ def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: Dat
     """The largest evaluation subset and finest spacing whose step evaluations take at most EVAL_SHARE of
     training at every batch (the smallest batch, most steps for the fewest samples, binds); the first evaluation
     at a quarter of the fewest steps to the target."""
+    from lbscale.sweep.estimate import spaced_evals
+
     first = max(1, int(min(samples[b] / b for b in batches) // 4))
     subsets = [facts.val] + [s for s in SUBSETS if s < facts.val]
     best = None
     for spacing in SPACINGS:
         for subset in subsets:
-            share = max(trial_evals(samples[b] / b, spacing, first) * subset * costs["per_eval_example"]
+            share = max(spaced_evals(first, spacing, samples[b] / b) * subset * costs["per_eval_example"]
                         / (samples[b] * per_sample_at(costs, b)) for b in batches)
             ev = {"subset": subset, "spacing": spacing, "first": first, "share": share}
             if share <= EVAL_SHARE:

@@ -56,15 +56,22 @@ def parse_wall(text: str, option: str = "--wall") -> float:
 GRACE = 1.1  # a trial still running at this multiple of the wall budget is checkpointed and stopped
 
 
+def recorded_periods(results: Path) -> list[dict]:
+    """The running periods of a sweep's earlier runs (rounds.json's `periods`: `start`, `seconds`), [] without."""
+    from lbscale.results import ROUNDS, read_json
+
+    return list((read_json(Path(results) / ROUNDS) or {}).get("periods", []))
+
+
 class WallBudget:
     """The sweep's wall-clock budget: the running periods of earlier runs of this sweep (rounds.json's
     `periods`: time queued or stopped is not counted) plus this run's time so far."""
 
     def __init__(self, results: Path, seconds: float):
-        from lbscale.results import ROUNDS, read_json
+        from lbscale.results import ROUNDS
 
         self.path, self.seconds = Path(results) / ROUNDS, float(seconds)
-        self.periods = list((read_json(self.path) or {}).get("periods", []))
+        self.periods = recorded_periods(results)
         self.started, self.t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.monotonic()
 
     def spent(self) -> float:

@@ -139,23 +139,37 @@ def designed_line(timed: list[tuple[SweepTrial, ShapeTiming]], design: dict, ser
             f"pace{rounds}{where}")
 
 
+OFF_OPTIMUM = 1.6  # an unpruned search point trains this many times the optimum's samples (LRs off it need more)
+
+
+def designed_samples(samples: float, rung: float | None) -> float:
+    """The samples one search point of a designed study trains, its batch reaching the target after `samples`:
+    with a first rung (in samples) all train to it and half go on to the target (ASHA's asynchronous promotions
+    keep more than a third); without one, OFF_OPTIMUM x the optimum's. The designer prices its grid by this rule
+    and `--estimate` its trials."""
+    if rung:
+        return min(rung, samples) + max(samples - rung, 0.0) / 2
+    return OFF_OPTIMUM * samples
+
+
+def spaced_evals(first: int, spacing: float, steps: float) -> int:
+    """The step evaluations of `--eval-spacing` from step `first` in a trial that ends after `steps` steps."""
+    from lbscale.train.evaluation import geometric_steps
+
+    return len(geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
+
+
 def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float) -> float:
     """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its batch
     reaches after `samples` (the design's prediction from its pilot), and, with a first rung, the search's
     points as the designer prices them (all train to the rung, half go on); its step evaluations on its subset,
     the whole split at each epoch's end, a start-up."""
     cfg, plan = p.config, p.plan
-    if cfg.prune != "none" and cfg.prune_min_samples and not p.confirms:
-        samples = min(cfg.prune_min_samples, samples) + max(samples - cfg.prune_min_samples, 0.0) / 2
-    elif cfg.prune == "none" and not p.confirms:
-        samples *= 1.6  # an LR off the optimum needs more samples (the designer's pricing)
+    if not p.confirms and (cfg.prune == "none" or cfg.prune_min_samples):
+        samples = designed_samples(samples, cfg.prune_min_samples if cfg.prune != "none" else None)
     samples = min(samples, plan.total_steps * plan.global_batch)
     steps = samples / plan.global_batch
-    step_evals = 0
-    if cfg.eval_spacing:
-        from lbscale.train.evaluation import geometric_steps
-
-        step_evals = len(geometric_steps(cfg.eval_first or 1, cfg.eval_spacing, max(2, math.ceil(steps) + 1)))
+    step_evals = spaced_evals(cfg.eval_first or 1, cfg.eval_spacing, steps) if cfg.eval_spacing else 0
     subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0
     epochs = samples / max(plan.train_samples or samples, 1)
     return t.startup + steps * t.step_seconds + epochs * t.eval_seconds + step_evals * t.eval_seconds * subset
