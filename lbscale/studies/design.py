@@ -449,6 +449,10 @@ def choose_target(o: DesignOptions, stages: dict, pilot: dict, costs: dict, fact
     level = max(d.plateau([v for _, v in c], facts.val).level for c in curves)
     rising = d.plateau([v for _, v in best_of(stages["mid"])[1]], facts.val).rising
     chance = facts.chance if facts.chance is not None else min(c[0][1] for c in curves)
+    if level - chance <= d.Z_SETTLED * d.binomial_se(chance, facts.val):  # within an evaluation's noise of chance
+        raise LbscaleError(f"design: the pilot's trials never rose above chance ({facts.metric} at most {level:.3f}, "
+                           f"chance {chance:.3f}): no target to place; give a larger --wall (a longer pilot), another "
+                           "--lr, or check the data's labels")
     if o.target is not None:
         plan = plan_for(o.target, stages, pilot, costs, facts, budget)
         if plan is None:

@@ -70,3 +70,22 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_h5, tmp_path):
                     "--results", tmp_path / "r", check=False)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, (args, r.stderr)
         assert not out.exists() and not (tmp_path / "r-pilot").exists()
+
+
+def test_a_pilot_that_never_rose_above_chance_places_no_target():
+    """Before, a flat pilot at chance got a plateau of 0.1 and the target chance + 0.9 x 0 = 0.1, which its first
+    evaluation 'reached': a design on nothing. Now one line says the pilot never learned."""
+    from pathlib import Path
+
+    import pytest
+
+    from lbscale.errors import LbscaleError
+    from lbscale.studies.design import DataFacts, DesignOptions, choose_target
+
+    flat = [(s * 100.0, 0.1 + 0.01 * (s % 2)) for s in range(1, 9)]  # 0.10-0.11 on 500 images: chance's noise
+    stages = {"mid": [(0.05, flat)], "largest": [(0.1, flat)]}
+    pilot = {"mid": 64, "largest": 256, "epochs": 2}
+    facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
+    costs = {"per_sample": {64: 0.001, 256: 0.001}, "per_eval_example": 0.0003, "startup": 1.0}
+    with pytest.raises(LbscaleError, match="never rose above chance"):
+        choose_target(DesignOptions(Path("d.h5"), "m", "20m", Path("o.yaml")), stages, pilot, costs, facts, 500.0)
