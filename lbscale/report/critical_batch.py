@@ -9,6 +9,7 @@ Without a target, alpha comes from the batches' best LRs (`fits.lr_power_law`)."
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -117,6 +118,7 @@ def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, level: f
     for q in ("b_crit", "alpha", "s_min", "e_min"):
         row.update(_estimate_columns(q, model.estimates.get(q), "one LR per batch: the LR was not tuned"
                                      if q == "alpha" else ""))
+    row.update(shape_columns(model, level))
     if row["b_crit_kind"] != "interval":
         hint = resolve_hint(row["b_crit_kind"], list(model.batches), row["edges"], row["seeds_best"],
                             model.n - model.p)
@@ -127,6 +129,25 @@ def variant_fits(o: pd.DataFrame, target: float | None, maximize: bool, level: f
                 "c": math.exp(model.params["lr0"] - model.params["alpha"] * model.x0) if model.bowl else None})
     row.update(_tests_columns(model))
     return {"row": row, "optima": optima, "model": model}
+
+
+def shape_columns(model, level: float) -> dict:
+    """The curve's shape as columns: the knee g with its interval (or why it was not fitted), the batches where a
+    doubling saves 45% and 10% of the steps, whether the verdict may say them (`steps_model.thresholds_supported`),
+    and otherwise the steps between the measured batches with what each saved (`steps_model.doublings`, as JSON)."""
+    fewer = (f"{len(model.batches)} batches reached the target; the knee needs {steps_model.MIN_KNEE_BATCHES}: "
+             "g = 1 (McCandlish's) assumed, not tested" if len(model.batches) < steps_model.MIN_KNEE_BATCHES else
+             f"{model.n} trials reached the target for {model.p} parameters; the knee needs "
+             f"{steps_model.MIN_KNEE_DOF} degrees of freedom more than itself: g = 1 (McCandlish's) assumed, not "
+             "tested")
+    out = {}
+    for q in ("knee", *steps_model.WORDS):
+        out.update(_estimate_columns(q, model.estimates.get(q), "" if "knee" in model.estimates else fewer))
+    out["thresholds"] = steps_model.thresholds_supported(model.estimates)
+    out["doublings"] = None if out["thresholds"] else json.dumps(
+        [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
+         for d in steps_model.doublings(model, level)])
+    return out
 
 
 def _tests_columns(model) -> dict:
@@ -160,7 +181,9 @@ FIT_COLUMNS = ["batches", "reached", "unreached", "edges", "trials", "censored",
                "seeds_others", "lr_tuned", "alpha", "alpha_lo", "alpha_hi", "alpha_kind", "alpha_reason", "lr_tested",
                "lr_model", "p_power", "p_saturating", "b_lr", "b_lr_lo", "b_lr_hi", "b_lr_kind", "eps_max", "b_crit",
                "b_crit_lo", "b_crit_hi", "b_crit_kind", "b_crit_reason", "s_min", "s_min_lo", "s_min_hi", "s_min_kind",
-               "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "lack_of_fit_p", "lack_of_fit_dof",
+               "e_min", "e_min_lo", "e_min_hi", "e_min_kind", "knee", "knee_lo", "knee_hi", "knee_kind", "knee_reason",
+               "saves_45", "saves_45_lo", "saves_45_hi", "saves_45_kind", "saves_10", "saves_10_lo", "saves_10_hi",
+               "saves_10_kind", "thresholds", "doublings", "lack_of_fit_p", "lack_of_fit_dof",
                "lack_of_fit_pure_dof", "lack_of_fit_phi", "lack_of_fit_rejected", "dof", "n_fit", "params",
                "sigma_lo", "sigma_hi", "bowl_k", "c", "alpha_effective", "alpha_effective_lo", "alpha_effective_hi"]
 

@@ -70,8 +70,8 @@ def estimates_table(rows: pd.DataFrame, target: float, metric: str) -> Table:
              "Rests on": r["rests_on"]} for _, r in rows.iterrows()]
     return Table("critical-batch-estimates", f"Three estimates of the critical batch ({metric} {target:g})",
                  pd.DataFrame(disp), rows.assign(target=target),
-                 ["B_crit answers the question for the whole run to the target: the batch past which doubling it "
-                  "saves less than half the steps. B_simple (McCandlish et al. 2018) predicts B_crit from the "
+                 ["B_crit answers the question for the whole run to the target: the batch where doubling it saves "
+                  "25% of the steps (perfect scaling: 50%). B_simple (McCandlish et al. 2018) predicts B_crit from the "
                   "gradient noise at one point; it matches B_crit only up to a factor, and it changes over training "
                   "(it grew as the loss fell in their runs): here it is taken where the target was reached. The "
                   "local critical batch (Merrill et al. 2025) is the largest batch worth switching to at that point "

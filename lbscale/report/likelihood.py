@@ -9,21 +9,73 @@ target at all where high is inf (the survival function at its last evaluation). 
 diverged) measured no steps: its LR lies above the stability edge at its batch, so above lr*(B) (an LR that
 diverges is never the optimum); it enters as the constraint lr*(B) < its LR, held by a steep quadratic penalty
 (`EDGE_WEIGHT`), not as steps it needed.
+
+The curve's knee: S(B) = S_min (1 + (B_c / B)^g)^(1 / g) (g = 1: McCandlish et al.'s S_min (1 + B_c / B); a smaller
+g a softer knee, a larger one a sharper), parametrised by B_crit, the batch where a doubling saves 25% of the steps
+(B_c = B_crit there, at g = 1), so that the vector's B_crit means what the verdict says at every g (`knee_shift`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+LEVELS = 8  # the named entries of the vector; a free level of log S per batch follows (the lack-of-fit reference)
 REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
 # lr*(B) < the LR of a trial that diverged at B, as a penalty EDGE_WEIGHT v^2 on the excess v of log lr* over it:
 # L-BFGS-B takes bounds, not constraints on a combination; at the solution the excess is the likelihood's pull over
 # 2 EDGE_WEIGHT (~1e-4 in log LR), and EDGE_MARGIN (0.2 %) keeps lr* strictly below the diverged LR all the same
 EDGE_WEIGHT = 1e5
 EDGE_MARGIN = 0.002
+KNEE_LIMITS = (math.log(0.2), math.log(5.0))  # log g: from a knee ~5x softer than McCandlish's to ~5x sharper
+CRITICAL_SAVING = 0.25  # B_crit: the batch where a doubling saves this share of the steps
+
+
+def knee_shift(log_g, saving: float = CRITICAL_SAVING) -> tuple[np.ndarray, np.ndarray]:
+    """log B_c - log B_s (B_s: the batch where a doubling saves `saving` of the steps on S_min (1 + (B_c / B)^g)^(1
+    / g)) and its derivative in log g. From S(2B)^g / S(B)^g = (1 + y 2^-g) / (1 + y) = (1 - s)^g, y = (B_c /
+    B_s)^g: y = (1 - (1 - s)^g) / ((1 - s)^g - 2^-g); 0 at g = 1 and s = 1/4."""
+    g = np.exp(np.asarray(log_g, dtype=float))
+    a, h = (1 - saving) ** g, 2.0 ** -g
+    y = (1 - a) / (a - h)
+    dy = (-a * math.log(1 - saving) * (a - h) - (1 - a) * (a * math.log(1 - saving) + h * math.log(2))) / (a - h) ** 2
+    ly = np.log(y)
+    return ly / g, dy / y - ly / g  # d(ly / g) / d log g = g (y' / (y g) - ly / g^2)
+
+
+def knee_curve(w, log_g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """F(w) = log(1 + e^(g w)) / g (w = log B_c - log B: log S - log S_min on the curve), dF / dw and dF / d log g
+    at fixed w."""
+    g = math.exp(float(log_g))
+    from scipy.special import expit
+
+    sp = np.logaddexp(0.0, g * np.asarray(w, dtype=float)) / g
+    e = expit(g * np.asarray(w, dtype=float))
+    return sp, e, np.asarray(w, dtype=float) * e - sp
+
+
+def curve_part(theta: np.ndarray, log_b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log S(B) - log S_min on the curve at `log_b` (theta[1] log B_crit, theta[7] log g) with its derivatives in
+    theta[1] and theta[7]."""
+    shift, dshift = knee_shift(theta[7])
+    f, dw, dg = knee_curve(theta[1] + shift - np.asarray(log_b, dtype=float), theta[7])
+    return f, dw, dg + dw * dshift
+
+
+def one_blas_thread(fn):
+    """Run `fn` with the BLAS libraries (OpenBLAS's threads, which OMP_WAIT_POLICY does not reach) held to one
+    thread: the fits' vectors are a few dozen entries, and BLAS threads that spin for work beside a training
+    trial (a sweep's rounds decide while trials run) made a fit ~3x slower on a busy 2-core machine."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -95,8 +147,9 @@ def _log_diff_ndtr(za, zb):
 class Problem:
     """The negative log-likelihood of one arm's observations and its gradient, in the full parameter vector."""
 
-    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False, lr_form: str = "power"):
-        self.bowl, self.slope, self.levels, self.lr_form = bowl, slope, levels, lr_form
+    def __init__(self, obs: Observations, bowl: bool, slope: bool, levels: bool = False, lr_form: str = "power",
+                 knee: bool = False):
+        self.bowl, self.slope, self.levels, self.lr_form, self.knee = bowl, slope, levels, lr_form, knee
         self.x0 = float(np.mean(np.unique(np.log(obs.batch))))
         edge = ~obs.stable
         unstable = (obs.batch[edge], None if obs.lr is None else obs.lr[edge])
@@ -115,13 +168,15 @@ class Problem:
         self.interval = ~self.exact & ~self.right
         self.y = np.where(self.exact, high, 0.0)
         self.a, self.b = low, high
-        # which entries of the full vector are free: 7 named ones, then a free level of log S per batch
-        # (`levels`), then a free log lr* per batch (lr_form 'free'); lr_form 'saturating' reads the alpha entry
-        # as log B_lr of lr* = eps_max / (1 + B_lr / B), l0 as log eps_max
+        # which entries of the full vector are free: 8 named ones (the knee log g, 0 where it is held at
+        # McCandlish's), then a free level of log S per batch (`levels`), then a free log lr* per batch (lr_form
+        # 'free'); lr_form 'saturating' reads the alpha entry as log B_lr of lr* = eps_max / (1 + B_lr / B), l0 as
+        # log eps_max
         nb = len(self.batches)
         free_lr = bowl and lr_form == "free"
-        self.lr_off = 7 + (nb if levels else 0)
-        self.free = np.array([not levels, not levels, bowl and not free_lr, bowl and not free_lr, bowl, True, slope]
+        self.lr_off = LEVELS + (nb if levels else 0)
+        self.free = np.array([not levels, not levels, bowl and not free_lr, bowl and not free_lr, bowl, True, slope,
+                              knee and not levels]
                              + [levels] * (nb if levels else 0) + [free_lr] * (nb if free_lr else 0))
 
     def _edges(self, batch: np.ndarray, lr: np.ndarray | None) -> None:
@@ -168,10 +223,13 @@ class Problem:
 
     def mean(self, theta: np.ndarray) -> tuple[np.ndarray, dict]:
         """mu = E[log S] of every trial that measured steps, and what its gradient needs."""
-        ls, lb, lk = theta[0], theta[1], theta[4]
-        u = lb - self.log_b
-        mu = theta[7:][self.index] if self.levels else ls + np.logaddexp(0.0, u)
-        parts = {"u": u}
+        lk = theta[4]
+        parts = {}
+        if self.levels:
+            mu = theta[LEVELS:][self.index]
+        else:
+            f, parts["dw"], parts["dg"] = curve_part(theta, self.log_b)
+            mu = theta[0] + f
         if self.bowl:
             k = math.exp(lk)
             d = self.log_lr - self.log_lr_star(theta, self.log_b, self.index)
@@ -219,8 +277,6 @@ class Problem:
 
     def nll(self, theta: np.ndarray, grad: bool = True):
         """The negative log-likelihood at `theta` (and its gradient over the whole vector)."""
-        from scipy.special import expit
-
         mu, p = self.mean(theta)
         out, gm, gs = self.censored(mu, theta[5] + theta[6] * self.x)
         penalty, w_edge = self.edge_penalty(theta)
@@ -230,10 +286,11 @@ class Problem:
         g = np.zeros(len(theta))
         nb = len(self.batches)
         if self.levels:
-            g[7:7 + nb] = np.bincount(self.index, weights=gm, minlength=nb)
+            g[LEVELS:LEVELS + nb] = np.bincount(self.index, weights=gm, minlength=nb)
         else:
             g[0] = gm.sum()
-            g[1] = float(gm @ expit(p["u"]))
+            g[1] = float(gm @ p["dw"])
+            g[7] = float(gm @ p["dg"])
         if self.bowl:
             dg = 2 * p["k"] * p["d"] / (1 + p["kd2"])  # d mu / d d; d d / d log lr* = -1
             self.add_lr_star_gradient(g, theta, -gm * dg, self.log_b, self.index)
@@ -253,7 +310,7 @@ class Fitter:
         wide = (lo - REACH - 2, hi + REACH + 2)  # log B_crit (and log B_lr): past the batches by ~e^9
         nb = len(problem.batches)
         self.bounds = [(None, None), wide, (None, None), wide if problem.lr_form == "saturating" else (-6.0, 6.0),
-                       (-9.0, 6.0), (math.log(1e-3), math.log(10.0)), (-3.0, 3.0)] \
+                       (-9.0, 6.0), (math.log(1e-3), math.log(10.0)), (-3.0, 3.0), KNEE_LIMITS] \
             + [(-5.0, 40.0)] * (nb if problem.levels else 0) + [(None, None)] * (len(problem.free) - problem.lr_off)
 
     def minimise(self, start: np.ndarray, fixed: dict[int, float] | None = None,
@@ -299,18 +356,48 @@ class Fitter:
 
 
 def log_s_min_for(value: float, log_batch: float | None):
-    """log S_min as the rest of the vector fixes it where log S_min + log B_crit = value (log_batch None: E_min)
-    or log S(B) = log S_min + log(1 + B_crit / B) = value at B = exp(log_batch)."""
-    from scipy.special import expit
-
+    """log S_min as the rest of the vector fixes it where log E_min = log S_min + log B_c = value (log_batch None;
+    B_c = B_crit at g = 1, `knee_shift`) or log S(B) = log S_min + (curve) = value at B = exp(log_batch)."""
     def fn(t):
         g = np.zeros_like(t)
         if log_batch is None:
-            g[1] = -1.0
-            return value - t[1], g
-        u = t[1] - log_batch
-        g[1] = -float(expit(u))
-        return value - float(np.logaddexp(0.0, u)), g
+            shift, dshift = knee_shift(t[7])
+            g[1], g[7] = -1.0, -float(dshift)
+            return value - t[1] - float(shift), g
+        f, dw, dg = curve_part(t, log_batch)
+        g[1], g[7] = -float(dw), -float(dg)
+        return value - float(f), g
+    return fn
+
+
+def log_b_crit_for(value: float, saving: float):
+    """log B_crit as the rest of the vector fixes it where the batch at which a doubling saves `saving` of the
+    steps has log `value`: log B_s = log B_crit + shift_25(g) - shift_s(g) (`knee_shift`)."""
+    def fn(t):
+        (s25, d25), (ss, ds) = knee_shift(t[7]), knee_shift(t[7], saving)
+        g = np.zeros_like(t)
+        g[7] = -float(d25 - ds)
+        return value - float(s25 - ss), g
+    return fn
+
+
+def log_b_crit_for_ratio(value: float, log_b1: float, log_b2: float):
+    """log B_crit as the rest of the vector fixes it where log S(B2) - log S(B1) = value (in (-(log B2 - log B1),
+    0): the steps' fall from B1 to B2). With q = (B_c / B1)^g, E = e^(g value) and c = (B1 / B2)^g the fall
+    reads (1 + q c) / (1 + q) = E, so q = (1 - E) / (E - c): log B_c = log B1 + log(q) / g, in closed form."""
+    gap = log_b2 - log_b1
+
+    def fn(t):
+        lg = float(t[7])
+        g = math.exp(lg)
+        e, c = math.exp(g * value), math.exp(-g * gap)
+        lq = math.log1p(-e) - math.log(e - c)
+        de, dc = g * value * e, -g * gap * c  # d / d log g
+        dlq = -de / (1 - e) - (de - dc) / (e - c)
+        shift, dshift = knee_shift(lg)
+        out = np.zeros_like(t)
+        out[7] = dlq / g - lq / g - float(dshift)
+        return log_b1 + lq / g - float(shift), out
     return fn
 
 
@@ -379,10 +466,10 @@ def profile_end(fitter: Fitter, theta_hat: np.ndarray, nll_hat: float, thr: floa
 
 
 def profile(fitter: Fitter, theta: np.ndarray, nll_hat: float, thr: float, hat: float, constrain, scale: float,
-             limits: tuple[float, float]) -> tuple[float | None, float | None]:
+             limits: tuple[float, float], xtol: float = 0.01) -> tuple[float | None, float | None]:
     """Both ends of a profile interval (None where open)."""
     ends = []
     for direction, limit in ((-1, limits[0]), (1, limits[1])):
-        v, open_ = profile_end(fitter, theta, nll_hat, thr, hat, constrain, direction, scale, limit)
+        v, open_ = profile_end(fitter, theta, nll_hat, thr, hat, constrain, direction, scale, limit, xtol)
         ends.append(None if open_ else v)
     return ends[0], ends[1]

@@ -16,6 +16,7 @@ from lbscale.report.numbers import estimate_cell, estimate_text, tick, whole  # 
 from lbscale.report.scaling import scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
 from lbscale.report.critical_batch import arm_models  # noqa: E402
+from lbscale.report import steps_model  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
 from lbscale.report.tuned import whole_split  # noqa: E402
 from lbscale.results import FINISHED  # noqa: E402
@@ -452,8 +453,9 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
                     easier: dict | None = None):
     """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
     caret at its last evaluation where it did not: censored, it would have needed more), each batch's optimum,
-    a batch no trial of which reached it marked at its budget; the model's S_min (1 + B_crit / B) with B_crit's
-    interval shaded, or the bound the data allow (in the title); perfect scaling from the smallest reached batch.
+    a batch no trial of which reached it marked at its budget; the model's curve (`steps_model.curve`, with its
+    knee) with B_crit's interval shaded, or the bound the data allow (in the title); perfect scaling from the
+    smallest reached batch.
     `easier`: {target: optima} of easier targets, each batch's optimum drawn as a lighter curve per target."""
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
     bounds = []
@@ -481,7 +483,8 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         elif f is not None and pd.notna(f.get("b_crit")) and pd.notna(f.get("s_min")) and len(b):
             xs = np.geomspace(b.min(), b.max(), 50)
             name = estimate_cell(f["b_crit"], f["b_crit_lo"], f["b_crit_hi"], f["b_crit_kind"], whole)
-            ax.plot(xs, f["s_min"] * (1 + f["b_crit"] / xs), "-", color=color, alpha=0.6,
+            knee = f.get("knee") if pd.notna(f.get("knee")) else 1.0
+            ax.plot(xs, steps_model.curve(xs, f["s_min"], f["b_crit"], knee), "-", color=color, alpha=0.6,
                     label=f"{variant}: model, B_crit {name if f['b_crit_kind'] != 'interval' else '= ' + name}")
             if f["b_crit_kind"] == "interval":
                 ax.axvline(f["b_crit"], color=color, ls="--", lw=1)

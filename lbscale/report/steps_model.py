@@ -36,14 +36,22 @@ import numpy as np
 import pandas as pd
 
 from lbscale.analysis.intervals import LEVEL
-from lbscale.report.likelihood import (REACH, Fitter, Observations, Problem, log_s_min_for, profile, t_quantile,
-                                       threshold)
+from lbscale.report.likelihood import (KNEE_LIMITS, REACH, Fitter, Observations, Problem, curve_part, knee_shift,
+                                       log_b_crit_for, log_b_crit_for_ratio, log_s_min_for, one_blas_thread, profile,
+                                       t_quantile, threshold)
 
 __all__ = ["LEVEL", "Observations", "Estimate", "ModelFit", "fit", "threshold", "steps_at", "ratio",
-           "doubling_saving", "steps_for_samples"]
+           "doubling_saving", "curve", "steps_for_samples", "doublings", "thresholds_supported", "VERSION"]
 
+# the model's version: rounds decided by an older one are decided again (sweep.rounds' settings check); 2: the
+# knee g free (B_crit the batch where a doubling saves 25%)
+VERSION = 2
 ALPHA_REACH = 4.0  # alpha's profile is searched within +- 4 of its estimate
-NAMES = ("log_s_min", "log_b_crit", "lr0", "alpha", "log_k", "v0", "v1")
+NAMES = ("log_s_min", "log_b_crit", "lr0", "alpha", "log_k", "v0", "v1", "log_g")
+MIN_KNEE_BATCHES = 4  # reached batches before the knee is fitted (3 curve parameters and a degree of freedom)
+MIN_KNEE_DOF = 3  # and residual degrees of freedom left with it
+# the doubling words: a doubling saves >= 45% of the steps below one batch, under 10% above another
+WORDS = {"saves_45": 0.45, "saves_10": 0.10}
 
 
 @dataclass(frozen=True)
@@ -80,9 +88,14 @@ class ModelFit:
     unstable: int = 0  # trials that diverged: each bounds lr* at its batch from above, no steps
 
     def steps(self, batch) -> np.ndarray:
-        """S(B) at the optimal LR: S_min (1 + B_crit / B)."""
-        b = np.asarray(batch, dtype=float)
-        return math.exp(self.params["log_s_min"]) * (1 + math.exp(self.params["log_b_crit"]) / b)
+        """S(B) at the optimal LR: S_min (1 + (B_c / B)^g)^(1 / g) (S_min (1 + B_crit / B) at g = 1)."""
+        theta = self.extra["theta"]
+        return math.exp(theta[0]) * np.exp(curve_part(theta, np.log(np.asarray(batch, dtype=float)))[0])
+
+    @property
+    def knee(self) -> float:
+        """g: 1 McCandlish's knee, below 1 softer, above sharper (1 where it was held there)."""
+        return math.exp(self.params.get("log_g", 0.0))
 
     def lr_star(self, batch) -> np.ndarray | None:
         if not self.bowl:
@@ -101,7 +114,7 @@ class ModelFit:
 def _start(obs: Observations, problem: Problem, bowl: bool) -> list[np.ndarray]:
     """Starting points: per batch the fewest steps any trial reached the target in (and its LR), lr* from those
     LRs, and a few B_crit values across the batches (S_min by the mean there)."""
-    theta = np.zeros(7)
+    theta = np.zeros(len(NAMES))
     reached = obs.reached
     batches = np.unique(obs.batch[reached])
     best_steps, best_lr = [], []
@@ -128,12 +141,18 @@ def _start(obs: Observations, problem: Problem, bowl: bool) -> list[np.ndarray]:
     return starts
 
 
-def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", "s_min", "e_min"),
-        noise_slope: bool | None = None) -> ModelFit | None:
+QUANTITIES = ("b_crit", "alpha", "s_min", "e_min", "knee", "saves_45", "saves_10")
+
+
+@one_blas_thread
+def fit(obs: Observations, level: float = LEVEL, quantities=QUANTITIES, noise_slope: bool | None = None,
+        knee: bool | None = None) -> ModelFit | None:
     """The model's maximum-likelihood fit to one arm with profile intervals of `quantities`; None where fewer
     than two batches reached the target (nothing to fit a curve through). The bowl is fitted where the arm
     searched more than one LR at a batch; the noise slope v1 where three batches or more
-    each have two observations that reached it (else one sigma for all)."""
+    each have two observations that reached it (else one sigma for all); the knee g where `MIN_KNEE_BATCHES`
+    batches reached it and `MIN_KNEE_DOF` residual degrees of freedom are left with it (else g = 1,
+    McCandlish's; the knee and the doubling thresholds are then not estimated)."""
     reached = obs.reached
     batches = np.unique(obs.batch[reached])
     if len(batches) < 2:
@@ -145,7 +164,10 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
         obs = obs.steps_only()
     if noise_slope is None:
         noise_slope = sum(int((reached & (obs.batch == b)).sum() >= 2) for b in batches) >= 3
-    problem = Problem(obs, bowl, noise_slope)
+    if knee is None:  # 4 batches, and trials to spare for it: a knee from no residual freedom is no test
+        knee = (len(batches) >= MIN_KNEE_BATCHES
+                and int(reached.sum()) - int(Problem(obs, bowl, noise_slope, knee=True).free.sum()) >= MIN_KNEE_DOF)
+    problem = Problem(obs, bowl, noise_slope, knee=knee)
     span = (float(np.log(batches.min())), float(np.log(batches.max())))
     fitter = Fitter(problem, span)
     best = None
@@ -158,10 +180,9 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
     n, p = int(reached.sum()), int(problem.free.sum())
     thr = threshold(n, p, level)
     lack = lack_of_fit(obs, problem, theta, nll_hat, bowl, noise_slope, span)
-    curve_thr = thr
-    if thr is not None and lack["rejected"]:  # the curve misses the batches by more than the noise allows
-        # a profile deviance n log(1 + dRSS / RSS0) inside dRSS <= phi (RSS0 / n) t^2, t on the scatter's dof
-        curve_thr = max(thr, n * math.log1p(lack["phi"] * t_quantile(lack["dof"], level) ** 2 / n))
+    curve_thr = curve_threshold(n, p, lack, level)
+    # the doubling words are one statement of two thresholds: each at (1 + level) / 2, so both hold at `level`
+    words_thr = curve_threshold(n, p, lack, (1 + level) / 2)
     lr = lr_forms(obs, problem, theta, nll_hat, noise_slope, span, level) if bowl else None
     params = {name: float(v) for name, v, f in zip(NAMES, theta, problem.free) if f}
     result = ModelFit(params, {}, n, int(obs.censored.sum()), p, bowl, tuple(float(b) for b in batches),
@@ -170,11 +191,22 @@ def fit(obs: Observations, level: float = LEVEL, quantities=("b_crit", "alpha", 
                              "lr_forms": lr},
                       unstable=0 if obs.unstable is None else int(obs.unstable.sum()))
     for q in quantities:
-        if q == "alpha" and not bowl:
+        if (q == "alpha" and not bowl) or (q in ("knee", *WORDS) and not knee):
             continue
-        result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else curve_thr, span, n, p)
+        result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else words_thr if q in WORDS
+                                        else curve_thr, span, n, p)
     _open_with_b_crit(result.estimates)
     return result
+
+
+def curve_threshold(n: int, p: int, lack: dict, level: float) -> float | None:
+    """The deviance threshold of the curve's quantities: `threshold`, and where the lack-of-fit test rejected the
+    curve (the batches scatter about it more than the noise allows), a profile deviance n log(1 + dRSS / RSS0)
+    inside dRSS <= phi (RSS0 / n) t^2, t on the scatter's dof, if that is larger."""
+    thr = threshold(n, p, level)
+    if thr is None or not lack["rejected"]:
+        return thr
+    return max(thr, n * math.log1p(lack["phi"] * t_quantile(lack["dof"], level) ** 2 / n))
 
 
 def _open_with_b_crit(estimates: dict) -> None:
@@ -202,7 +234,7 @@ def lr_forms(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat: fl
     With the saturating form, B_lr and its profile interval."""
     batches = np.unique(obs.batch[obs.reached])
     out = {"batches": len(batches), "named": None, "tested": False}
-    free = Problem(obs, True, slope, lr_form="free")
+    free = Problem(obs, True, slope, lr_form="free", knee=problem.knee)
     if len(batches) < MIN_LR_BATCHES or int(obs.reached.sum()) - int(free.free.sum()) < 3:
         return out
     from scipy.special import chdtrc
@@ -210,7 +242,7 @@ def lr_forms(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat: fl
     dof = len(batches) - 2
     lstar = theta[2] + theta[3] * (free.batches - problem.x0)
     val_free, _ = Fitter(free, span).minimise(np.concatenate([theta, lstar]))
-    sat = Problem(obs, True, slope, lr_form="saturating")
+    sat = Problem(obs, True, slope, lr_form="saturating", knee=problem.knee)
     sat_fitter = Fitter(sat, span)
     best = None
     for log_blr in np.linspace(span[0] - 1, span[1] + 2, 4):  # l0 so that lr* matches the power law at B_max
@@ -252,14 +284,15 @@ def lack_of_fit(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat:
     lack-of-fit mean square (RSS0 - RSS1) / dof over the fit's variance RSS0 / n, with t on the same dof."""
     from scipy.special import fdtrc
 
-    dof = len(problem.batches[np.isin(problem.batches, np.log(np.unique(obs.batch[obs.reached])))]) - 2
+    dof = len(problem.batches[np.isin(problem.batches, np.log(np.unique(obs.batch[obs.reached])))]) - \
+        (3 if problem.knee else 2)
     free = Problem(obs, bowl, slope, levels=True)
     n = int(obs.reached.sum())
     pure = n - int(free.free.sum())  # what is left for the noise within the batches
     if dof < 1 or pure < 3:  # no replicates to judge the scatter by: the curve's own residuals are the noise
         return {"dof": max(dof, 0), "pure_dof": max(pure, 0), "deviance": math.nan, "F": math.nan, "p": math.nan,
                 "phi": 1.0, "rejected": False}
-    start = np.concatenate([theta, theta[0] + np.logaddexp(0.0, theta[1] - free.batches)])
+    start = np.concatenate([theta, theta[0] + curve_part(theta, free.batches)[0]])
     val, _ = Fitter(free, span).minimise(start)
     deviance = max(2 * (nll_hat - val), 0.0)
     f = math.expm1(deviance / n) * pure / dof
@@ -272,11 +305,23 @@ def lack_of_fit(obs: Observations, problem: Problem, theta: np.ndarray, nll_hat:
 def _estimate(q: str, fitter: Fitter, theta: np.ndarray, nll_hat: float, thr: float | None,
               span: tuple[float, float], n: int, p: int) -> Estimate:
     if q == "e_min":
-        hat, scale, exp = float(theta[0] + theta[1]), 0.2, True
+        hat, scale, exp = float(theta[0] + theta[1] + knee_shift(theta[7])[0]), 0.2, True
         limits = (hat - 2 * REACH, hat + 2 * REACH)
 
         def constrain(v):
             return {"solve": (0, log_s_min_for(v, None))}
+    elif q in WORDS:  # the batch where a doubling saves WORDS[q] of the steps
+        share = WORDS[q]
+        hat = float(theta[1] + knee_shift(theta[7])[0] - knee_shift(theta[7], share)[0])
+        scale, exp, limits = 0.3, True, (span[0] - 2 * REACH, span[1] + 2 * REACH)
+
+        def constrain(v):
+            return {"solve": (1, log_b_crit_for(v, share))}
+    elif q == "knee":
+        hat, scale, exp, limits = float(theta[7]), 0.2, True, KNEE_LIMITS
+
+        def constrain(v):
+            return {"fixed": {7: v}}
     else:
         j, scale, exp = {"b_crit": (1, 0.3, True), "s_min": (0, 0.2, True), "alpha": (3, 0.1, False)}[q]
         hat = float(theta[j])
@@ -298,15 +343,16 @@ def _estimate(q: str, fitter: Fitter, theta: np.ndarray, nll_hat: float, thr: fl
     return Estimate(q, value, lo_v, hi_v, kind)
 
 
+@one_blas_thread
 def steps_at(model: ModelFit, batches) -> pd.DataFrame:
-    """S(B) = S_min (1 + B_crit / B) at `batches` with its profile-likelihood interval at the model's level (the
+    """S(B) on the curve (`ModelFit.steps`) at `batches` with its profile-likelihood interval at the model's level (the
     curve's threshold: lack of fit widens it as it does B_crit's): global_batch, steps, steps_lo, steps_hi (an end
     the data leave open is 0 or inf)."""
     fitter, theta, thr = model.extra["fitter"], model.extra["theta"], model.extra["curve_threshold"]
     rows = []
     for b in sorted(set(float(x) for x in batches)):
         lb = math.log(b)
-        hat = float(theta[0] + np.logaddexp(0.0, theta[1] - lb))
+        hat = float(theta[0] + curve_part(theta, lb)[0])
         if thr is None or not math.isfinite(thr):
             lo = hi = None
         else:
@@ -318,6 +364,7 @@ def steps_at(model: ModelFit, batches) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["global_batch", "steps", "steps_lo", "steps_hi"])
 
 
+@one_blas_thread
 def b_crit_profile(model: ModelFit, log_b: np.ndarray) -> np.ndarray:
     """The profile deviance of log B_crit at each of `log_b` (2 (min nll at B_crit fixed - the fit's nll)),
     warm-started outward from the estimate."""
@@ -351,6 +398,7 @@ def _profile_grid(m: ModelFit, points: int, thr: float) -> tuple[np.ndarray, np.
     return grid, b_crit_profile(m, grid)
 
 
+@one_blas_thread
 def ratio(a: ModelFit, b: ModelFit, level: float = LEVEL, points: int = 61) -> Estimate:
     """B_crit of arm a over arm b with the profile-likelihood interval of the ratio: each arm's profile of log
     B_crit on a grid about its interval, D(r) = min over l of D_a(l) + D_b(l - r) (independent arms; linear
@@ -387,10 +435,52 @@ def ratio(a: ModelFit, b: ModelFit, level: float = LEVEL, points: int = 61) -> E
 # --- what the numbers mean -------------------------------------------------------------------------------------
 
 
-def doubling_saving(batch, b_crit) -> np.ndarray:
-    """The share of the steps a doubling of the batch saves at B: 1 - S(2B) / S(B) = B_crit / (2 (B + B_crit))."""
+def curve(batch, s_min: float, b_crit: float, knee: float = 1.0) -> np.ndarray:
+    """S(B) at the optimal LR on the curve with these S_min, B_crit (a doubling saves 25% there) and knee g:
+    S_min (1 + (B_c / B)^g)^(1 / g); at g = 1, S_min (1 + B_crit / B)."""
+    theta = np.zeros(len(NAMES))
+    theta[1], theta[7] = math.log(b_crit), math.log(knee)
+    return s_min * np.exp(curve_part(theta, np.log(np.asarray(batch, dtype=float)))[0])
+
+
+def doubling_saving(batch, b_crit, knee: float = 1.0) -> np.ndarray:
+    """The share of the steps a doubling of the batch saves at B: 1 - S(2B) / S(B) on the curve whose doubling
+    saves 25% at `b_crit` with knee g (`knee`; at g = 1, B_crit / (2 (B + B_crit)))."""
     b = np.asarray(batch, dtype=float)
-    return b_crit / (2 * (b + b_crit))
+    return 1 - curve(2 * b, 1.0, b_crit, knee) / curve(b, 1.0, b_crit, knee)
+
+
+def thresholds_supported(estimates: dict) -> bool:
+    """Whether the verdict may say where a doubling saves >= 45% and under 10% of the steps: the knee resolved
+    (both ends of its interval inside its search range) and both thresholds with two-sided intervals; otherwise
+    the thresholds are an extrapolation the data do not carry, and the verdict gives the measured doublings."""
+    return all(q in estimates and estimates[q].kind == "interval" for q in ("knee", *WORDS))
+
+
+@one_blas_thread
+def doublings(model: ModelFit, level: float = LEVEL) -> list[dict]:
+    """Between each two neighbouring batches that reached the target, the share of the steps the step from one to
+    the other saved on the fitted curve, 1 - S(B2) / S(B1), with its profile interval (the curve's threshold):
+    what the study measured of the curve's fall, whatever its shape past the batches. Rows: b1, b2, saving,
+    saving_lo, saving_hi, kind."""
+    fitter, theta, thr = model.extra["fitter"], model.extra["theta"], model.extra["curve_threshold"]
+    rows = []
+    for b1, b2 in zip(model.batches[:-1], model.batches[1:]):
+        l1, l2 = math.log(b1), math.log(b2)
+        gap = l2 - l1
+        hat = float(curve_part(theta, l2)[0] - curve_part(theta, l1)[0])  # log S(B2) - log S(B1), in (-gap, 0)
+        lo = hi = None
+        if thr is not None and math.isfinite(thr):
+            lo, hi = profile(fitter, theta, model.nll, thr, hat,
+                             lambda v, l1=l1, l2=l2: {"solve": (1, log_b_crit_for_ratio(v, l1, l2))}, 0.05,
+                             (-gap * (1 - 1e-6), -gap * 1e-6), xtol=0.002)
+        # the saving 1 - e^v falls as v rises: the upper end of v is the lower end of the saving
+        rows.append({"b1": b1, "b2": b2, "saving": -math.expm1(hat),
+                     "saving_lo": 0.0 if hi is None else -math.expm1(hi),
+                     "saving_hi": 1 - b1 / b2 if lo is None else -math.expm1(lo),
+                     "kind": "interval" if lo is not None and hi is not None else "lower" if hi is not None
+                     else "upper" if lo is not None else "none"})
+    return rows
 
 
 def steps_for_samples(samples, s_min: float, e_min: float) -> np.ndarray:

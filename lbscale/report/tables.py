@@ -400,13 +400,14 @@ def critical_batch_table(study: Study, steps: pd.DataFrame, models: dict | None 
                      "b_crit_reason": why or hint or None, "s_min": s_min.value if s_min else None,
                      "s_min_lo": s_min.lo if s_min else None, "s_min_hi": s_min.hi if s_min else None,
                      "trials": len(s), "reached": reached, "gns_b_simple": float(gns.median()) if len(gns) else None})
-    return Table("critical-batch", "Critical batch: S = S_min (1 + B_crit / B) over every trial, and the gradient "
+    return Table("critical-batch", "Critical batch: the steps' curve over every trial, and the gradient "
                  "noise scale", pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["B_crit: McCandlish et al. 2018's critical batch, S = S_min (1 + B_crit / B), fitted to every "
-                  "trial's steps to target by maximum likelihood (a crossing between two evaluations interval-"
-                  "censored, a trial that did not reach the target right-censored; log-normal noise whose sigma may "
-                  "change with the batch; docs/scaling-model.md). The LR was not tuned: one LR per batch by the "
-                  "study's rule, so B_crit holds for that rule",
+                 ["B_crit: the batch where a doubling saves 25% of the steps, on S = S_min (1 + (B_c / B)^g)^(1 / g) "
+                  "(the knee g fitted where 4 batches or more reached the target, else g = 1: McCandlish et al. "
+                  "2018's S_min (1 + B_crit / B)), fitted to every trial's steps to target by maximum likelihood (a "
+                  "crossing between two evaluations interval-censored, a trial that did not reach the target "
+                  "right-censored; log-normal noise whose sigma may change with the batch; docs/scaling-model.md). "
+                  "The LR was not tuned: one LR per batch by the study's rule, so B_crit holds for that rule",
                   f"[lo, hi]: {LEVEL:.0%} profile-likelihood interval; '> x' where only the lower end is bounded "
                   "(still close to perfect scaling at the largest batch), '< x' only the upper, 'not resolved' "
                   "neither, each with what would resolve it; nothing is clipped to the measured batches",

@@ -4,6 +4,7 @@ metric within epoch budgets."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -145,20 +146,55 @@ def lack_of_fit_cell(f) -> str:
 
 
 def regimes_text(f) -> str:
-    """What a doubling of the batch buys, from B_crit and its interval: >= 45% fewer steps below B_crit / 9,
-    under 10% above 4 B_crit (1 - S(2B) / S(B) = B_crit / (2 (B + B_crit))); S_min and E_min = S_min B_crit (the
-    fewest steps, the fewest samples). Empty without a two-sided interval."""
-    if f.get("b_crit_kind") != "interval":
-        return ""
-    b, lo, hi = f["b_crit"], f["b_crit_lo"], f["b_crit_hi"]
-    below = estimate_cell(b / 9, lo / 9, hi / 9, "interval", whole)
-    above = estimate_cell(4 * b, 4 * lo, 4 * hi, "interval", whole)
-    text = f"a doubling of the batch saves >= 45% of the steps below ~{below}, under 10% above ~{above}"
+    """What a doubling of the batch buys, as far as the data carry it: the knee g with its interval; where the
+    shape is resolved (`steps_model.thresholds_supported`) and B_crit two-sided, the batches below which a
+    doubling saves >= 45% of the steps and above which under 10%; otherwise what each step between the measured
+    batches saved (`steps_model.doublings`), not thresholds extrapolated from an assumed shape; S_min and E_min
+    (the fewest steps, the fewest samples)."""
+    parts = [knee_text(f)] if f.get("knee_kind") is not None and pd.notna(f.get("knee_kind")) else []
+    if f.get("thresholds") is True and f.get("b_crit_kind") == "interval":
+        below = estimate_cell(f["saves_45"], f["saves_45_lo"], f["saves_45_hi"], "interval", whole)
+        above = estimate_cell(f["saves_10"], f["saves_10_lo"], f["saves_10_hi"], "interval", whole)
+        parts.append(f"a doubling of the batch saves >= 45% of the steps below ~{below}, under 10% above ~{above} "
+                     "(both ends together at the stated level)")
+    elif isinstance(f.get("doublings"), str):
+        steps = json.loads(f["doublings"])
+        if steps:
+            parts.append("the steps' fall past the measured batches is not resolved (" + _why_no_words(f)
+                         + "); measured: " + ", ".join(_step_text(d) for d in steps))
     for name, q, unit in (("S_min", "s_min", "steps"), ("E_min", "e_min", "samples")):
-        if f.get(f"{q}_kind") in ("interval", "lower", "upper"):
-            text += "; " + estimate_text(name, f[q], f[f"{q}_lo"], f[f"{q}_hi"], f[f"{q}_kind"], whole, LEVEL) \
-                + f" {unit}"
-    return text
+        if f.get("b_crit_kind") == "interval" and f.get(f"{q}_kind") in ("interval", "lower", "upper"):
+            parts.append(estimate_text(name, f[q], f[f"{q}_lo"], f[f"{q}_hi"], f[f"{q}_kind"], whole, LEVEL)
+                         + f" {unit}")
+    return "; ".join(parts)
+
+
+def knee_text(f) -> str:
+    """The curve's knee g (1: McCandlish's S_min (1 + B_crit / B); below 1 softer, above sharper) with its
+    interval, or why it was not fitted."""
+    if f.get("knee_kind") == "none":
+        reason = f.get("knee_reason")
+        return f"knee not resolved{f' ({reason})' if isinstance(reason, str) and reason else ''}"
+    lo, hi = f["knee_lo"], f["knee_hi"]
+    says = ("consistent with McCandlish's g = 1" if lo < 1 < hi else "softer than McCandlish's" if hi <= 1
+            else "sharper than McCandlish's")
+    if f["knee_kind"] == "interval":
+        return f"knee g = {estimate_cell(f['knee'], lo, hi, 'interval', _two)} ({says})"
+    return f"{estimate_text('knee g', f['knee'], lo, hi, f['knee_kind'], _two, LEVEL)}: {says}"
+
+
+def _why_no_words(f) -> str:
+    if f.get("knee_kind") != "interval":
+        return "the knee is not resolved"
+    if f.get("b_crit_kind") != "interval":
+        return "B_crit is not two-sided"
+    return "the 45% and 10% batches are not both bounded"
+
+
+def _step_text(d: dict) -> str:
+    cell = estimate_cell(100 * d["saving"], 100 * d["saving_lo"], 100 * d["saving_hi"], d["kind"], whole)
+    word = "a doubling" if abs(d["b2"] / d["b1"] - 2) < 1e-6 else f"x{d['b2'] / d['b1']:.3g}"
+    return f"{whole(d['b1'])} -> {whole(d['b2'])} ({word}) saved {cell}% of the steps"
 
 
 def _rule(lo, hi) -> str:
@@ -265,6 +301,9 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                      f"E_min [samples, {pct}]": cell["e_min"],
                      f"alpha [{pct}]": estimate_cell(f["alpha"], f["alpha_lo"], f["alpha_hi"], f["alpha_kind"], _two)
                      if f.get("lr_tuned") is not False else "LR not tuned",
+                     f"Knee g [{pct}]": estimate_cell(f.get("knee"), f.get("knee_lo"), f.get("knee_hi"),
+                                                       f.get("knee_kind"), _two) if pd.notna(f.get("knee"))
+                     else "g = 1 (not tested)" if target is not None and pd.notna(f.get("b_crit")) else "-",
                      "Edges": f["edges"] or "-",
                      "Noise sigma (smallest, largest batch)": f"{f['sigma_lo']:.2f}, {f['sigma_hi']:.2f}"
                      if pd.notna(f.get("sigma_lo")) else "-",
@@ -273,13 +312,18 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
         tidy.append({**f.to_dict(), "gns_b_simple": float(at.median()) if len(at) else None})
     return Table("tuned-fits", "Critical batch and optimal LR: one model over every trial (tuned)",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["Model: log S = log S_min + log(1 + B_crit / B) + log(1 + k d^2) + e, d = ln(lr / lr*(B)), "
-                  "lr*(B) = c B^alpha, e normal with log sigma linear in log B; fitted to every trial by maximum "
-                  "likelihood: a crossing between two evaluations is interval-censored, a trial that did not reach "
-                  "the target right-censored, one that diverged keeps lr*(B) below its LR (docs/scaling-model.md)",
-                  "B_crit: McCandlish et al. 2018's critical batch, S = S_min (1 + B_crit / B): a doubling saves >= "
-                  "45% of the steps below B_crit / 9 and under 10% above 4 B_crit; E_min = S_min B_crit: the fewest "
-                  "training samples (the small-batch limit)",
+                 ["Model: log S = log S_min + (1 / g) log(1 + (B_c / B)^g) + log(1 + k d^2) + e, d = ln(lr / "
+                  "lr*(B)), lr*(B) = c B^alpha, e normal with log sigma linear in log B; fitted to every trial by "
+                  "maximum likelihood: a crossing between two evaluations is interval-censored, a trial that did not "
+                  "reach the target right-censored, one that diverged keeps lr*(B) below its LR "
+                  "(docs/scaling-model.md)",
+                  "B_crit: the batch where a doubling saves 25% of the steps; at g = 1 McCandlish et al. 2018's "
+                  "critical batch, S = S_min (1 + B_crit / B), where a doubling saves >= 45% below B_crit / 9 and "
+                  "under 10% above 4 B_crit; E_min = S_min B_c: the fewest training samples (the small-batch limit)",
+                  "Knee g: the curve's knee, fitted where 4 batches or more reached the target (1: McCandlish's; "
+                  "below 1 a softer knee, the steps falling on past B_crit; above, a sharper one); the verdict says "
+                  "where a doubling saves >= 45% and under 10% only where g's interval has both ends, otherwise what "
+                  "each step between the measured batches saved",
                   f"[{pct}]: profile-likelihood intervals (deviance threshold n log(1 + t^2 / (n - p))); '> x' "
                   "where only the lower end is bounded, '< x' only the upper, 'not resolved' neither: nothing is "
                   "clipped to the measured batches",

@@ -12,6 +12,7 @@ import numpy as np
 from lbscale.analysis.rounds import Action, Answer, BatchState, Point, Round, plan_round
 from lbscale.report.load import load_results
 from lbscale.report.critical_batch import fits_of
+from lbscale.report.steps_model import VERSION
 from lbscale.report.tuned import arms, batch_optima, trial_outcomes
 from lbscale.sweep.plan import point_id
 from lbscale.task import Task
@@ -38,6 +39,7 @@ def decider(metric: str, target: float, ratio: float):
             rounds.append(plan_round(answer, states(o, target, maximize), ratio, trials_left, trials_per_batch,
                                      max_batch=max_batch))
         return answers, merged(rounds, list(answers))
+    decide.model = VERSION  # a stop recorded by another version of the steps model is decided again
     return decide
 
 

@@ -176,8 +176,10 @@ class Rounds:
         self.spec, self.o, self.results, self.gpn, self.overrides, self.decide = (spec, o, Path(results),
                                                                                   gpus_per_node, overrides, decide)
         self.wall = wall  # sweep.budget.WallBudget, or None
+        # the steps model's version (`decide.model`) with them: a stop an older model decided is not replayed
         self.settings = {"ratio": o.ratio, "budget": o.budget,
-                         **({"wall": round(wall.seconds)} if wall is not None else {})}
+                         **({"wall": round(wall.seconds)} if wall is not None else {}),
+                         **({"model": decide.model} if getattr(decide, "model", None) is not None else {})}
 
     def more(self, plans: list[SweepTrial]) -> list[SweepTrial]:
         from lbscale.results import FINISHED

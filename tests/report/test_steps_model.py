@@ -181,7 +181,13 @@ def test_mlperf_reference_convergence_points_give_b_crit_with_an_interval():
     model = fit(Observations.of(b, None, lo, hi))
     e = model.estimates["b_crit"]
     assert model.n == 130 and not model.bowl and model.extra["lack_of_fit"]["rejected"]
-    assert e.kind == "interval" and 30000 < e.lo < 47065 < e.hi < 70000, e
+    assert e.kind == "interval" and 20000 < e.lo < 47065 < e.hi < 80000, e
+    # the knee fitted with it (10 batches) is McCandlish's within its interval (1.44 [0.83, 2.15] when written);
+    # held at g = 1 the fit gives back the figure the model had before the knee, 45,167 [40,345, 50,166]
+    knee = model.estimates["knee"]
+    assert knee.kind == "interval" and knee.lo < 1 < knee.hi, knee
+    held = fit(Observations.of(b, None, lo, hi), knee=False).estimates["b_crit"]
+    assert held.value == pytest.approx(45167, rel=0.01) and 40000 < held.lo < held.hi < 51000, held
 
 
 # Issue 53 item 3: the lack-of-fit test took chi^2 for its deviance, which ignores that sigma is estimated from
@@ -224,7 +230,8 @@ def test_lack_of_fit_is_the_textbook_f_test_where_nothing_is_censored():
     # (20 log(RSS0 / RSS1) = 6.9 on 3 dof) gave p = 0.076 and widened the intervals
     y = replicated(0.05, 14)
     f, p, rss0, rss1 = textbook_lack_of_fit(y)
-    model = fit(Observations.of(REPLICATED, None, np.exp(y), np.exp(y)), noise_slope=False, quantities=())
+    model = fit(Observations.of(REPLICATED, None, np.exp(y), np.exp(y)), noise_slope=False, quantities=(),
+                knee=False)  # the textbook test of the curve S_min (1 + B_crit / B) (the knee nests it)
     lack = model.extra["lack_of_fit"]
     assert lack["deviance"] == pytest.approx(20 * math.log(rss0 / rss1), rel=1e-4)
     assert lack["p"] == pytest.approx(p, rel=1e-3) and lack["F"] == pytest.approx(f, rel=1e-4)
@@ -241,7 +248,8 @@ def test_a_rejected_fit_takes_the_t_interval_of_the_curve_through_the_batch_mean
 
     y = replicated(0.3, 0)
     f, p, *_ = textbook_lack_of_fit(y)
-    model = fit(Observations.of(REPLICATED, None, np.exp(y), np.exp(y)), noise_slope=False, quantities=("b_crit",))
+    model = fit(Observations.of(REPLICATED, None, np.exp(y), np.exp(y)), noise_slope=False, quantities=("b_crit",),
+                knee=False)
     lack = model.extra["lack_of_fit"]
     batches = np.unique(REPLICATED)
     means = np.array([y[REPLICATED == b].mean() for b in batches])
@@ -297,16 +305,30 @@ def _stepped_profile_end(m, side: int, thr: float) -> float:
     return float(np.exp(grid[hit]))
 
 
-def test_an_interval_end_is_a_crossing_never_the_search_limit():
-    m = fit(Observations.of(**LIMIT_CASE), quantities=("b_crit",))
+@pytest.mark.parametrize("knee", [False, True], ids=["the knee held at 1, as reported", "the knee fitted"])
+def test_an_interval_end_is_a_crossing_never_the_search_limit(knee):
+    # as reported (g = 1) both ends are found crossings; with the knee free (12 trials for 8 parameters) B_crit
+    # sits below the batches (~13), the knee is not resolved and the lower end is open: the upper one is found
+    m = fit(Observations.of(**LIMIT_CASE), quantities=("b_crit",), knee=knee)
     e = m.estimates["b_crit"]
     limit = 512 * math.exp(7)
     assert e.hi is None or not math.isclose(e.hi, limit, rel_tol=1e-6), e
     thr = m.extra["curve_threshold"]
-    for end, side in ((e.lo, -1), (e.hi, 1)):
+    assert e.kind == ("upper" if knee else "interval"), e
+    for end, side in ((e.lo, -1), (e.hi, 1))[knee:]:
         assert end is not None and math.isfinite(end)
-        stepped = _stepped_profile_end(m, side, thr)
-        assert abs(math.log(end / stepped)) < 0.05, (end, stepped)  # within the grid's step and brentq's tolerance
+        if not knee:
+            stepped = _stepped_profile_end(m, side, thr)
+            assert abs(math.log(end / stepped)) < 0.05, (end, stepped)  # the grid's step and brentq's tolerance
+            continue
+        # with the knee a warm-started chain of grid points can be caught on the knee's bound (72.8 where the
+        # profile's end is 78.0): the deviance there, minimised afresh from five knees 0.2..4.5, is the threshold
+        fitter, theta = m.extra["fitter"], m.extra["theta"]
+
+        def deviance(b):
+            starts = [np.concatenate([theta[:7], [lg], theta[8:]]) for lg in (-1.5, -0.7, 0.0, 0.7, 1.5)]
+            return min(2 * (fitter.minimise(t, {1: math.log(b)})[0] - m.nll) for t in starts)
+        assert abs(deviance(end) - thr) < 0.1 and deviance(end / 1.05) < thr, (end, deviance(end), thr)
 
 
 def _random_study(rng):
@@ -398,3 +420,114 @@ def test_steps_between_two_batches_rest_on_the_lrs_tried_there():
     model = fit(Observations.of(b, lr, low, high, diverged), quantities=("b_crit",))
     s = steps_at(model, [192.0]).iloc[0]
     assert 0 < s.steps_lo < 200 * (1 + 384 / 192) < s.steps_hi < math.inf, s
+
+
+# Issue 53 item 2: a knee the data can reject. The curve S_min (1 + (B_c / B)^g)^(1 / g), g = 1 McCandlish's; the
+# printed B_crit is the batch where a doubling saves 25% at every g. Truths below are roots of hand-written curves
+# (scipy's brentq on S itself), not the model's closed form.
+def knee_curve_steps(b, b_c=128.0, g=0.5, s_min=500.0):
+    return s_min * (1 + (b_c / np.asarray(b, dtype=float)) ** g) ** (1 / g)
+
+
+def batch_saving(share, b_c=128.0, g=0.5):
+    from scipy.optimize import brentq
+
+    return math.exp(brentq(lambda lb: 1 - knee_curve_steps(2 * math.exp(lb), b_c, g) / knee_curve_steps(
+        math.exp(lb), b_c, g) - share, -20, 30, xtol=1e-13))
+
+
+def test_the_batch_where_a_doubling_saves_a_share_is_the_root_of_the_curve_itself():
+    # the issue's softer knee: S_min (1 + (128 / B)^0.5)^2 saves 25% a doubling at B = 180 (and at g = 1 at B_c)
+    assert batch_saving(0.25) == pytest.approx(180.1, abs=0.05)
+    assert batch_saving(0.25, g=1.0) == pytest.approx(128)
+    for g in (0.3, 0.5, 1.0, 2.0, 4.0):
+        b_crit = batch_saving(0.25, g=g)
+        for share in (0.45, 0.25, 0.10):
+            b = batch_saving(share, g=g)
+            assert doubling_saving(b, b_crit, g) == pytest.approx(share, abs=1e-9), (g, share)
+        for b in (8.0, 100.0, 3000.0):  # and everywhere along it
+            want = 1 - knee_curve_steps(2 * b, g=g) / knee_curve_steps(b, g=g)
+            assert doubling_saving(b, b_crit, g) == pytest.approx(want, rel=1e-9)
+
+
+def knee_study(g, factors=(-1.0, -0.4, 0.0, 0.5, 1.2), batches=BATCHES):
+    b, lr, steps = [], [], []
+    for x in batches:
+        for f in factors:
+            b.append(x)
+            lr.append(0.01 * x ** 0.5 * math.exp(f))
+            steps.append(float(knee_curve_steps(x, g=g)) * (1 + 0.5 * f * f))
+    steps = np.array(steps)
+    return Observations.of(b, lr, steps, steps)
+
+
+@pytest.mark.parametrize("g", [0.5, 1.0, 2.0])
+def test_noise_free_trials_give_back_the_knee_the_critical_batch_and_the_doubling_thresholds(g):
+    model = fit(knee_study(g))
+    assert model.knee == pytest.approx(g, rel=1e-2)
+    assert model.estimates["b_crit"].value == pytest.approx(batch_saving(0.25, g=g), rel=1e-2)
+    assert model.estimates["saves_45"].value == pytest.approx(batch_saving(0.45, g=g), rel=3e-2)
+    assert model.estimates["saves_10"].value == pytest.approx(batch_saving(0.10, g=g), rel=3e-2)
+    np.testing.assert_allclose(model.steps(BATCHES), knee_curve_steps(BATCHES, g=g), rtol=1e-2)
+    # E_min = S_min B_c: the samples at the small-batch limit of B S(B)
+    assert model.estimates["e_min"].value == pytest.approx(500 * 128, rel=2e-2)
+
+
+def test_what_each_measured_step_saved_holds_the_truth_and_needs_no_shape_past_the_batches():
+    from lbscale.report.steps_model import doublings
+
+    rng = np.random.default_rng(11)
+    obs = knee_study(0.5)
+    noisy = obs.high * np.exp(0.05 * rng.standard_normal(len(obs.high)))
+    model = fit(Observations.of(obs.batch, obs.lr, noisy * 0.97, noisy))
+    rows = doublings(model)
+    assert [(r["b1"], r["b2"]) for r in rows] == list(zip(BATCHES[:-1], BATCHES[1:]))
+    for r in rows:
+        truth = 1 - knee_curve_steps(r["b2"]) / knee_curve_steps(r["b1"])
+        assert r["kind"] == "interval" and r["saving_lo"] < truth < r["saving_hi"], (r, truth)
+        assert r["saving_hi"] - r["saving_lo"] < 0.15
+
+
+def test_a_three_batch_study_holds_the_knee_at_mccandlishs_and_says_no_thresholds():
+    from lbscale.report.steps_model import thresholds_supported
+
+    model = fit(knee_study(0.5, batches=BATCHES[:3]))
+    assert model.knee == 1.0 and "knee" not in model.estimates and "saves_10" not in model.estimates
+    assert not thresholds_supported(model.estimates)
+
+
+def test_softer_knee_studies_never_print_thresholds_that_miss_and_b_crit_covers():
+    # the issue's softer knee (the reviewer's setup: S_min 500, k = 1, 6 LRs over 100x, evaluations 15% apart, 3x
+    # the largest batch's samples): "saves under 10% above ~489 [397, 600]" was false in 99.3% of studies (the
+    # truth: 2,836). 40 studies of the benchmark's own simulator: where the words are printed both thresholds'
+    # intervals hold the truth's (at the level they state), else the measured steps' savings are given, and
+    # B_crit (the batch where a doubling saves 25%: 180) is covered
+    from benchmarks.bench_verdict_coverage import KNEE_REGIMES
+
+    s = run_regime(KNEE_REGIMES[0], 40, seed=7, words=True)
+    assert s["b_crit_covered"] >= 0.85, s
+    assert s["words_printed"] == 0 or s["words_words_true"] >= 0.75, s
+    assert s["words_steps_covered"] >= 0.8 and s["words_knee_covered"] >= 0.8, s
+
+
+def test_the_fits_run_on_one_blas_thread(monkeypatch):
+    # OpenBLAS's threads spin for work (OMP_WAIT_POLICY does not reach them): beside a training trial a fit took ~3x
+    # as long on the 2-core machine (benchmarks measure it; here: the thread count every minimisation sees)
+    from threadpoolctl import threadpool_info
+
+    from lbscale.report import likelihood
+    from lbscale.report.steps_model import doublings, ratio
+
+    seen = []
+    minimise = likelihood.Fitter.minimise
+
+    def spy(self, *args, **kwargs):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return minimise(self, *args, **kwargs)
+
+    monkeypatch.setattr(likelihood.Fitter, "minimise", spy)
+    model = fit(knee_study(1.0), quantities=("b_crit",))
+    steps_at(model, [100.0])
+    doublings(model)
+    ratio(model, model)
+    assert seen and all(s == {1} for s in seen), seen[:3]

@@ -124,7 +124,7 @@ def test_the_verdict_says_what_it_rests_on():
     assert "5 of 5 batches reached val_top1 0.9" in line and "50 trials, 6 search points per batch" in line
     # the confirmation stage reran the 2 best points of each batch with 2 more seeds: 3 seeds at the best point
     assert "seeds: 3 at each batch's best point, 3 at the others (at most)" in line
-    assert "one model over every trial, 90% profile-likelihood intervals (" in line and " 7 parameters)" in line
+    assert "one model over every trial, 90% profile-likelihood intervals (" in line and " 8 parameters)" in line
     assert math.isfinite(f.iloc[0]["alpha_lo"])
 
 
@@ -305,7 +305,7 @@ def test_a_rejected_fit_is_named_in_the_verdict_and_its_p_is_in_the_fits_table()
     fits = tuned_fits(trials, steps, "val_top1", 0.759, True)
     fit = fits.iloc[0]
     assert fit["n_fit"] == 130 and fit["lack_of_fit_rejected"] and fit["lack_of_fit_p"] < 1e-20
-    assert (fit["lack_of_fit_dof"], fit["lack_of_fit_pure_dof"]) == (8, 118)
+    assert (fit["lack_of_fit_dof"], fit["lack_of_fit_pure_dof"]) == (7, 118)
     lines = verdict(fits, "val_top1", 0.759)
     words = [x for x in lines if "the curve does not describe these trials well" in x]
     assert len(words) == 1 and f"p = {fit['lack_of_fit_p']:.1g}" in words[0], lines
@@ -351,3 +351,32 @@ def test_a_trial_that_never_learned_above_one_that_did_bounds_lr_star_too():
         assert fit["c"] * b ** fit["alpha"] < points[-1][0], b
     line = " ".join(verdict(pd.DataFrame([fit]), "val_top1", 0.9))
     assert "; 4 never learned (no steps: each keeps lr* below its LR)" in line and "1 did not reach" in line
+
+
+def test_the_doubling_thresholds_are_said_only_from_a_resolved_knee_else_the_measured_steps():
+    # issue 53 item 2: a softer knee read as McCandlish's said "under 10% above ~489" where a doubling at 512 still
+    # saved 23%. A fits row by hand: with the knee and both thresholds two-sided, the sentence; with the knee open,
+    # what each measured step saved instead, and no threshold
+    import json
+
+    from lbscale.report.tuned_tables import regimes_text
+
+    row = {"b_crit": 180.0, "b_crit_lo": 120.0, "b_crit_hi": 260.0, "b_crit_kind": "interval",
+           "knee": 0.55, "knee_lo": 0.38, "knee_hi": 0.81, "knee_kind": "interval", "thresholds": True,
+           "saves_45": 2.5, "saves_45_lo": 0.6, "saves_45_hi": 9.0, "saves_45_kind": "interval",
+           "saves_10": 2800.0, "saves_10_lo": 1400.0, "saves_10_hi": 9000.0, "saves_10_kind": "interval",
+           "doublings": None}
+    text = regimes_text(row)
+    assert "knee g = 0.55 [0.38, 0.81] (softer than McCandlish's)" in text
+    assert "saves >= 45% of the steps below ~2.5 [0.6, 9], under 10% above ~2800 [1400, 9000]" in text
+    steps = [{"b1": 256.0, "b2": 512.0, "saving": 0.228, "saving_lo": 0.18, "saving_hi": 0.27, "kind": "interval"}]
+    row.update(knee_lo=0.0, knee_kind="upper", thresholds=False, doublings=json.dumps(steps))
+    text = regimes_text(row)
+    assert "knee g < 0.81 (90% upper bound): softer than McCandlish's" in text and "under 10% above" not in text
+    assert ("the steps' fall past the measured batches is not resolved (the knee is not resolved); measured: "
+            "256 -> 512 (a doubling) saved 23 [18, 27]% of the steps") in text
+    # a study whose knee was not fitted (3 batches) says so, and gives no threshold either
+    row.update(knee=None, knee_lo=None, knee_hi=None, knee_kind="none",
+               knee_reason="3 batches reached the target; the knee needs 4: g = 1 (McCandlish's) assumed, not tested")
+    text = regimes_text(row)
+    assert text.startswith("knee not resolved (3 batches reached the target") and "45%" not in text

@@ -69,6 +69,16 @@ def test_rounds_are_decided_written_replayed_and_cut_by_the_budget(tiny_h5, tmp_
     rep = lbscale("report", results, "--out", tmp_path / "rep").stdout
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "Rounds (--until-resolved)" in text and last["stop"] in text, rep
+    # a stop recorded by another version of the steps model (here: one before the model carried a version) is
+    # not replayed: the rounds are decided again by this one, and the new entry records its version
+    from lbscale.report.steps_model import VERSION
+
+    doc = read_json(results / "rounds.json")
+    doc["rounds"][-1]["settings"].pop("model")
+    (results / "rounds.json").write_text(json.dumps(doc))
+    lbscale("sweep", spec, "--results", results, "--until-resolved", "--budget", "7", "--ratio", "1.5")
+    after = read_json(results / "rounds.json")["rounds"]
+    assert len(after) == len(rounds) + 1 and after[-1]["settings"]["model"] == VERSION, after[-1]
 
 
 def test_a_run_with_twice_the_epochs_that_reached_the_target_counts_its_batch_as_reached(tiny_h5, tmp_path):
