@@ -137,9 +137,8 @@ def shape_columns(model, level: float) -> dict:
     and otherwise the steps between the measured batches with what each saved (`steps_model.doublings`, as JSON)."""
     fewer = (f"{len(model.batches)} batches reached the target; the knee needs {steps_model.MIN_KNEE_BATCHES}: "
              "g = 1 (McCandlish's) assumed, not tested" if len(model.batches) < steps_model.MIN_KNEE_BATCHES else
-             f"{model.n} trials reached the target for {model.p} parameters; the knee needs "
-             f"{steps_model.MIN_KNEE_DOF} degrees of freedom more than itself: g = 1 (McCandlish's) assumed, not "
-             "tested")
+             f"{model.n} trials reached the target for {model.p} parameters; a knee needs "
+             f"{steps_model.MIN_KNEE_DOF} left over after its own: g = 1 (McCandlish's) assumed, not tested")
     out = {}
     for q in ("knee", *steps_model.WORDS):
         out.update(_estimate_columns(q, model.estimates.get(q), "" if "knee" in model.estimates else fewer))

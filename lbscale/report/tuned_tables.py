@@ -328,9 +328,10 @@ def fits_table(study: Study, fits: pd.DataFrame, target: float | None, gns: pd.D
                   "where only the lower end is bounded, '< x' only the upper, 'not resolved' neither: nothing is "
                   "clipped to the measured batches",
                   "alpha: the slope of log lr* over log B across the measured batches",
-                  "Lack of fit p: the curve against a free level of log S per batch (F on batches - 2 and the "
-                  "replicates' degrees of freedom); where it is below 0.1 (rejected) the curve does not describe the "
-                  "trials well and the intervals of B_crit, S_min and E_min take the batches' scatter about it; '-' "
+                  "Lack of fit p: the curve against a free level of log S per batch (F on batches - 3, or - 2 with "
+                  "the knee held at 1, and the replicates' degrees of freedom); where it is below 0.1 (rejected) "
+                  "the curve does not describe the trials well and the intervals of B_crit, S_min and E_min take "
+                  "the batches' scatter about it; '-' "
                   "where too few replicates were left to judge it by",
                   "B_simple at target: the median over the batches' best trials of the noise scale where each "
                   "reached the target (McCandlish et al.'s predictor of B_crit, up to a factor)"

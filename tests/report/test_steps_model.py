@@ -323,9 +323,7 @@ def test_an_interval_end_is_a_crossing_never_the_search_limit(knee):
             continue
         # with the knee a warm-started chain of grid points can be caught on the knee's bound (72.8 where the
         # profile's end is 78.0): the deviance there, minimised afresh from five knees 0.2..4.5, is the threshold
-        fitter, theta = m.extra["fitter"], m.extra["theta"]
-
-        def deviance(b):
+        def deviance(b, fitter=m.extra["fitter"], theta=m.extra["theta"]):
             starts = [np.concatenate([theta[:7], [lg], theta[8:]]) for lg in (-1.5, -0.7, 0.0, 0.7, 1.5)]
             return min(2 * (fitter.minimise(t, {1: math.log(b)})[0] - m.nll) for t in starts)
         assert abs(deviance(end) - thr) < 0.1 and deviance(end / 1.05) < thr, (end, deviance(end), thr)
