@@ -20,8 +20,11 @@ a test at 10% should reject about 10% of them), and `python benchmarks/bench_ver
 for that rate alone in the regimes of `LACK_REGIMES` (a fit without profiles, ~0.3 s a study), with what chi^2
 on the same deviance (the reference before issue 53) would have rejected.
 
-`python benchmarks/run.py verdict_coverage` (1,000 studies per regime: a standard error of ~1 point at 90%);
-LBSCALE_COVERAGE_STUDIES=N for fewer.
+`python benchmarks/run.py verdict_coverage` (1,000 studies per regime: a standard error of ~1 point at 90%; the
+knee regimes a third as many); LBSCALE_COVERAGE_STUDIES=N for fewer. `python benchmarks/bench_verdict_coverage.py
+knee` runs the knee regimes alone (LBSCALE_KNEE_STUDIES, 300 by default): the knee g of S_min (1 + (B_c /
+B)^g)^(1 / g) softer, McCandlish's and sharper, and heavy-tailed noise, in issue 53's reviewer's setup, each
+beside the same studies fitted with the knee held at 1.
 """
 
 from __future__ import annotations
@@ -49,6 +52,31 @@ class Regime:
     alpha: float = 0.5
     s_min: float = 200.0
     budget: float = 20.0  # x the perfect-scaling steps at the batch (S_min B_crit / B + S_min)
+    knee: float = 1.0  # g of S = S_min (1 + (B_c / B)^g)^(1 / g), B_c = `b_crit`; 1 McCandlish's
+    k: float = 0.5  # the bowl's 1 + k d^2 (4 k d^2 above lr* where asymmetric; 1 + k |log2 d| where V-shaped)
+    growth: float = 1.1  # evaluations this factor apart in steps
+    samples_budget: float | None = None  # a budget in samples, this times the largest batch's optimal samples
+    # (the same for every batch, as `epochs` gives): in place of `budget`
+    heavy: bool = False  # noise sigma t(3) in place of sigma N(0, 1)
+
+    def curve(self, batch):
+        """The truth's steps at the optimal LR."""
+        return self.s_min * (1 + (self.b_crit / np.asarray(batch, dtype=float)) ** self.knee) ** (1 / self.knee)
+
+    def saving_at(self, batch) -> float:
+        return float(1 - self.curve(2 * batch) / self.curve(batch))
+
+    def batch_saving(self, share: float) -> float:
+        """The batch where a doubling saves `share` of the steps on the truth's curve (a root, not the fit's
+        closed form): B_crit at 25%."""
+        from scipy.optimize import brentq
+
+        return brentq(lambda lb: self.saving_at(math.exp(lb)) - share, -30.0, 40.0, xtol=1e-12)
+
+    @property
+    def truth(self) -> float:
+        """B_crit as the verdict means it: the batch where a doubling saves 25%."""
+        return math.exp(self.batch_saving(0.25))
 
 
 REGIMES = [
@@ -67,6 +95,15 @@ REGIMES = [
     Regime("4 batches 64-512 + sigma ~ sqrt(B) + factor-2 grid + asymmetric bowl, divergence above 1.5 lr*, "
            "B_crit 128", batches=(64, 128, 256, 512), sigma=(0.05, 0.5), grid=2.0, diverge=1.5, bowl="asymmetric"),
 ]
+# issue 53's reviewer's setup: S_min 500, lr*(32) = 0.1, k = 1, 6 LR points over 100x, evaluations 15% apart, a
+# budget of 3x the largest batch's optimal samples; the knee softer (g = 0.5: B_crit 180), McCandlish's, sharper
+REVIEWER = dict(s_min=500.0, k=1.0, grid=100 ** 0.2, growth=1.15, samples_budget=3.0)
+KNEE_REGIMES = [
+    Regime("softer knee S_min (1 + (128 / B)^0.5)^2 (B_crit 180), the reviewer's setup", knee=0.5, **REVIEWER),
+    Regime("McCandlish's knee g = 1 (B_crit 128), the reviewer's setup", **REVIEWER),
+    Regime("sharper knee g = 2 (B_c 128: B_crit 110), the reviewer's setup", knee=2.0, **REVIEWER),
+    Regime("heavy tails 0.1 t(3) (B_crit 128), the reviewer's setup", heavy=True, **REVIEWER),
+]
 # correctly specified studies (the curve itself, no cliff) for the lack-of-fit test's rate, the truth inside,
 # above and below the batches
 LACK_REGIMES = [REGIMES[0], REGIMES[1], REGIMES[4],
@@ -74,21 +111,28 @@ LACK_REGIMES = [REGIMES[0], REGIMES[1], REGIMES[4],
                 Regime("B_crit 8, below the batches 32-512", b_crit=8.0)]
 
 
-def _bowl(shape: str, d: float) -> float:
+def _bowl(shape: str, d: float, k: float = 0.5) -> float:
     if shape == "v":
-        return 1 + 0.5 * abs(d / math.log(2))
-    return 1 + (2.0 if shape == "asymmetric" and d > 0 else 0.5) * d * d
+        return 1 + k * abs(d / math.log(2))
+    return 1 + (4 * k if shape == "asymmetric" and d > 0 else k) * d * d
 
 
-def _evaluations(limit: float) -> np.ndarray:
+def _evaluations(limit: float, growth: float = 1.1) -> np.ndarray:
     steps, s = [], 1.0
     while s <= limit * 1.2 + 2:
         steps.append(s)
-        s = max(s + 1, math.ceil(s * 1.1))
+        s = max(s + 1, math.ceil(s * growth))
     return np.array(steps)
 
 
 EVALS = _evaluations(1e6)
+_EVALS = {1.1: EVALS}
+
+
+def evaluations(growth: float) -> np.ndarray:
+    if growth not in _EVALS:
+        _EVALS[growth] = _evaluations(1e6, growth)
+    return _EVALS[growth]
 
 
 def simulate(rng: np.random.Generator, r: Regime):
@@ -98,21 +142,24 @@ def simulate(rng: np.random.Generator, r: Regime):
     c = 0.1 / b[0] ** r.alpha
     guess = 2.0 ** rng.uniform(-0.5, 0.5)  # the study's misjudgement of lr*, in grid steps
     rows = []
+    evals = evaluations(r.growth)
 
     def run(batch, lr):
         star = c * batch ** r.alpha
         d = math.log(lr / star)
-        bowl = _bowl(r.bowl, d)
+        bowl = _bowl(r.bowl, d, r.k)
         sigma = r.sigma[0] * (batch / b[0]) ** r.sigma[1]
-        need = r.s_min * (1 + r.b_crit / batch) * bowl * math.exp(sigma * rng.standard_normal())
-        budget = r.budget * r.s_min * (1 + r.b_crit / batch)
+        z = rng.standard_t(3) if r.heavy else rng.standard_normal()
+        need = float(r.curve(batch)) * bowl * math.exp(sigma * z)
+        budget = (r.samples_budget * float(r.curve(b[-1])) * b[-1] / batch if r.samples_budget is not None
+                  else r.budget * r.s_min * (1 + r.b_crit / batch))
         if r.diverge is not None and lr > r.diverge * star:
             return (batch, lr, 5.0, math.inf, 1.0)
         if need > budget:
-            last = EVALS[np.searchsorted(EVALS, budget, side="right") - 1]
+            last = evals[np.searchsorted(evals, budget, side="right") - 1]
             return (batch, lr, float(last), math.inf, 0.0)
-        i = int(np.searchsorted(EVALS, need, side="left"))  # the first evaluation at or past the need
-        return (batch, lr, float(EVALS[i - 1]) if i else 0.0, float(EVALS[i]), 0.0)
+        i = int(np.searchsorted(evals, need, side="left"))  # the first evaluation at or past the need
+        return (batch, lr, float(evals[i - 1]) if i else 0.0, float(evals[i]), 0.0)
 
     for batch in b:
         centre = c * batch ** r.alpha * r.grid ** math.log(guess, 2)
@@ -161,19 +208,23 @@ def false_bound(kind: str, lo: float, hi: float, truth: float) -> bool:
     return kind in ("lower", "upper") and not lo < truth < hi
 
 
-def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False, censor_diverged: bool = False) -> dict:
+def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False, censor_diverged: bool = False,
+               words: bool = False, hold_knee: bool = False) -> dict:
     """Coverage over `studies` drawn from `r`; `old`: the old t-interval beside it; `censor_diverged`: diverged
-    trials read as right-censored steps (how the fit read them before they bounded lr*)."""
+    trials read as right-censored steps (how the fit read them before they bounded lr*); `words`: the knee and
+    the doubling words scored too (`score_words`); `hold_knee`: the knee held at McCandlish's g = 1 and the
+    words as they were said before it was fitted (B_crit / 9 and 4 B_crit wherever B_crit was two-sided)."""
     from lbscale.report.steps_model import Observations, fit
 
     rng = np.random.default_rng(seed)
     rows = []
+    quantities = ("b_crit", "alpha", "knee", "saves_45", "saves_10") if words else ("b_crit", "alpha")
     for _ in range(studies):
         batch, lr, low, high, diverged = simulate(rng, r)
         f = fit(Observations.of(batch, lr, low, high, None if censor_diverged else diverged),
-                quantities=("b_crit", "alpha"))
-        row = {}
-        for q, truth in (("b_crit", r.b_crit), ("alpha", r.alpha)):
+                quantities=quantities, knee=False if hold_knee else None)
+        row = {"words": held_words(f, r) if hold_knee else score_words(f, r)} if words else {}
+        for q, truth in (("b_crit", r.truth), ("alpha", r.alpha)):
             e = f.estimates.get(q) if f is not None else None
             kind, lo, hi = (e.kind, e.lo, e.hi) if e is not None and e.lo is not None else ("none", -math.inf,
                                                                                              math.inf)
@@ -181,9 +232,56 @@ def run_regime(r: Regime, studies: int, seed: int = 0, old: bool = False, censor
         row["lack"] = lack_outcome(f)
         if old:
             k, lo, hi = old_t_interval(batch, low, high)
-            row["old"] = (k, lo, hi, covers(k, lo, hi, r.b_crit), false_bound(k, lo, hi, r.b_crit))
+            row["old"] = (k, lo, hi, covers(k, lo, hi, r.truth), false_bound(k, lo, hi, r.truth))
         rows.append(row)
     return summarise(rows)
+
+
+def score_words(f, r: Regime) -> dict:
+    """The knee's interval against the truth's g, and the doubling words as the verdict would say them: where
+    `thresholds_supported`, "saves >= 45% below X, under 10% above Y", true where both intervals hold the truth's
+    thresholds (roots of its own curve); otherwise each measured step between neighbouring batches with its
+    saving's interval, scored as intervals against the truth's saving there."""
+    from lbscale.report.steps_model import doublings, thresholds_supported
+
+    if f is None:
+        return {"fitted": False}
+    e = f.estimates.get("knee")
+    out = {"fitted": True, "knee_fitted": e is not None,
+           "knee_covered": e is not None and covers(e.kind, e.lo, e.hi, r.knee), "printed": False}
+    if thresholds_supported(f.estimates):
+        x, y = math.exp(r.batch_saving(0.45)), math.exp(r.batch_saving(0.10))
+        a, b = f.estimates["saves_45"], f.estimates["saves_10"]
+        out.update(printed=True, true=covers(a.kind, a.lo, a.hi, x) and covers(b.kind, b.lo, b.hi, y))
+    else:
+        steps = doublings(f)
+        out["steps"] = [covers(d["kind"], d["saving_lo"], d["saving_hi"],
+                               float(1 - r.curve(d["b2"]) / r.curve(d["b1"]))) for d in steps]
+    return out
+
+
+def held_words(f, r: Regime) -> dict:
+    """The words as the verdict said them with the knee held at 1: "saves >= 45% below ~B_crit / 9, under 10%
+    above ~4 B_crit" with B_crit's interval so scaled, wherever B_crit was two-sided."""
+    if f is None:
+        return {"fitted": False}
+    e = f.estimates["b_crit"]
+    out = {"fitted": True, "knee_fitted": False, "printed": e.kind == "interval", "steps": []}
+    if out["printed"]:
+        x, y = math.exp(r.batch_saving(0.45)), math.exp(r.batch_saving(0.10))
+        out["true"] = covers("interval", e.lo / 9, e.hi / 9, x) and covers("interval", 4 * e.lo, 4 * e.hi, y)
+    return out
+
+
+def words_summary(rows) -> dict:
+    w = [row["words"] for row in rows if row["words"].get("fitted")]
+    printed = [x for x in w if x["printed"]]
+    steps = [c for x in w if not x["printed"] for c in x["steps"]]
+    knee = [x["knee_covered"] for x in w if x["knee_fitted"]]
+    return {"printed": len(printed) / max(len(rows), 1),
+            "words_true": float(np.mean([x["true"] for x in printed])) if printed else math.nan,
+            "steps_covered": float(np.mean(steps)) if steps else math.nan, "steps_statements": len(steps),
+            "knee_covered": float(np.mean(knee)) if knee else math.nan, "knee_fitted": len(knee)}
 
 
 def lack_outcome(f) -> tuple[bool, bool, bool]:
@@ -217,7 +315,7 @@ def run_ratio(r_a: Regime, r_b: Regime, pairs: int, seed: int = 99) -> dict:
     from lbscale.report.steps_model import Observations, fit, ratio
 
     rng = np.random.default_rng(seed)
-    truth = r_a.b_crit / r_b.b_crit
+    truth = r_a.truth / r_b.truth
     hits, bounds, ratios = [], [], []
     for _ in range(pairs):
         fa, fb = (fit(Observations.of(*simulate(rng, r)), quantities=("b_crit",)) for r in (r_a, r_b))
@@ -236,6 +334,8 @@ def _ratio(rows, q):
 
 def summarise(rows) -> dict:
     out = {"studies": len(rows)}
+    if "words" in rows[0]:
+        out.update({f"words_{k}": v for k, v in words_summary(rows).items()})
     if "lack" in rows[0]:
         lack = _lack_rates([row["lack"] for row in rows])
         out.update({"lack_tested": lack["tested"], "lack_rejected": lack["rejected"]})
@@ -245,6 +345,8 @@ def summarise(rows) -> dict:
         out[f"{q}_covered"] = float(np.mean([row[q][3] for row in rows]))
         out[f"{q}_false_bounds"] = float(np.mean([row[q][4] for row in rows]))
         out[f"{q}_unresolved"] = float(np.mean([row[q][0] == "none" for row in rows]))
+        stated = [row[q][3] for row in rows if row[q][0] != "none"]  # covered among the studies that say something
+        out[f"{q}_covered_stated"] = float(np.mean(stated)) if stated else math.nan
         out[f"{q}_bounds"] = float(np.mean([row[q][0] in ("lower", "upper") for row in rows]))
         if q != "alpha":
             out[f"{q}_ratio"] = _ratio(rows, q)
@@ -322,6 +424,35 @@ def main():
           f"{100 * r['covered']:.1f}% | | {100 * r['false_bounds']:.1f}% | {r['ratio']:.2f} | | | "
           f"{time.perf_counter() - t0:.0f} |", flush=True)
     print(mlperf(), flush=True)
+    knee_main(max(studies // 3, 100))
+
+
+def knee_main(studies: int | None = None):
+    """The knee regimes (issue 53 item 2): B_crit (the batch where a doubling saves 25%) and the knee's coverage,
+    the doubling words where printed and whether true, the measured steps' savings where not; beside each, the
+    same studies with the knee held at McCandlish's g = 1 and the words as they were said before."""
+    studies = studies or int(os.environ.get("LBSCALE_KNEE_STUDIES", os.environ.get("LBSCALE_COVERAGE_STUDIES",
+                                                                                       "300")))
+    print(f"knee regimes: {studies} studies per regime, nominal 90%, strict scoring (a tie is a miss)")
+    print("| regime (truth) | B_crit covered when stated | bounds / unresolved | false bounds | median hi/lo | "
+          "knee covered | "
+          "words printed | words true | measured steps covered | lack of fit rejected (10%) | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(KNEE_REGIMES):
+        for hold in (False, True):
+            t0 = time.perf_counter()
+            s = run_regime(r, studies, seed=300 + i, words=True, hold_knee=hold)
+            name = (f"{r.name} (B_crit {r.truth:.0f}, g {r.knee:g})" if not hold else
+                    "(the knee held at g = 1, the old words, same studies)")
+            steps = (f"{100 * s['words_steps_covered']:.1f}% of {s['words_steps_statements']}"
+                     if s["words_steps_statements"] else "-")
+            knee = f"{100 * s['words_knee_covered']:.1f}%" if s["words_knee_fitted"] else "-"
+            true = f"{100 * s['words_words_true']:.1f}%" if s["words_printed"] else "-"
+            print(f"| {name} | {100 * s['b_crit_covered_stated']:.1f}% | {100 * s['b_crit_bounds']:.1f}% / "
+                  f"{100 * s['b_crit_unresolved']:.1f}% | {100 * s['b_crit_false_bounds']:.1f}% | "
+                  f"{s['b_crit_ratio']:.2f} | {knee} | {100 * s['words_printed']:.1f}% | {true} | {steps} | "
+                  f"{100 * s['lack_rejected']:.1f}% of {s['lack_tested']} | {time.perf_counter() - t0:.0f} |",
+                  flush=True)
 
 
 def lack_of_fit_main():
@@ -339,4 +470,4 @@ def lack_of_fit_main():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    lack_of_fit_main() if sys.argv[1:] == ["lack_of_fit"] else main()
+    {"lack_of_fit": lack_of_fit_main, "knee": knee_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()
