@@ -190,9 +190,11 @@ def fit(obs: Observations, level: float = LEVEL, quantities=QUANTITIES, noise_sl
                       extra={"lack_of_fit": lack, "curve_threshold": curve_thr, "fitter": fitter, "theta": theta,
                              "lr_forms": lr},
                       unstable=0 if obs.unstable is None else int(obs.unstable.sum()))
-    for q in quantities:
+    for q in sorted(quantities, key=lambda q: q in WORDS):  # the knee before the thresholds that rest on it
         if (q == "alpha" and not bowl) or (q in ("knee", *WORDS) and not knee):
             continue
+        if q in WORDS and "knee" in quantities and result.estimates["knee"].kind != "interval":
+            continue  # the verdict says no thresholds from an unresolved knee: their profiles would go unread
         result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else words_thr if q in WORDS
                                         else curve_thr, span, n, p)
     _open_with_b_crit(result.estimates)
