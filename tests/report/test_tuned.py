@@ -668,9 +668,12 @@ def test_the_rounds_line_says_interrupted_for_a_sweep_stopped_with_ctrl_c_and_ru
     from tests.sweep.test_until_resolved import _spec
 
     results = tmp_path / "res"
+    # SIGINT as a terminal leaves it: a test run in the background inherits it ignored (POSIX: an asynchronous
+    # command of a non-interactive shell), and the sweep then never sees the Ctrl-C (test_failures.py does the same)
     p = subprocess.Popen([LBSCALE, "sweep", _spec(tmp_path, tiny_h5), "--results", results, "--until-resolved",
                           "--budget", "7", "--ratio", "1.5", "--quiet"], env=_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline, added = time.time() + 400, []
     while time.time() < deadline and p.poll() is None and not any((results / t / "run.json").exists()
                                                                   for t in added):
