@@ -90,7 +90,7 @@ class ModelFit:
     def steps(self, batch) -> np.ndarray:
         """S(B) at the optimal LR: S_min (1 + (B_c / B)^g)^(1 / g) (S_min (1 + B_crit / B) at g = 1)."""
         theta = self.extra["theta"]
-        return math.exp(theta[0]) * np.exp(curve_part(theta, np.log(np.asarray(batch, dtype=float)))[0])
+        return curve(batch, math.exp(theta[0]), math.exp(theta[1]), math.exp(theta[7]))
 
     @property
     def knee(self) -> float:

@@ -121,18 +121,19 @@ def p_text(p) -> str:
     return f"{p:.2f}" if p >= 0.01 else f"{p:.1g}"
 
 
-def _lack_rejected(f) -> bool:
-    v = f.get("lack_of_fit_rejected")
+def _flag(f, key: str) -> bool:
+    """A yes / no column of a fits row, whichever way the row was read (Python's or numpy's bool; empty: no)."""
+    v = f.get(key)
     return bool(v) if v is not None and pd.notna(v) else False
 
 
 def lack_of_fit_text(f) -> str:
     """Where the curve's lack-of-fit test rejected it (`steps_model.lack_of_fit`): that it does not describe the
     trials, with its p, and that the curve's intervals were widened to the batches' scatter; '' otherwise."""
-    if not _lack_rejected(f):
+    if not _flag(f, "lack_of_fit_rejected"):
         return ""
     return (f"the curve does not describe these trials well, p = {p_text(f['lack_of_fit_p'])} (lack of fit: the "
-            "batches scatter about S_min (1 + B_crit / B) more than the trials within each allow; F on "
+            "batches scatter about the fitted curve more than the trials within each allow; F on "
             f"{int(f['lack_of_fit_dof'])} and {int(f['lack_of_fit_pure_dof'])} dof); intervals widened to their "
             "scatter (B_crit, S_min, E_min)")
 
@@ -142,7 +143,7 @@ def lack_of_fit_cell(f) -> str:
     p = f.get("lack_of_fit_p")
     if p is None or pd.isna(p):
         return "-"
-    return p_text(p) + (" (rejected)" if _lack_rejected(f) else "")
+    return p_text(p) + (" (rejected)" if _flag(f, "lack_of_fit_rejected") else "")
 
 
 def regimes_text(f) -> str:
@@ -152,7 +153,7 @@ def regimes_text(f) -> str:
     batches saved (`steps_model.doublings`), not thresholds extrapolated from an assumed shape; S_min and E_min
     (the fewest steps, the fewest samples)."""
     parts = [knee_text(f)] if f.get("knee_kind") is not None and pd.notna(f.get("knee_kind")) else []
-    if f.get("thresholds") is True and f.get("b_crit_kind") == "interval":
+    if _flag(f, "thresholds") and f.get("b_crit_kind") == "interval":
         below = estimate_cell(f["saves_45"], f["saves_45_lo"], f["saves_45_hi"], "interval", whole)
         above = estimate_cell(f["saves_10"], f["saves_10_lo"], f["saves_10_hi"], "interval", whole)
         parts.append(f"a doubling of the batch saves >= 45% of the steps below ~{below}, under 10% above ~{above} "

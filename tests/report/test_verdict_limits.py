@@ -369,6 +369,8 @@ def test_the_doubling_thresholds_are_said_only_from_a_resolved_knee_else_the_mea
     text = regimes_text(row)
     assert "knee g = 0.55 [0.38, 0.81] (softer than McCandlish's)" in text
     assert "saves >= 45% of the steps below ~2.5 [0.6, 9], under 10% above ~2800 [1400, 9000]" in text
+    # the same row read back from a frame by position (numpy's bool, not Python's) says the same
+    assert regimes_text(pd.DataFrame([row]).iloc[0]) == text
     steps = [{"b1": 256.0, "b2": 512.0, "saving": 0.228, "saving_lo": 0.18, "saving_hi": 0.27, "kind": "interval"}]
     row.update(knee_lo=0.0, knee_kind="upper", thresholds=False, doublings=json.dumps(steps))
     text = regimes_text(row)
