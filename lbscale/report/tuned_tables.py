@@ -193,9 +193,12 @@ def _why_no_words(f) -> str:
 
 
 def _step_text(d: dict) -> str:
-    cell = estimate_cell(100 * d["saving"], 100 * d["saving_lo"], 100 * d["saving_hi"], d["kind"], whole)
     word = "a doubling" if abs(d["b2"] / d["b1"] - 2) < 1e-6 else f"x{d['b2'] / d['b1']:.3g}"
-    return f"{whole(d['b1'])} -> {whole(d['b2'])} ({word}) saved {cell}% of the steps"
+    step = f"{whole(d['b1'])} -> {whole(d['b2'])} ({word})"
+    if d["kind"] == "none":  # no interval on either side (no residual degree of freedom): no figure
+        return f"{step}: its saving not resolved"
+    cell = estimate_cell(100 * d["saving"], 100 * d["saving_lo"], 100 * d["saving_hi"], d["kind"], whole)
+    return f"{step} saved {cell}% of the steps"
 
 
 def _rule(lo, hi) -> str:

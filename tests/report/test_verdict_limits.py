@@ -377,6 +377,11 @@ def test_the_doubling_thresholds_are_said_only_from_a_resolved_knee_else_the_mea
     assert "knee g < 0.81 (90% upper bound): softer than McCandlish's" in text and "under 10% above" not in text
     assert ("the steps' fall past the measured batches is not resolved (the knee is not resolved); measured: "
             "256 -> 512 (a doubling) saved 23 [18, 27]% of the steps") in text
+    # a step whose saving has no interval (no residual degree of freedom) says so, not "saved not resolved%"
+    steps.append({"b1": 512.0, "b2": 1024.0, "saving": 0.1, "saving_lo": 0.0, "saving_hi": 0.5, "kind": "none"})
+    row.update(doublings=json.dumps(steps))
+    text = regimes_text(row)
+    assert "512 -> 1024 (a doubling): its saving not resolved" in text and "not resolved%" not in text, text
     # a study whose knee was not fitted (3 batches) says so, and gives no threshold either
     row.update(knee=None, knee_lo=None, knee_hi=None, knee_kind="none",
                knee_reason="3 batches reached the target; the knee needs 4: g = 1 (McCandlish's) assumed, not tested")
