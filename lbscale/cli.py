@@ -372,6 +372,10 @@ def _gns_text(r: dict, groups: int) -> str:
 @click.option("--ema", type=Number(lo=0, hi=1),
               help="Judge by the training loss's moving average over the window (decay per parent batch of samples, "
                    "e.g. 0.9) instead of the fixed subset's loss.")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="Run every branch this many times, the data order and augmentation past the branch point re-drawn "
+                   "per repeat (the same at every factor): the local critical batch gets a 90% interval from the "
+                   "repeats' scatter (3 or more recommended); 1: the batches tried on either side.")
 @click.option("--tuned", type=click.Path(path_type=Path), help="A tuned sweep's results on the same data: its "
                                                                 "B_crit and interval drawn as a band.")
 @click.option("--dry-run", is_flag=True, help="List the branches; run nothing.")
@@ -382,8 +386,8 @@ def _gns_text(r: dict, groups: int) -> str:
 @click.option("--wait", is_flag=True, help="With slurm: wait for the arrays, then write the table and figure.")
 @click.option("--trial", "one", hidden=True, help="Inside an array task: the branch to run.")
 @quiet_option
-def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, results, ema, tuned, dry_run, launcher,
-           system, systems_file, wait, one):
+def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, results, ema, repeats, tuned, dry_run,
+           launcher, system, systems_file, wait, one):
     """The local critical batch of TRIAL over training (Merrill et al. 2025): branches at k x B from its kept
     checkpoints, each training the same samples; the largest k x B that keeps up is the critical batch there."""
     from lbscale.studies.branch import BranchLaunch, BranchOptions, run_study
@@ -393,7 +397,7 @@ def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, resu
 
         trial, tuned = best_trial(trial, batch), tuned or trial
     click.echo(run_study(trial, BranchOptions(at, factors, window, rule, tolerance, eval_subset, results, dry_run,
-                                              tuned, ema),
+                                              tuned, ema, repeats),
                          BranchLaunch(launcher, system, systems_file, wait, one)))
 
 

@@ -41,6 +41,7 @@ def _as_tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
+RESEED = 0xB7  # a re-drawn order's stream (`ShardedLoader.reorder`): never one the original order draws from
 SUBSET_SEED = 0x5EED  # the evaluation subset's draw: fixed, so every trial of a study sees the same samples
 
 
@@ -88,9 +89,17 @@ class ShardedLoader:
         self.block = self.file.chunk_len(split)
         self.buffer = buffer_blocks * self.block
         self.epoch = 0
+        self.reseed: tuple[int, int, int] | None = None  # (seed, epoch, micro-batch): `reorder`
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def reorder(self, seed: int, epoch: int, batch: int) -> None:
+        """From micro-batch `batch` of `epoch` on, a data order re-drawn with `seed` (a repeat of a branch,
+        `--branch-reseed`): that epoch's samples not yet seen in another order, every later epoch drawn afresh.
+        Before that point the order is the original; past it the same for every trial of the same micro-batch (the
+        factors of a branch study), so that repeat r is paired across them."""
+        self.reseed = (seed, epoch, batch)
 
     def _shard_bounds(self) -> tuple[int, int]:
         n = self.n if self.only is None else len(self.only)
@@ -114,7 +123,8 @@ class ShardedLoader:
         if self.only is not None:  # evaluation of a subset: its samples in storage order
             a, b = self._shard_bounds()
             return self.only[a:b].copy()
-        rng = np.random.default_rng([self.seed, epoch])
+        again = () if self.reseed is None or epoch <= self.reseed[1] else (RESEED, self.reseed[0])
+        rng = np.random.default_rng([self.seed, epoch, *again])
         n_blocks = -(-self.n // self.block)
         starts = rng.permutation(n_blocks) * self.block
         if self.block == 1:
@@ -124,7 +134,7 @@ class ShardedLoader:
             sequence = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
         a, b = self._shard_bounds()
         shard = sequence[a:b]
-        local = np.random.default_rng([self.seed, epoch, self.rank, 1])
+        local = np.random.default_rng([self.seed, epoch, self.rank, 1, *again])
         out = shard.copy()
         for s in range(0, len(shard), self.buffer):
             out[s:s + self.buffer] = local.permutation(shard[s:s + self.buffer])
@@ -132,6 +142,10 @@ class ShardedLoader:
         # so that k micro-batches of B see exactly the samples of one batch of k x B.
         out = out[:len(self) * self.local_batch if self.drop_last else len(out)]
         bs = self.local_batch
+        if self.reseed is not None and epoch == self.reseed[1]:  # the rest of the epoch past the point, re-drawn
+            seen = self.reseed[2] * bs
+            out[seen:] = np.random.default_rng([self.seed, epoch, self.rank, RESEED, self.reseed[0]]).permutation(
+                out[seen:])
         full = len(out) // bs * bs
         out[:full] = np.sort(out[:full].reshape(-1, bs), axis=1).ravel()
         out[full:] = np.sort(out[full:])

@@ -38,28 +38,39 @@ def branch_studies(results: list[str], trials: set = frozenset()) -> list[Path]:
 
 
 def bracket(table: pd.DataFrame, at: pd.Series) -> dict:
-    """The local critical batch of checkpoint row `at` with its interval from the batches tried there."""
+    """The local critical batch of checkpoint row `at` with its interval: from the repeats' scatter where lbscale
+    branch --repeats wrote one (`critical_kind`), else the batches tried there."""
     tried = sorted(table.loc[table["checkpoint"] == at["checkpoint"], "batch"].unique())
     value = float(at["critical_batch"])
     above = [b for b in tried if b > value]
-    if str(at["why"]).startswith(EVERY):
+    repeats = int(at["repeats"]) if pd.notna(at.get("repeats")) else 1
+    if isinstance(at.get("critical_kind"), str):
+        lo, hi, kind = float(at["critical_lo"]), float(at["critical_hi"]), at["critical_kind"]
+    elif str(at["why"]).startswith(EVERY):
         lo, hi, kind = value, math.inf, "lower"
     elif value <= tried[0]:
         lo, hi, kind = 0.0, float(above[0]), "upper"
     else:
         lo, hi, kind = value, float(above[0]), "interval"
     return {"value": value, "lo": lo, "hi": hi, "kind": kind, "checkpoint": at["checkpoint"],
-            "parent_step": int(at["parent_step"]), "samples": at.get("samples")}
+            "parent_step": int(at["parent_step"]), "samples": at.get("samples"), "repeats": repeats}
+
+
+def _unresolved(at: pd.Series) -> dict:
+    return {"value": None, "lo": None, "hi": None, "kind": "none", "checkpoint": at["checkpoint"],
+            "parent_step": int(at["parent_step"]), "samples": at.get("samples"),
+            "repeats": int(at["repeats"]) if pd.notna(at.get("repeats")) else 1}
 
 
 def local_at(table: pd.DataFrame, step: float | None) -> dict | None:
     """The branch study's local critical batch at the checkpoint nearest `step` of the parent (its last one
-    where `step` is unknown), with its interval (`bracket`)."""
-    per = table.drop_duplicates("checkpoint").dropna(subset=["critical_batch"])
-    if per.empty:
+    where `step` is unknown), with its interval (`bracket`); kind none where the repeats did not resolve it there
+    (never another checkpoint's in its place)."""
+    per = table.drop_duplicates("checkpoint")
+    if per.empty or per["critical_batch"].isna().all():
         return None
-    return bracket(table, per.iloc[(per["parent_step"] - step).abs().argsort().iloc[0]] if step is not None
-                   else per.iloc[-1])
+    at = per.iloc[(per["parent_step"] - step).abs().argsort().iloc[0]] if step is not None else per.iloc[-1]
+    return bracket(table, at) if pd.notna(at["critical_batch"]) else _unresolved(at)
 
 
 def folders(study, o) -> list[Path]:
@@ -104,12 +115,10 @@ def per_checkpoint(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for parent, table in rows.groupby("parent", sort=False):
         for _, at in table.drop_duplicates("checkpoint").iterrows():
-            got = bracket(table, at) if pd.notna(at["critical_batch"]) else {
-                "value": None, "lo": None, "hi": None, "kind": "none", "checkpoint": at["checkpoint"],
-                "parent_step": int(at["parent_step"]), "samples": at.get("samples")}
+            got = bracket(table, at) if pd.notna(at["critical_batch"]) else _unresolved(at)
             out.append({"parent": parent, "checkpoint": got["checkpoint"], "samples": got["samples"],
                         "parent_step": got["parent_step"], "critical_batch": got["value"], "lo": got["lo"],
-                        "hi": got["hi"], "kind": got["kind"], "why": at["why"]})
+                        "hi": got["hi"], "kind": got["kind"], "repeats": got["repeats"], "why": at["why"]})
     return pd.DataFrame(out)
 
 
@@ -117,7 +126,7 @@ def _count(v) -> str:
     return "-" if v is None or pd.isna(v) else f"{int(v):,}"
 
 
-def _cell(r) -> str:
+def cell(r) -> str:
     return estimate_cell(r["critical_batch"], r["lo"], r["hi"], r["kind"], whole)
 
 
@@ -126,21 +135,27 @@ def local_table(local: pd.DataFrame) -> Table:
     several = local["parent"].nunique() > 1
     disp = [{**({"Parent": r["parent"]} if several else {}), "Checkpoint": r["checkpoint"],
              "Parent's samples": _count(r["samples"]), "Parent's step": int(r["parent_step"]),
-             "Local critical batch": _cell(r), "Why": r["why"]} for _, r in local.iterrows()]
+             "Local critical batch": cell(r), "Why": r["why"]} for _, r in local.iterrows()]
     return Table("local-critical-batch", "Local critical batch over the parent's training", pd.DataFrame(disp),
                  local, ["Merrill et al. 2025: from each checkpoint, branches train k times the parent's batch for "
                          "the same samples; the local critical batch is the largest that keeps within the "
                          "tolerance of the smaller batches' best loss",
-                         "[lo, hi]: the batches tried on either side (a grid of factors, not a statistical "
-                         "interval); '> x' where every factor kept up, '< x' where only the parent's own batch did"])
+                         "[lo, hi] with --repeats: the largest batch within the tolerance and the smallest "
+                         "larger one past it, each at 95% one-sided over the repeats (paired t intervals of each "
+                         "batch's excess loss): together a 90% interval",
+                         "[lo, hi] without repeats: the batches tried on either side (a grid of factors, not a "
+                         "statistical interval); '> x' where every factor kept up, '< x' where only the parent's "
+                         "own batch did"])
 
 
 def branches_table(rows: pd.DataFrame) -> Table:
     """Every branch: its checkpoint, factor, batch, LR, loss at the window's end, steps and state."""
     several = rows["parent"].nunique() > 1
     ema = "train_loss_ema" in rows and rows["train_loss_ema"].notna().any()
+    repeated = "repeat" in rows and (rows["repeat"].fillna(0) > 0).any()
     disp = [{**({"Parent": r["parent"]} if several else {}), "Checkpoint": r["checkpoint"],
-             "Factor": _count(r.get("factor")), "Batch": int(r["batch"]), "LR": f"{r['lr']:.4g}" if "lr" in r else "-",
+             "Factor": _count(r.get("factor")), "Batch": int(r["batch"]),
+             **({"Repeat": _count(r["repeat"])} if repeated else {}), "LR": f"{r['lr']:.4g}" if "lr" in r else "-",
              "Loss": number(r.get("loss")), **({"Training loss (EMA)": number(r["train_loss_ema"])} if ema else {}),
              "Steps": _count(r.get("steps")), "State": r.get("status", "-")} for _, r in rows.iterrows()]
     return Table("branches", "Branches: the loss at the end of each window", pd.DataFrame(disp), rows)
@@ -156,33 +171,37 @@ def judged_by(rows: pd.DataFrame) -> str:
 
 def verdict(local: pd.DataFrame) -> list[str]:
     """One line per parent: its local critical batch at each checkpoint."""
-    return [f"Local critical batch of {parent}: " + ", ".join(f"{r['checkpoint']} {_cell(r)}" for _, r in g.iterrows())
+    return [f"Local critical batch of {parent}: " + ", ".join(f"{r['checkpoint']} {cell(r)}" for _, r in g.iterrows())
             for parent, g in local.groupby("parent", sort=False)]
 
 
 def figure(local: pd.DataFrame, rows: pd.DataFrame):
     """The local critical batch against the parent's samples at each checkpoint: a point with its interval where
-    both ends are bounded, an open triangle at the lower bound where every factor kept up."""
+    both ends are bounded, an open triangle at a bound's end (up: at least, down: below)."""
     import matplotlib.pyplot as plt
 
     tried = sorted(rows["batch"].unique())
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, (parent, g) in enumerate(local.dropna(subset=["critical_batch"]).groupby("parent", sort=False)):
         color = f"C{i}"
-        ax.plot(g["samples"], g["critical_batch"], color=color, lw=1)
+        ax.plot(g["samples"], g["critical_batch"].where(g["kind"] == "interval"), color=color, lw=1)
         for _, r in g.iterrows():
             lo = r["lo"] if r["lo"] > 0 else tried[0] / 1.5
             hi = r["hi"] if math.isfinite(r["hi"]) else tried[-1] * 1.5
             ax.plot([r["samples"]] * 2, [lo, hi], color=color, lw=3, alpha=0.3)
-            ax.plot([r["samples"]], [r["critical_batch"]], "^" if r["kind"] == "lower" else "o", color=color,
-                    mfc="none" if r["kind"] == "lower" else color)
-        ax.plot([], [], "o-", color=color, label=f"{parent} (band: the batches tried on either side)")
+            # a bound: an open triangle at its end (pointing the open way), never a point inside it
+            at, marker = {"lower": (r["lo"], "^"), "upper": (r["hi"], "v")}.get(r["kind"], (r["critical_batch"], "o"))
+            ax.plot([r["samples"]], [at], marker, color=color, mfc=color if marker == "o" else "none")
+        band = (f"its 90% interval over {int(g['repeats'].max())} repeats" if g["repeats"].max() > 1
+                else "the batches tried on either side")
+        ax.plot([], [], "o-", color=color, label=f"{parent} (band: {band})")
     ax.set_yscale("log", base=2)
     ax.set_ylim(tried[0] / 1.5, tried[-1] * 1.5)
     ax.set_yticks(tried, [f"{b:,}" for b in tried])
     ax.set_xlabel("training samples seen by the parent at the branch point")
     ax.set_ylabel("local critical batch")
-    ax.set_title("Local critical batch over training (open triangle: at least)", fontsize=10)
+    ax.set_title("Local critical batch over training (open triangles: bounds, up: at least, down: below)",
+                 fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -54,7 +54,11 @@ def estimates(fit: pd.Series, gns: pd.DataFrame, local: dict | None, branch_of: 
         rows.append({"estimate": "branch", "value": local["value"], "lo": local["lo"], "hi": local["hi"],
                      "interval": local["kind"],
                      "rests_on": f"branches of {branch_of} from its checkpoint {local['checkpoint']} (step "
-                                 f"{local['parent_step']:,}); the interval: the batches tried on either side"})
+                                 f"{local['parent_step']:,}); " + (
+                                     f"{100 * LEVEL:.0f}% interval over {local['repeats']} repeats per batch (the "
+                                     "data order re-drawn past the checkpoint)" if local["repeats"] > 1 else
+                                     "the interval: the batches tried on either side (one run per batch; "
+                                     "--repeats 3 gives a statistical one)")})
     return pd.DataFrame(rows)
 
 
@@ -78,8 +82,9 @@ def estimates_table(rows: pd.DataFrame, target: float, metric: str) -> Table:
                   "of training; it grows as training goes on, so at the target it may exceed the run's B_crit, "
                   "which averages over the whole run",
                   "Intervals: B_crit's is the steps model's profile likelihood; B_simple's is Fieller's over the "
-                  "measurement's groups; the local critical batch's is the batches tried on either side (a grid of "
-                  "factors, not a statistical interval)"])
+                  "measurement's groups; the local critical batch's is a t interval over repeated branches where "
+                  "lbscale branch ran --repeats, else the batches tried on either side (a grid of factors, not a "
+                  "statistical interval)"])
 
 
 def figure(rows: pd.DataFrame, target: float, metric: str):

@@ -61,6 +61,7 @@ class BranchOptions:
     dry_run: bool = False
     tuned: Path | None = None  # a tuned sweep of the same data: its B_crit band on the figure
     ema: float | None = None  # judge by the training loss's moving average (decay per parent batch of samples)
+    repeats: int = 1  # each branch this many times, the data order past the branch point re-drawn per repeat
 
 
 def _factors(text: str) -> list[int]:
@@ -118,6 +119,8 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
     if rule not in RULES:
         raise LbscaleError(f"--rule: {o.rule!r} is not one of auto, {', '.join(RULES)}")
     window = _window(o.window, plan["epoch_samples"])
+    if o.repeats < 1:
+        raise LbscaleError(f"--repeats {o.repeats}: at least 1 (3 or more give the local critical batch an interval)")
     run_samples = config["epochs"] * plan["epoch_samples"]
     for label in labels:
         info = checkpoint.kept_info(kept[label])
@@ -129,13 +132,13 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
     subset = o.eval_subset or config.get("eval_subset") or 1024
     plans = []
     for label in labels:
-        for k in _factors(o.factors):
-            name = f"{label}-x{k}"
+        for repeat, k in ((r, k) for r in range(o.repeats) for k in _factors(o.factors)):
+            name = f"{label}-x{k}" + (f"-r{repeat}" if repeat else "")  # repeat 0: the parent's own data order
             options = {**{n: v for n, v in config.items() if n in FIELDS}, **RESET,
                        "global_batch": k * plan["global_batch"], "local_batch": plan["local_batch"],
                        "base_lr": plan["peak_lr"] * RULES[rule](k), "warmup_epochs": plan["warmup_epochs"],
                        "branch_from": str(kept[label]), "branch_samples": window, "eval_subset": subset,
-                       "branch_ema": o.ema,
+                       "branch_ema": o.ema, "branch_reseed": repeat or None,
                        "out": str(results / name)}
             cfg = load_config(None, **options)
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
@@ -177,7 +180,7 @@ def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: b
     subset at the window's end (and with `ema` the training loss's moving average over the window), the optimizer
     steps it took; and per checkpoint the local critical batch, judged by the moving average with `ema`, else by
     the subset's loss."""
-    from lbscale.analysis.critical import local_critical_batch
+    from lbscale.analysis.critical import local_critical_batch, local_critical_interval
 
     rows = []
     for p in plans:
@@ -193,19 +196,26 @@ def branch_table(plans: list[SweepTrial], parent: Path, tolerance: float, ema: b
                      "checkpoint": _label(p),
                      "samples": info.get("samples_seen"),
                      "parent_step": info.get("step"), "factor": p.plan.global_batch // info.get("global_batch", 1),
-                     "batch": p.plan.global_batch, "lr": p.plan.peak_lr, "loss": loss,
+                     "batch": p.plan.global_batch, "repeat": p.config.branch_reseed or 0,
+                     "lr": p.plan.peak_lr, "loss": loss,
                      "train_loss_ema": smoothed, "status": summary.get("status", "not run"),
                      "steps": ends[-1]["step"] - start if ends else None})
     df = pd.DataFrame(rows)
     if df.empty:
         return df
+    judged = "train_loss_ema" if ema else "loss"
     critical = {}
     for cp, g in df.groupby("checkpoint", sort=False):
         base = int(g.loc[g["factor"] == 1, "batch"].iloc[0]) if (g["factor"] == 1).any() else int(g["batch"].min())
-        losses = dict(zip(g["batch"], g["train_loss_ema" if ema else "loss"]))
-        critical[cp] = local_critical_batch(losses, tolerance, base=base)
-    df["critical_batch"] = df["checkpoint"].map(lambda c: critical[c][0])
-    df["why"] = df["checkpoint"].map(lambda c: critical[c][1])
+        if g["repeat"].max() > 0:  # repeats: the interval from their scatter
+            losses = {int(b): dict(zip(h["repeat"], h[judged])) for b, h in g.groupby("batch")}
+            r = local_critical_interval(losses, tolerance, base=base)
+            critical[cp] = (r.value, r.why, r.lo, r.hi, r.kind, r.repeats)
+        else:  # one run per batch: the batches tried on either side, as the report brackets it
+            critical[cp] = (*local_critical_batch(dict(zip(g["batch"], g[judged])), tolerance, base=base),
+                            None, None, None, 1)
+    for i, column in enumerate(("critical_batch", "why", "critical_lo", "critical_hi", "critical_kind", "repeats")):
+        df[column] = df["checkpoint"].map(lambda c, i=i: critical[c][i])
     return df
 
 
@@ -224,31 +234,25 @@ def run_branches(plans: list[SweepTrial], results: Path) -> int:
 
 
 def draw(df: pd.DataFrame, parent: Path, path: Path, tuned: pd.DataFrame | None = None) -> None:
-    """Local critical batch vs the parent's training progress (samples), a bound drawn as an open triangle; the
-    parent's gradient noise scale over training beside it where it measured one (--gns-every); a tuned sweep's
-    B_crit with its interval as a band where given (`--tuned`)."""
+    """Local critical batch vs the parent's training progress (samples), as the report draws it (a bound as an
+    open triangle at its end, the interval as a band); the parent's gradient noise scale over training beside it
+    where it measured one (--gns-every); a tuned sweep's B_crit with its interval as a band where given
+    (`--tuned`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    per = df.drop_duplicates("checkpoint").dropna(subset=["critical_batch"])
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    exact = per[~per["why"].str.startswith("every factor")]
-    bound = per[per["why"].str.startswith("every factor")]
-    ax.plot(per["samples"], per["critical_batch"], color="C0", lw=1)
-    if len(exact):
-        ax.plot(exact["samples"], exact["critical_batch"], "o", color="C0", label="local critical batch (branches)")
-    if len(bound):
-        ax.plot(bound["samples"], bound["critical_batch"], "^", mfc="none", color="C0",
-                label="at least (every factor within tolerance)")
+    from lbscale.report.branch_study import figure, per_checkpoint
+
+    fig = figure(per_checkpoint(df), df)  # the report's figure of the same table, then what only the command has
+    ax, tried = fig.axes[0], sorted(df["batch"].unique())
     gns = [r for r in read_jsonl(Path(parent) / "metrics.jsonl") if r.get("gns_b_simple")]
     if gns:
         ax.plot([r["samples_seen"] for r in gns], [r["gns_b_simple"] for r in gns], color="C1", lw=1,
                 label="gradient noise scale B_simple (parent)")
     from lbscale.report.numbers import estimate_cell, whole
 
-    tried = sorted(df["batch"].unique())
     for i, row in enumerate((tuned if tuned is not None else pd.DataFrame()).itertuples()):
         if row.b_crit_kind in ("interval", "lower", "upper"):  # the band: its interval, an open end to the axis
             lo = row.b_crit_lo if row.b_crit_lo > 0 else tried[0] / 1.5
@@ -260,12 +264,8 @@ def draw(df: pd.DataFrame, parent: Path, path: Path, tuned: pd.DataFrame | None 
             ax.plot([], [], color=f"C{i + 2}", lw=6, alpha=0.3,
                     label=f"tuned sweep's B_crit, {row.variant}: {cell} (band: its 90% interval, "
                           f"target {row.target:g})")
-    ax.set_yscale("log", base=2)
     ax.set_ylim(tried[0] / 1.5, tried[-1] * 1.5)
-    ax.set_yticks(tried, [f"{b:,}" for b in tried])
-    ax.set_xlabel("training samples seen by the parent at the branch point")
-    ax.set_ylabel("global batch")
-    ax.set_title(f"Local critical batch over training: {Path(parent).name}")
+    ax.set_title(f"Local critical batch over training: {Path(parent).name} (open triangles: bounds)", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -278,7 +278,7 @@ def _command(trial: Path, o: BranchOptions, how: BranchLaunch, results: Path) ->
            "--window", str(o.window), "--rule", o.rule, "--tolerance", str(o.tolerance), "--results", str(results),
            "--launcher", "slurm", "--system", how.system]
     for flag, value in (("--at", o.at), ("--eval-subset", o.eval_subset), ("--systems", how.systems_file),
-                        ("--ema", o.ema)):
+                        ("--ema", o.ema), ("--repeats", o.repeats if o.repeats > 1 else None)):
         if value is not None:
             cmd += [flag, str(value)]
     return cmd
@@ -350,9 +350,10 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
     else:
         plans, what = branch_plans(trial, o)
     results = what["results"]
-    points = len(plans) // len(_factors(o.factors))
+    points = len(plans) // len(_factors(o.factors)) // o.repeats
     print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"
-          f", {what['window']:,} samples each, LR rule {what['rule']}, judged by "
+          + (f", {o.repeats} repeats each (the data order re-drawn past the branch point)" if o.repeats > 1 else "")
+          + f", {what['window']:,} samples each, LR rule {what['rule']}, judged by "
           + (f"the training loss's moving average (decay {o.ema:g} per {what['parent_batch']:,} samples)" if o.ema
              else _judged_by(Path(what["parent"]), what["subset"])), flush=True)
     if o.dry_run:
@@ -371,9 +372,9 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
     df.to_csv(results / TABLE, index=False)
     draw(df, what["parent"], results / FIGURE, tuned_critical_batch(o.tuned) if o.tuned else None)
     print(markdown(df.drop(columns=["why"])), end="")
-    per = df.drop_duplicates("checkpoint")
-    found = "; ".join(f"{r.checkpoint}: {'-' if pd.isna(r.critical_batch) else f'{r.critical_batch:,.0f}'}"
-                      for r in per.itertuples())
+    from lbscale.report.branch_study import cell, per_checkpoint
+
+    found = "; ".join(f"{r['checkpoint']}: {cell(r)}" for _, r in per_checkpoint(df).iterrows())
     steps = int(df["steps"].fillna(0).sum())
     failed = f", {failures} failed" if failures else ""
     return (f"branch study of {Path(what['parent']).name}: local critical batch {found} ({len(df)} branches, "

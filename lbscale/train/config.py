@@ -168,6 +168,10 @@ class TrialConfig:
                                  "the window, decaying by this factor per parent batch of samples (the same "
                                  "smoothing in samples at every batch), recorded at the window's end as "
                                  "train_loss_ema.")
+    branch_reseed: int = _f(None, "With --branch-from: a repeat of the branch: the data order past the branch "
+                                  "point (the rest of that epoch and every later one) and the augmentation drawn "
+                                  "afresh with this seed (>= 1), the same at every batch of the same micro-batch; "
+                                  "unset: the parent's own order (the k = 1 branch continues it bit for bit).")
     branch_samples: int = _f(None, "With --branch-from: train this many samples past the branch point, evaluate "
                                    "(the --eval-subset), end (status completed, stopped: window).")
     tensorboard: bool = _f(False, "Write TensorBoard scalars under <out>/tensorboard (rank 0; needs the tensorboard "
@@ -311,14 +315,20 @@ def validate(cfg: TrialConfig) -> None:
         raise LbscaleError("--betas takes two values, e.g. 0.9,0.999")
     if cfg.batch_schedule:
         _check_batch_schedule(cfg)
-    if cfg.branch_ema is not None and (not 0 < cfg.branch_ema < 1 or not cfg.branch_from):
-        raise LbscaleError("--branch-ema needs --branch-from and a decay in (0, 1), e.g. 0.9")
-    if cfg.branch_samples is not None and (cfg.branch_samples < 1 or not cfg.branch_from):
-        raise LbscaleError("--branch-samples needs --branch-from and must be >= 1")
+    _check_branch_options(cfg)
     if cfg.keep_checkpoints:
         from lbscale.ranges import parse_keep
 
         parse_keep(cfg.keep_checkpoints)
+
+
+def _check_branch_options(cfg: TrialConfig) -> None:
+    if cfg.branch_ema is not None and (not 0 < cfg.branch_ema < 1 or not cfg.branch_from):
+        raise LbscaleError("--branch-ema needs --branch-from and a decay in (0, 1), e.g. 0.9")
+    if cfg.branch_samples is not None and (cfg.branch_samples < 1 or not cfg.branch_from):
+        raise LbscaleError("--branch-samples needs --branch-from and must be >= 1")
+    if cfg.branch_reseed is not None and (cfg.branch_reseed < 1 or not cfg.branch_from):
+        raise LbscaleError("--branch-reseed needs --branch-from and must be >= 1 (unset: the parent's own order)")
 
 
 def _check_batch_schedule(cfg: TrialConfig) -> None:

@@ -131,6 +131,11 @@ class Trial:
             self.progress, self.book.records = state.progress, state.records
         elif self.branch:
             self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
+            if self.cfg.branch_reseed:  # a repeat: its own augmentation from the branch point on
+                seed = self.cfg.seed * 100_003 + self.env.rank + 7_919 * self.cfg.branch_reseed
+                self.inputs.augment_rng.manual_seed(seed)
+        if self.branch and self.cfg.branch_reseed:  # a repeat: its own data order from the window's start
+            self.inputs.train.reorder(self.cfg.branch_reseed, *self.branch.start)
 
     def elapsed(self) -> float:
         return self.progress.elapsed + time.perf_counter() - self.t_start

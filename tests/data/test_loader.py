@@ -156,3 +156,26 @@ def test_prefetcher_raises_reader_errors_in_the_training_thread():
     with pytest.raises(OSError, match="disk gone"):
         next(p)
     p.close()
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_a_reordered_loader_keeps_the_order_before_its_point_and_redraws_the_rest(synthetic_h5, world):
+    # a branch's repeat (--branch-reseed): before micro-batch 3 of epoch 1 the parent's order, past it the same
+    # samples of that epoch in another order, later epochs drawn afresh; two loaders with the same seed agree
+    # (repeat r is the same data at every factor), two seeds differ
+    for rank in range(world):
+        plain = ShardedLoader(synthetic_h5, "train", rank, world, local_batch=20, seed=4)
+        again = [ShardedLoader(synthetic_h5, "train", rank, world, local_batch=20, seed=4) for _ in range(3)]
+        for ld, s in zip(again, (1, 1, 2)):
+            ld.reorder(s, 1, 3)
+        assert all(np.array_equal(plain.indices(0), ld.indices(0)) for ld in again)
+        first, changed = plain.indices(1), again[0].indices(1)
+        assert np.array_equal(first[:60], changed[:60])
+        assert sorted(first[60:].tolist()) == sorted(changed[60:].tolist()) and not np.array_equal(first, changed)
+        assert all(np.array_equal(np.sort(changed[a:a + 20]), changed[a:a + 20]) for a in range(0, len(changed), 20))
+        for epoch in (1, 2):
+            assert np.array_equal(again[0].indices(epoch), again[1].indices(epoch))
+            assert not np.array_equal(again[0].indices(epoch), again[2].indices(epoch))
+        assert not np.array_equal(plain.indices(2), again[0].indices(2))
+        if world == 1:  # a later epoch's shards are drawn afresh too: the same samples over all ranks
+            assert sorted(plain.indices(2).tolist()) == sorted(again[0].indices(2).tolist())

@@ -56,6 +56,42 @@ def test_branch_study_of_a_trial(tiny_h5, tmp_path, run_cli):
     assert set(df["critical_batch"]) == {64 if ema[64] <= ema[32] + 0.01 else 32}
 
 
+def test_repeated_branches_give_the_local_critical_batch_an_interval(tiny_h5, tmp_path, run_cli):
+    # --repeats 3: repeat 0 is the parent's own order (its k = 1 branch the parent's continuation, as without
+    # repeats), repeats 1 and 2 re-draw the data order past the checkpoint, the same at both factors (paired)
+    from scipy.stats import t as student
+
+    parent = tmp_path / "parent"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", parent, *PARENT)
+    assert rc == 0, err
+    once, again = tmp_path / "once", tmp_path / "again"
+    common = ["--at", "25pct", "--factors", "1,2", "--window", 128, "--eval-subset", 40, "--tolerance", 0.5]
+    rc, out, err = run_cli("branch", parent, *common, "--results", once)
+    assert rc == 0, err
+    rc, out, err = run_cli("branch", parent, *common, "--repeats", 3, "--results", again)
+    assert rc == 0, err
+    assert "6 branches" in out and "3 repeats each" in out
+    single, df = pd.read_csv(once / "critical-batch.csv"), pd.read_csv(again / "critical-batch.csv")
+    assert sorted(zip(df["repeat"], df["batch"])) == [(r, b) for r in range(3) for b in (32, 64)]
+    loss = {(r.repeat, r.batch): r.loss for r in df.itertuples()}
+    assert loss[0, 32] == single.loc[single["batch"] == 32, "loss"].iloc[0]  # the parent's order, bit for bit
+    assert loss[1, 32] != loss[0, 32] and loss[2, 32] != loss[1, 32]  # other orders
+    # the interval by hand: 64's paired excess over 32, its 95% one-sided ends against the tolerance 0.5
+    d = [loss[r, 64] - loss[r, 32] for r in range(3)]
+    mean, se = sum(d) / 3, (sum((x - sum(d) / 3) ** 2 for x in d) / 2 / 3) ** 0.5
+    lo, hi = mean - student.ppf(0.95, 2) * se, mean + student.ppf(0.95, 2) * se
+    kind = set(df["critical_kind"].fillna("none"))
+    assert kind == {"lower" if hi <= 0.5 else "upper" if lo > 0.5 else "none"}, (d, kind)
+    assert set(df["repeats"]) == {3}
+    assert_drawn(again / "critical-batch.png")
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("branch study of parent: local critical batch 25pct: ")
+    rc, out, err = run_cli("report", again, "--out", tmp_path / "report")
+    assert rc == 0, err
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "each at 95% one-sided over the repeats" in text and "| Repeat |" in text
+
+
 def test_bad_branch_input_is_one_line(tiny_h5, tmp_path, run_cli):
     rc, _, err = run_cli("branch", tmp_path)
     assert rc == 2 and "not a trial directory" in err and len(err.strip().splitlines()) == 1
