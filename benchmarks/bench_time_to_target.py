@@ -7,9 +7,10 @@ the CPU.
    val split every 512 samples), batches 32, 64 and 128, each at 1 and at 2 processes, 2 seeds (steps to target
    are the mean over them: one seed's data order moves it by more than the step time does).
 2. `lbscale bench allreduce --procs 2` over 4 KiB .. 4 MiB: the ring fit.
-3. From the 1-process trials alone (steps to target per batch, the step-time model and the start-up T0) and the
-   fit, the time to target at 2 processes (`report.gpus` / `report.time_to_target`, as `lbscale report
-   --allreduce` computes it: T0 + S x step), over the 2-process trials' measured time to the target: their
+3. From the 1-process trials alone (steps to target per batch, the step-time model, the start-up T0 and the
+   import inside it, which torchrun's agent pays once more at 2 processes) and the fit, the time to target at
+   2 processes (`report.gpus` / `report.time_to_target`, as `lbscale report --allreduce` computes it:
+   T0 + import + S x step), over the 2-process trials' measured time to the target: their
    start-up (`startup_seconds`, torchrun's launch to the first step) plus their training time (the sum of their
    epochs' train_seconds: they stopped at the target). Evaluations are in neither. The steps alone (T0 left out
    of both) are printed beside it.
@@ -105,7 +106,8 @@ def main() -> None:
                    f"target 0.75 .. 1.25; the 90% interval {lo / meas:.2f} .. {hi / meas:.2f} of it "
                    f"{'holds' if lo <= meas <= hi else 'misses'} the measurement")
             report(f"  batch {b}: measured seconds to target (2 processes), start-up + training", meas, "s",
-                   f"start-up {t0_meas:.2f} s, the base's {t0_pred:.2f} s")
+                   f"start-up {t0_meas:.2f} s, predicted {t0_pred:.2f} s (the base's T0 and, for torchrun's "
+                   "agent, its import)")
             report(f"  batch {b}: the steps alone (start-up left out of both), predicted / measured",
                    (pred - t0_pred) / (meas - t0_meas), "ratio")
             report(f"  batch {b}: steps to target, 1-process trials / 2-process trial", s_pred / s_meas, "ratio")

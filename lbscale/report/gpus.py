@@ -221,8 +221,10 @@ def time_table(grid: pd.DataFrame, bases: list[Basis], per_gpu: float | None, mo
                  + "; a measured point is its measurement; 'extrapolated': a per-GPU batch outside the measured "
                    f"ones ({number(model['per_gpu_span'][0])}..{number(model['per_gpu_span'][1])}). Intervals: the "
                    "steps' fit (90%) and the step model's residual; none for interpolated steps. Each time adds "
-                   f"the start-up, {model['startup']:.3g} s (launch to the first step, mean over the 1-GPU trials; "
-                   "taken as the same at every GPU count).")
+                   f"the start-up, {model['startup']:.3g} s (launch to the first step, mean over the 1-GPU trials)"
+                 + (f", and at more than one GPU {model['agent']:.3g} s more: torchrun's agent, one more process "
+                    "that imports torch before it starts the ranks (the 1-GPU trials' own import)"
+                    if model.get("agent") else "; the same at every GPU count") + ".")
     if (grid["step_source"] == "no model").any():
         notes.append("GPU counts without a row: no trial recorded its gradient size (config.json's "
                      "gradient_bytes), so the all-reduce cannot be predicted there.")

@@ -10,12 +10,15 @@ a step takes at a local batch and GPU count (the step-time model below, with the
 T0 is a trial's start-up (launch to its first optimizer step: imports, data, network, process group; summary.json's
 `startup_seconds`), measured on the base: the mean over the 1-GPU trials, the fresh processes among them where there
 are any (a local sweep forks its 1-process trials warm, with torch already imported, and a K-GPU job starts fresh
-processes); 0 for an lbscale that did not record it. Taken as the same at every K: each process does the same work
-in parallel, and what K adds (the rendezvous, DDP's first broadcast) is not measured on the base; the time-to-target
-benchmark checks it at 2 processes. At a measured (b, K) the step is the measured one, exactly. S(B) comes from
-the steps model over every trial with its profile-likelihood interval at every batch, measured or not (one level
-throughout), else (fewer than two reached batches) from the measured optima alone; a batch past the measured ones
-is predicted only where B_crit has a two-sided interval, and then marked extrapolated.
+processes); 0 for an lbscale that did not record it. Each process does the same work in parallel, so T0 is the same
+at every K but for one thing: under torchrun (a local sweep's K-process trials) the agent is one more fresh process
+that imports Python and torch before it starts the ranks, so K > 1 adds the base's own import (summary.json's
+`import_seconds`; none inside a SLURM job, where srun starts the ranks). The rendezvous and DDP's first broadcast
+are not measured on the base; the time-to-target benchmark checks the whole at 2 processes. At a measured (b, K) the
+step is the measured one, exactly. S(B) comes from the steps model over every trial with its profile-likelihood
+interval at every batch, measured or not (one level throughout), else (fewer than two reached batches) from the
+measured optima alone; a batch past the measured ones is predicted only where B_crit has a two-sided interval, and
+then marked extrapolated.
 """
 
 from __future__ import annotations
@@ -43,6 +46,17 @@ def startup_per_trial(trials: pd.DataFrame) -> pd.Series:
     return seconds.where(~warm) if fresh_base else seconds
 
 
+def agent_per_trial(trials: pd.DataFrame) -> pd.Series:
+    """Each trial's estimate of the start-up a K-process job adds under torchrun [s]: torchrun's agent is one
+    more fresh process that imports Python and torch before it starts the ranks, so it is the trial's own import
+    (`import_seconds`) where it started fresh outside SLURM; 0 inside a SLURM job (srun starts the ranks, no
+    agent); NaN where a fresh trial did not record it."""
+    imports = pd.to_numeric(trials.get("import_seconds", pd.Series(math.nan, index=trials.index)), errors="coerce")
+    slurm = trials.get("slurm_job", pd.Series(None, index=trials.index)).notna()
+    warm = trials.get("started", pd.Series(None, index=trials.index)) == "warm"
+    return imports.where(~slurm, 0.0).where(~warm)
+
+
 def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """Per measured (per-GPU batch, GPUs): the seconds of one optimizer step, by part, over the trials' steady
     epochs (full epochs after the first; a trial with none, e.g. stopped at its target in its second epoch, gives
@@ -50,11 +64,12 @@ def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     (`startup_per_trial`). An epoch's steps: the difference of its record's `step` to the one before
     (steps_per_epoch where no step was recorded)."""
     if epochs is None or not len(epochs):
-        return pd.DataFrame(columns=["per_gpu", "gpus", *STEP_PARTS, "gradient_bytes", "startup_seconds", "trials"])
-    trials = trials.assign(startup_seconds=startup_per_trial(trials))
+        return pd.DataFrame(columns=["per_gpu", "gpus", *STEP_PARTS, "gradient_bytes", "startup_seconds",
+                                     "agent_seconds", "trials"])
+    trials = trials.assign(startup_seconds=startup_per_trial(trials), agent_seconds=agent_per_trial(trials))
     keys = ["results", "trial"]
-    extra = [c for c in ("global_batch", "gpus", "steps_per_epoch", "gradient_bytes", "startup_seconds")
-             if c not in epochs]
+    extra = [c for c in ("global_batch", "gpus", "steps_per_epoch", "gradient_bytes", "startup_seconds",
+                         "agent_seconds") if c not in epochs]
     e = epochs.merge(trials[[*keys, *extra]], on=keys) if extra else epochs
     e = e.sort_values([*keys, "epoch"])
     spe = pd.to_numeric(e["steps_per_epoch"], errors="coerce")
@@ -75,9 +90,9 @@ def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
                                   - per["imbalance_seconds"]).clip(lower=0.0)
     rows = pd.DataFrame({"per_gpu": e["global_batch"] / e["gpus"], "gpus": e["gpus"], "trial": e["trial"], **per,
                          "gradient_bytes": pd.to_numeric(e["gradient_bytes"], errors="coerce"),
-                         "startup_seconds": e["startup_seconds"]})
+                         "startup_seconds": e["startup_seconds"], "agent_seconds": e["agent_seconds"]})
     per_trial = rows.groupby(["per_gpu", "gpus", "trial"]).mean(numeric_only=True).reset_index()
-    parts = [*STEP_PARTS, "gradient_bytes", "startup_seconds"]
+    parts = [*STEP_PARTS, "gradient_bytes", "startup_seconds", "agent_seconds"]
     out = per_trial.groupby(["per_gpu", "gpus"]).agg(**{c: (c, "mean") for c in parts},
                                                      trials=("trial", "nunique")).reset_index()
     return out
@@ -87,7 +102,8 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
     """The step-time model from `measured_steps`: compute + data per step = a + c x per-GPU batch (least squares
     over the measured points, with its residual), the exposed share f of the ring all-reduce (mean over measured
     points at K > 1; 1 where none), the imbalance per step (mean over K > 1), the gradient bytes, and the start-up
-    T0 (mean over the 1-GPU points; 0 where none was recorded)."""
+    T0 (mean over the 1-GPU points; 0 where none was recorded) with what K > 1 processes add to it under torchrun
+    (`agent`: the base's import, `agent_per_trial`)."""
     m = measured.dropna(subset=["per_gpu"])
     x = m["per_gpu"].to_numpy(float)
     y = (m["compute_seconds"] + m["data_seconds"]).to_numpy(float)
@@ -102,6 +118,8 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
     multi = m[m["gpus"] > 1]
     base = pd.to_numeric(m.loc[m["gpus"] == 1, "startup_seconds"], errors="coerce") if "startup_seconds" in m \
         else pd.Series(dtype=float)
+    agent = pd.to_numeric(m.loc[m["gpus"] == 1, "agent_seconds"], errors="coerce") if "agent_seconds" in m \
+        else pd.Series(dtype=float)
     shares = []
     if allreduce is not None and len(multi) and math.isfinite(grad):
         for r in multi.itertuples():
@@ -113,7 +131,8 @@ def step_model(measured: pd.DataFrame, allreduce: dict | None) -> dict:
             "exposed": float(np.mean(shares)) if shares else 1.0, "calibrated": bool(shares),
             "imbalance": float(multi["imbalance_seconds"].mean()) if len(multi) else 0.0,
             "gradient_bytes": grad, "allreduce": allreduce,
-            "startup": float(base.mean()) if base.notna().any() else 0.0}
+            "startup": float(base.mean()) if base.notna().any() else 0.0,
+            "agent": float(agent.mean()) if agent.notna().any() else 0.0}
 
 
 def _ring(gpus: int, gradient_bytes: float, allreduce: dict) -> float:
@@ -181,9 +200,9 @@ def time_grid(steps: pd.DataFrame, model: dict, measured: pd.DataFrame, gpus, le
     (`startup_seconds`); each row's sources, and `measured_step` where the step was measured."""
     rows = []
     q = _t(model.get("points", 0) - 2, level)
-    t0 = model.get("startup", 0.0)
     for r in steps.itertuples():
         for k in sorted(set(int(g) for g in gpus)):
+            t0 = model.get("startup", 0.0) + (model.get("agent", 0.0) if k > 1 else 0.0)
             per_gpu = r.global_batch / k
             if per_gpu < 1 or per_gpu != int(per_gpu):
                 continue

@@ -107,6 +107,7 @@ def _timing(summary: dict, timing: dict, epochs: int) -> dict:
         "images_per_second": summary.get("images_per_second"),
         "total_train_seconds": summary.get("total_train_seconds") or timing["train_seconds"],
         "wall_seconds": summary.get("wall_seconds"), "startup_seconds": summary.get("startup_seconds"),
+        "import_seconds": summary.get("import_seconds"),
         **{k: timing[k] for k in ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds",
                                   "comm_share")},
     }
@@ -141,6 +142,7 @@ def trial_row(d: Path, names, timing: dict, epochs: int) -> dict:
         "trainable_parameters": config.get("trainable_parameters", math.nan),
         "gradient_bytes": config.get("gradient_bytes", math.nan),
         "started": config.get("started"),  # warm (forked, torch imported) or fresh: whose start-up the model takes
+        "slurm_job": config.get("slurm_job"),  # the base ran inside a SLURM job: its K-process jobs start by srun
         "epochs": cfg.get("epochs"), **_timing(summary, timing, epochs),
         "diverged_step": (summary.get("diverged_at") or {}).get("step"),
         "target_metric": target_metric, "target": _hardest(target, target_metric), "targets": _joined(target),

@@ -31,7 +31,7 @@ OLD_FIELDS = ("divergence", "branch", "grouping")  # an earlier lbscale kept the
 class Progress:
     """Where a trial stands: the epoch and the micro-batch within it, optimizer steps, the first evaluation at the
     target, where a divergence first held, the training seconds of earlier processes of this trial, and the
-    start-up seconds of each of its processes so far (launch to the first step)."""
+    start-up seconds of each of its processes so far (launch to the first step) with the imports among them."""
 
     epoch: int = 0
     batch: int = 0
@@ -41,6 +41,7 @@ class Progress:
     elapsed: float = 0.0
     target_hits: dict = field(default_factory=dict)  # target (as text) -> its first full-split evaluation
     startup: float | None = None  # None: no process of it has trained yet, or the system does not say
+    imports: float | None = None  # of the start-up: the fresh processes' import of Python, torch and lbscale
 
 
 @dataclass

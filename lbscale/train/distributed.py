@@ -52,7 +52,11 @@ def launched_seconds_ago(env: DistEnv) -> float | None:
     """Seconds since the process the user launched started: torchrun's (this rank's parent, which imports torch
     and starts the ranks) under torchrun, else this process's own (a warm-started trial's from its fork); None
     where the system does not say (no /proc)."""
-    pid = os.getppid() if env.launcher == "torchrun" else os.getpid()
+    return process_age(os.getppid() if env.launcher == "torchrun" else os.getpid())
+
+
+def process_age(pid: int) -> float | None:
+    """Seconds since process `pid` started; None where the system does not say (no /proc)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
@@ -64,6 +68,11 @@ def launched_seconds_ago(env: DistEnv) -> float | None:
     # hold spaces
     started = int(stat[stat.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
     return max(uptime - started, 0.0)
+
+
+# this process's age once torch and the package up to here are imported (a fresh trial's import; a warm-started
+# trial's fork inherits the server's value and imports nothing: `Trial.note_startup` leaves it out)
+IMPORTED = process_age(os.getpid())
 
 
 def check_local_ranks(local_ranks: int, gpus: int) -> None:

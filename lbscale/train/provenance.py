@@ -44,7 +44,13 @@ def environment(device: torch.device, backend: str | None, launcher: str) -> dic
     return {"launcher": launcher, "backend": backend, "device": str(device),
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "hosts": dist.all_gather_object(socket.gethostname()), "versions": versions(),
-            "git_commit": git_commit(), "started": "warm" if os.environ.get("LBSCALE_STARTED_WARM") else "fresh"}
+            "git_commit": git_commit(), "started": "warm" if started_warm() else "fresh",
+            "slurm_job": os.environ.get("SLURM_JOB_ID")}
+
+
+def started_warm() -> bool:
+    """Forked from a local sweep's warm-start server (lbscale/sweep/warm.py sets it), torch already imported."""
+    return bool(os.environ.get("LBSCALE_STARTED_WARM"))
 
 
 def describe(cfg, plan, world_size: int, dataset: str, task, augmentation: str, num_classes: int,

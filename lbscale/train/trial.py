@@ -26,6 +26,7 @@ from lbscale.data.loader import Prefetcher
 from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, TARGET, WAITING, write_json
 from lbscale.train import checkpoint, provenance
+from lbscale.train.provenance import started_warm
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
 from lbscale.train.branching import Branch
@@ -174,6 +175,8 @@ class Trial:
         if self.launched_at is not None:
             self.progress.startup = (self.progress.startup or 0.0) + time.perf_counter() - self.launched_at
             self.launched_at = None
+            if dist.IMPORTED is not None and not started_warm():  # this process's own import, part of it
+                self.progress.imports = (self.progress.imports or 0.0) + dist.IMPORTED
 
     def micro_batch(self, batch) -> int:
         p = self.progress

@@ -100,6 +100,29 @@ def test_the_start_up_measured_on_the_base_is_added_once_per_trial():
     assert old["startup"] == 0.0 and row["seconds"] == pytest.approx(running, rel=1e-9)
 
 
+def test_more_processes_under_torchrun_add_the_bases_import_once():
+    # the fresh 1-GPU trials imported in 2 s and 3 s (the warm one's fork imported nothing): torchrun's agent,
+    # one more fresh process, adds their mean 2.5 s at K > 1 and nothing at K = 1; inside a SLURM job srun
+    # starts the ranks and nothing is added
+    trials, epochs = records([(64, 1), (128, 1), (256, 1), (512, 2)])
+    trials["startup_seconds"] = [4.0, 6.0, 0.5, 9.0]
+    trials["import_seconds"] = [2.0, 3.0, 5.0, 2.0]
+    trials["started"] = ["fresh", "fresh", "warm", "fresh"]
+    steps = pd.DataFrame({"global_batch": [2048.0], "steps": [s_of(2048)], "steps_lo": [0.9 * s_of(2048)],
+                          "steps_hi": [1.1 * s_of(2048)], "steps_source": ["model"]})
+    measured = measured_steps(epochs, trials)
+    model = step_model(measured, ALLREDUCE)
+    assert model["startup"] == pytest.approx(5.0) and model["agent"] == pytest.approx(2.5)
+    one, eight = time_grid(steps, model, measured, [1, 8]).to_dict("records")
+    assert one["startup_seconds"] == pytest.approx(5.0) and eight["startup_seconds"] == pytest.approx(7.5)
+    assert eight["seconds"] == pytest.approx(7.5 + s_of(2048) * (compute(256) + comm(8)), rel=1e-9)
+    slurm = trials.assign(slurm_job="4711")
+    model = step_model(measured_steps(epochs, slurm), ALLREDUCE)
+    assert model["agent"] == 0.0
+    (eight,) = time_grid(steps, model, measured_steps(epochs, slurm), [8]).to_dict("records")
+    assert eight["startup_seconds"] == pytest.approx(5.0)
+
+
 def test_without_a_model_nothing_is_predicted_past_the_measured_batches():
     reached = pd.DataFrame({"global_batch": [64, 128, 256], "steps_star": [4000, 2500, 1800]})
     s = interpolated_steps(reached, [32, 128, 512]).set_index("global_batch")

@@ -28,6 +28,8 @@ def test_the_start_up_counts_from_the_process_start_to_the_first_step(tiny_h5, t
     # the trial's own clock starts after the imports: its wall time leaves the delay out, and the start-up is
     # no part of the training time
     assert s["startup_seconds"] + s["total_train_seconds"] < DELAY + s["wall_seconds"] + 60
+    # the import, recorded apart: the delay came before lbscale and torch were imported, so it is in it
+    assert DELAY < s["import_seconds"] < s["startup_seconds"]
 
 
 def test_under_torchrun_the_start_up_counts_from_the_launcher_start(tiny_h5, tmp_path):
@@ -39,3 +41,5 @@ def test_under_torchrun_the_start_up_counts_from_the_launcher_start(tiny_h5, tmp
     assert r.returncode == 0, r.stderr[-3000:]
     s = summary(out)
     assert s["world_size"] == 2 and DELAY < s["startup_seconds"] < DELAY + 60
+    # the ranks' own import does not hold the launcher's delay: the agent's start-up is what torchrun adds
+    assert 0 < s["import_seconds"] < s["startup_seconds"] - DELAY
