@@ -462,10 +462,13 @@ def thresholds_supported(estimates: dict) -> bool:
 @one_blas_thread
 def doublings(model: ModelFit, level: float = LEVEL) -> list[dict]:
     """Between each two neighbouring batches that reached the target, the share of the steps the step from one to
-    the other saved on the fitted curve, 1 - S(B2) / S(B1), with its profile interval (the curve's threshold):
-    what the study measured of the curve's fall, whatever its shape past the batches. Rows: b1, b2, saving,
+    the other saved on the fitted curve, 1 - S(B2) / S(B1), with its profile interval: what the study measured
+    of the curve's fall, whatever its shape past the batches. The verdict says them in one sentence, so with m
+    steps each is at 1 - (1 - level) / m (Bonferroni), and the sentence holds at `level`. Rows: b1, b2, saving,
     saving_lo, saving_hi, kind."""
-    fitter, theta, thr = model.extra["fitter"], model.extra["theta"], model.extra["curve_threshold"]
+    fitter, theta = model.extra["fitter"], model.extra["theta"]
+    m = max(len(model.batches) - 1, 1)
+    thr = curve_threshold(model.n, model.p, model.extra["lack_of_fit"], 1 - (1 - level) / m)
     rows = []
     for b1, b2 in zip(model.batches[:-1], model.batches[1:]):
         l1, l2 = math.log(b1), math.log(b2)
