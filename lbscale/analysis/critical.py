@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lbscale.analysis.intervals import t_quantile
+
 
 def local_critical_batch(losses: dict[int, float], tolerance: float, base: int | None = None) \
         -> tuple[int | None, str]:
@@ -60,16 +62,14 @@ class LocalCritical:
     excess: dict
 
 
-def _excess(diffs: list[float], tail: float) -> tuple[float, float, float]:
-    """Mean and the two-sided t interval at one-sided `tail` of paired differences (n >= 2; +-inf for one)."""
-    from scipy.special import stdtrit
-
+def _excess(diffs: list[float], level: float) -> tuple[float, float, float]:
+    """Mean and the two-sided t interval at `level` of paired differences (n >= 2; +-inf for one)."""
     n = len(diffs)
     mean = sum(diffs) / n
     if n < 2:
         return mean, -math.inf, math.inf
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = stdtrit(n - 1, tail) * sd / math.sqrt(n)
+    half = t_quantile(n - 1, level) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
 
 
@@ -92,7 +92,6 @@ def local_critical_interval(losses: dict[int, dict[int, float]], tolerance: floa
     mean = {b: (sum(per.values()) / len(per) if all(math.isfinite(v) for v in per.values()) else math.inf)
             for b, per in clean.items()}
     batches = sorted(b for b in clean if b >= base)
-    tail = (1 + level) / 2
     within, past, point, excess = [base], [], [base], {}
     for i, b in enumerate(batches[1:], start=1):
         ref = min(batches[:i], key=lambda s: mean[s])
@@ -101,7 +100,7 @@ def local_critical_interval(losses: dict[int, dict[int, float]], tolerance: floa
             excess[b] = (math.inf, math.inf, math.inf)
             continue
         common = sorted(set(clean[b]) & set(clean[ref]))
-        e = _excess([clean[b][r] - clean[ref][r] for r in common], tail)
+        e = _excess([clean[b][r] - clean[ref][r] for r in common], level)  # each end one-sided (1 + level) / 2
         excess[b] = e
         if e[2] <= tolerance:
             within.append(b)
@@ -113,8 +112,7 @@ def local_critical_interval(losses: dict[int, dict[int, float]], tolerance: floa
     lo = max(within)
     above = [b for b in past if b > lo]
     hi = min(above) if above else None
-    value = max(b for b in point if b >= lo and (hi is None or b < hi)) if any(
-        b >= lo and (hi is None or b < hi) for b in point) else lo
+    value = max((b for b in point if b >= lo and (hi is None or b < hi)), default=lo)
     undecided = [b for b in batches if b > lo and (hi is None or b < hi) and b not in within]
     more = f"more repeats (now {repeats}) would decide {', '.join(f'{b:,}' for b in undecided)}" if undecided else ""
     if hi is None and lo == base:

@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from lbscale.analysis.critical import ema_update
-from lbscale.analysis.intervals import LEVEL
+from lbscale.analysis.intervals import LEVEL, t_quantile
 
 GNS_FILE = "gns.json"
 
@@ -39,13 +39,12 @@ def b_simple_interval(parts, level: float = LEVEL) -> tuple[float | None, float 
     (a noise scale is not negative). (None, None) with fewer than MIN_GROUPS groups, a group that is not a
     number, or a set that lies below zero whole (tr(Sigma) resolved as negative: no noise scale to bound)."""
     import numpy as np
-    from scipy.special import stdtrit
 
     g2, trace = np.asarray(parts, dtype=float).reshape(-1, 2).T
     n = len(g2)
     if n < MIN_GROUPS or not (np.isfinite(g2).all() and np.isfinite(trace).all()):
         return None, None
-    q = float(stdtrit(n - 1, 0.5 + level / 2)) ** 2
+    q = t_quantile(n - 1, level) ** 2
     cov = np.cov(g2, trace, ddof=1) / n  # of the two means
     gm, tm = g2.mean(), trace.mean()
     a = gm ** 2 - q * cov[0, 0]

@@ -43,7 +43,7 @@ def bracket(table: pd.DataFrame, at: pd.Series) -> dict:
     tried = sorted(table.loc[table["checkpoint"] == at["checkpoint"], "batch"].unique())
     value = float(at["critical_batch"])
     above = [b for b in tried if b > value]
-    repeats = int(at["repeats"]) if pd.notna(at.get("repeats")) else 1
+    repeats = _repeats(at)
     if isinstance(at.get("critical_kind"), str):
         lo, hi, kind = float(at["critical_lo"]), float(at["critical_hi"]), at["critical_kind"]
     elif str(at["why"]).startswith(EVERY):
@@ -56,10 +56,14 @@ def bracket(table: pd.DataFrame, at: pd.Series) -> dict:
             "parent_step": int(at["parent_step"]), "samples": at.get("samples"), "repeats": repeats}
 
 
+def _repeats(at: pd.Series) -> int:
+    """The repeats per batch a checkpoint's answer rests on (1: a table of an lbscale before --repeats)."""
+    return int(at["repeats"]) if pd.notna(at.get("repeats")) else 1
+
+
 def _unresolved(at: pd.Series) -> dict:
     return {"value": None, "lo": None, "hi": None, "kind": "none", "checkpoint": at["checkpoint"],
-            "parent_step": int(at["parent_step"]), "samples": at.get("samples"),
-            "repeats": int(at["repeats"]) if pd.notna(at.get("repeats")) else 1}
+            "parent_step": int(at["parent_step"]), "samples": at.get("samples"), "repeats": _repeats(at)}
 
 
 def local_at(table: pd.DataFrame, step: float | None) -> dict | None:

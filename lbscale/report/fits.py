@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lbscale.report.likelihood import t_quantile
+from lbscale.analysis.intervals import t_quantile
 from lbscale.analysis.intervals import LEVEL
 
 MIN_BATCHES = 3  # two parameters and one residual degree of freedom

@@ -13,7 +13,7 @@ import pandas as pd
 
 import numpy as np
 
-from lbscale.report.likelihood import t_quantile
+from lbscale.analysis.intervals import t_quantile
 from lbscale.report.numbers import estimate_cell, interval_after, number, whole
 from lbscale.analysis.intervals import LEVEL
 from lbscale.report.steps_model import steps_at

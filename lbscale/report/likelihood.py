@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lbscale.analysis.intervals import t_quantile
+
 LEVELS = 8  # the named entries of the vector; a free level of log S per batch follows (the lack-of-fit reference)
 REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches (B_crit) is unbounded
 # lr*(B) < the LR of a trial that diverged at B, as a penalty EDGE_WEIGHT v^2 on the excess v of log lr* over it:
@@ -410,12 +412,6 @@ def threshold(n: int, p: int, level: float) -> float | None:
         return None
     t = t_quantile(dof, level)
     return n * math.log1p(t * t / dof)
-
-
-def t_quantile(dof: int, level: float) -> float:
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.5 + level / 2))
 
 
 def profile_end(fitter: Fitter, theta_hat: np.ndarray, nll_hat: float, thr: float, hat: float, constrain,

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lbscale.analysis.intervals import LEVEL
+from lbscale.analysis.intervals import LEVEL, t_quantile
 from lbscale.report.likelihood import (KNEE_LIMITS, REACH, Fitter, Observations, Problem, curve_part, knee_shift,
                                        log_b_crit_for, log_b_crit_for_ratio, log_s_min_for, one_blas_thread, profile,
-                                       t_quantile, threshold)
+                                       threshold)
 
 __all__ = ["LEVEL", "Observations", "Estimate", "ModelFit", "fit", "threshold", "steps_at", "ratio",
            "doubling_saving", "curve", "steps_for_samples", "doublings", "thresholds_supported", "VERSION"]

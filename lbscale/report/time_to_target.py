@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lbscale.analysis.allreduce_model import DDP_BUCKET_BYTES, ring_allreduce_seconds
-from lbscale.report.likelihood import t_quantile
+from lbscale.analysis.intervals import t_quantile
 from lbscale.analysis.intervals import LEVEL
 
 STEP_PARTS = ("data_seconds", "compute_seconds", "comm_seconds", "imbalance_seconds", "train_seconds")
@@ -41,7 +41,7 @@ def startup_per_trial(trials: pd.DataFrame) -> pd.Series:
     what a fresh K-process job pays)."""
     seconds = pd.to_numeric(trials.get("startup_seconds", pd.Series(math.nan, index=trials.index)),
                             errors="coerce")
-    warm = trials.get("started", pd.Series(None, index=trials.index)) == "warm"
+    warm = _warm(trials)
     fresh_base = (~warm & seconds.notna() & (trials["gpus"] == 1)).any()
     return seconds.where(~warm) if fresh_base else seconds
 
@@ -53,8 +53,12 @@ def agent_per_trial(trials: pd.DataFrame) -> pd.Series:
     agent); NaN where a fresh trial did not record it."""
     imports = pd.to_numeric(trials.get("import_seconds", pd.Series(math.nan, index=trials.index)), errors="coerce")
     slurm = trials.get("slurm_job", pd.Series(None, index=trials.index)).notna()
-    warm = trials.get("started", pd.Series(None, index=trials.index)) == "warm"
-    return imports.where(~slurm, 0.0).where(~warm)
+    return imports.where(~slurm, 0.0).where(~_warm(trials))
+
+
+def _warm(trials: pd.DataFrame) -> pd.Series:
+    """Which trials were forked from a local sweep's warm-start server (torch imported before the fork)."""
+    return trials.get("started", pd.Series(None, index=trials.index)) == "warm"
 
 
 def measured_steps(epochs: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:

@@ -47,7 +47,12 @@ class TrialInputs:
         # the examples a step evaluation's value rests on: its noise at a pruning rung
         self.step_samples = (self.step_subset or self.step.n) if self.step is not None else None
         self.normalize = Normalize(data.mean, data.std, device)
-        self.augment_rng = torch.Generator().manual_seed(cfg.seed * 100_003 + rank)
+        self.rank = rank
+        self.augment_rng = torch.Generator().manual_seed(self.augment_seed())
+
+    def augment_seed(self, reseed: int = 0) -> int:
+        """The rank's augmentation seed; a branch's repeat (`--branch-reseed`) draws from its own."""
+        return self.cfg.seed * 100_003 + self.rank + 7_919 * reseed
 
     def __call__(self, batch, train: bool):
         """The network's input and the loss targets of a loader's batch, on the device."""

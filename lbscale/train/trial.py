@@ -133,8 +133,7 @@ class Trial:
         elif self.branch:
             self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
             if self.cfg.branch_reseed:  # a repeat: its own augmentation from the branch point on
-                seed = self.cfg.seed * 100_003 + self.env.rank + 7_919 * self.cfg.branch_reseed
-                self.inputs.augment_rng.manual_seed(seed)
+                self.inputs.augment_rng.manual_seed(self.inputs.augment_seed(self.cfg.branch_reseed))
         if self.branch and self.cfg.branch_reseed:  # a repeat: its own data order from the window's start
             self.inputs.train.reorder(self.cfg.branch_reseed, *self.branch.start)
 
