@@ -401,6 +401,44 @@ def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, resu
                          BranchLaunch(launcher, system, systems_file, wait, one)))
 
 
+@cli.command()
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--batch", type=int, required=True,
+              help="The reference batch: the schedule starts there, from RESULTS' best trial at it, trained again "
+                   "with checkpoints kept at 1/8, 1/4 and 1/2 of its steps to the target.")
+@click.option("--fraction", type=Number(lo=0, hi=1, hi_open=False), default=1.0, show_default=True,
+              help="The batch grows to at most this share of the local critical batch's lower end (the largest "
+                   "batch shown within the tolerance).")
+@click.option("--repeats", type=int, default=3, show_default=True, help="Repeats per branch (the local critical "
+                                                                        "batch's interval).")
+@click.option("--factors", default="1,2,4,8,16", show_default=True, help="Branch factors k: branches at k x B.")
+@click.option("--window", default="1ep", show_default=True, help="Samples each branch trains past its checkpoint.")
+@click.option("--rule", default="auto", show_default=True, help="The branches' LR rule (as lbscale branch's).")
+@click.option("--tolerance", type=Number(lo=0, lo_open=False), default=0.01, show_default=True,
+              help="A batch is within when its loss is at most the smaller batches' best + this.")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Seeds per arm of the check the spec runs.")
+@click.option("--variant", help="The arm of RESULTS to schedule (needed where it has several).")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="The check's spec (default RESULTS/schedule-bB/schedule.yaml).")
+@click.option("--no-measure", "no_measure", is_flag=True,
+              help="Derive from what is measured already; train nothing (seconds).")
+@click.option("--force", is_flag=True, help="Measure again, and replace an existing --out.")
+@quiet_option
+def schedule(results, batch, fraction, repeats, factors, window, rule, tolerance, seeds, variant, out, no_measure,
+             force):
+    """A batch-size schedule from the critical batch over training: the local critical batch and B_simple at
+    checkpoints of a reference run, B_crit at a ladder of targets, in one table and figure; the schedule that
+    follows the local critical batch, each batch at RESULTS' tuned LR; and the spec that checks it against the
+    best fixed batch and its own last batch."""
+    from lbscale.studies.schedule import ScheduleOptions, run_schedule
+
+    if repeats < 1:
+        raise LbscaleError(f"--repeats {repeats}: at least 1 (3 or more give the local critical batch an interval)")
+    click.echo(run_schedule(results, ScheduleOptions(batch, fraction, repeats, factors, window, rule, tolerance,
+                                                     seeds, variant, out, not no_measure, force)))
+
+
 @cli.command(name="filter")
 @click.option("--data", "data_path", required=True, help="Prepared multiclass file whose train split is filtered.")
 @click.option("--checkpoint", help="Trial directory whose checkpointed network gives the features.")

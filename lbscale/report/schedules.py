@@ -3,62 +3,122 @@ time to the target, the steps saved, and the final metric, per arm."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from lbscale.results import FINISHED
 from lbscale.report.load import Study
-from lbscale.report.tables import Table, batch_label, mean_std
-from lbscale.train.batch_schedule import SYNTAX_EPOCH, BatchSchedule
+from lbscale.report.numbers import number
+from lbscale.report.tables import Table, batch_label
 
 
-def _control(arm_variant: str, variants: list[str]) -> str | None:
-    """The fixed-batch variant an arm grew out of: the longest control variant its name extends (an arm is
-    VARIANT-NAME)."""
-    bases = [v for v in variants if arm_variant.startswith(f"{v}-")]
-    return max(bases, key=len) if bases else None
+LEVEL = 0.9
+
+
+def _growing(text) -> bool:
+    """A schedule whose batch grows (a one-point schedule, BATCH@0, is a fixed batch run as an arm)."""
+    return isinstance(text, str) and (text.startswith("auto:") or "," in text.strip(","))
+
+
+def _samples(study: Study, steps: pd.DataFrame) -> pd.Series:
+    """Per trial of `steps` (target_steps), the training samples seen at the evaluation that reached the target."""
+    keys = [k for k in ("results", "trial") if k in steps]
+    ev = study.steps
+    if "samples_seen" not in ev or steps["steps"].isna().all():
+        return pd.Series(np.nan, index=steps.index)
+    at = ev.dropna(subset=["samples_seen"]).drop_duplicates(keys + ["step"], keep="last")[keys + ["step",
+                                                                                                 "samples_seen"]]
+    merged = steps[keys + ["steps"]].merge(at, left_on=keys + ["steps"], right_on=keys + ["step"], how="left")
+    return pd.Series(merged["samples_seen"].to_numpy(), index=steps.index)
+
+
+def _mean_ci(values) -> tuple[str, float | None]:
+    """'mean [lo, hi]' (Student t at LEVEL over seeds; the mean alone for one), and the mean."""
+    from lbscale.analysis.intervals import t_quantile
+
+    v = [float(x) for x in values if pd.notna(x) and math.isfinite(float(x))]
+    if not v:
+        return "-", None
+    m = float(np.mean(v))
+    if len(v) < 2:
+        return number(m, 3), m
+    half = t_quantile(len(v) - 1, LEVEL) * float(np.std(v, ddof=1)) / math.sqrt(len(v))
+    return f"{number(m, 3)} [{number(m - half, 3)}, {number(m + half, 3)}]", m
+
+
+def _arms(t: pd.DataFrame) -> tuple[list, list]:
+    """(growing arms, fixed groups): each (label, schedule text or 'fixed', its trials)."""
+    grow = [(v, text, g) for (v, text), g in t[t["batch_schedule"].map(_growing)].groupby(["variant",
+                                                                                           "batch_schedule"])]
+    fixed_t = t[~t["batch_schedule"].map(_growing)]
+    fixed = [(f"batch {batch_label(b)}" + (f" ({v})" if fixed_t["variant"].nunique() > 1 else ""), "fixed", g)
+             for (v, b), g in fixed_t.groupby(["variant", "global_batch"])]
+    return grow, fixed
+
+
+def _saving(arm: pd.DataFrame, ctrl: pd.DataFrame, column: str) -> tuple[float, float, float] | None:
+    from lbscale.analysis.schedule import log_ratio_interval
+
+    a, c = arm[column].dropna().astype(float), ctrl[column].dropna().astype(float)
+    if not len(a) or not len(c) or (a <= 0).any() or (c <= 0).any():
+        return None
+    return log_ratio_interval(list(a), list(c), LEVEL)
+
+
+def _pct(r: tuple | None, fewer: bool) -> str:
+    """A ratio (arm over fixed) with its interval as a percent change: steps as '38 [21, 52]% fewer' (or 'more'),
+    samples as '12 [-3, 30]% more' (or 'fewer'); '-' where not measured."""
+    if r is None:
+        return "-"
+    ratio, lo, hi = r
+    change, ends = (1 - ratio, (1 - hi, 1 - lo)) if fewer else (ratio - 1, (lo - 1, hi - 1))
+    words = ("fewer", "more") if fewer else ("more", "fewer")
+    sign = 1 if change >= 0 else -1
+    a, b = sorted(100 * sign * e for e in ends)
+    shown = f" [{a:.0f}, {b:.0f}]" if math.isfinite(a) and math.isfinite(b) else ""
+    return f"{100 * sign * change:.0f}{shown}% {words[0] if sign > 0 else words[1]}"
 
 
 def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table | None:
-    """Each arm (its seeds) beside the controls of its variant at its first and its last batch; None where the
-    study has no arm."""
+    """Each growing schedule beside every fixed batch of the study (fixed trials, and one-point schedule arms):
+    steps, samples and time to the target over seeds with t intervals, and the schedule's steps and samples
+    against each fixed batch as ratios of geometric means with Welch intervals; the verdict line first among the
+    notes. None where the study has no growing schedule."""
     t = study.trials
-    if "batch_schedule" not in t or t["batch_schedule"].isna().all():
+    if "batch_schedule" not in t or not t["batch_schedule"].map(_growing).any():
         return None
     if "state" in t:
         t = t[t["state"].isin(FINISHED)]
     keys = [k for k in ("results", "trial") if k in t and k in per_trial]
-    steps = per_trial.set_index(keys)
-    final = f"final_{metric}"
-    controls = t[t["batch_schedule"].isna()]
-    disp, tidy = [], []
-    for (variant, text), arm in t.dropna(subset=["batch_schedule"]).groupby(["variant", "batch_schedule"]):
-        schedule = BatchSchedule.parse(text, SYNTAX_EPOCH, first=int(arm["global_batch"].iloc[0]),
-                                       ordered=False) \
-            if not text.startswith("auto:") else None
-        base = _control(variant, sorted(controls["variant"].dropna().unique()))
-        first = int(arm["global_batch"].iloc[0])
-        rows = [("arm", arm)]
-        for batch in dict.fromkeys((first, schedule.last if schedule else first)):
-            c = controls[(controls["variant"] == base) & (controls["global_batch"] == batch)] if base else controls[:0]
-            if len(c):
-                rows.append((f"control at {batch_label(batch)}", c))
-        arm_mean = None
-        for label, g in rows:
-            s = steps.reindex(pd.MultiIndex.from_frame(g[keys]) if len(keys) > 1 else g[keys[0]])
-            st, mean, _, _ = mean_std(s["steps"], 1)
-            tt, _, _, _ = mean_std(s["seconds"], 2)
-            ft, _, _, _ = mean_std(g[final] if final in g else [], 3)
-            arm_mean = mean if label == "arm" else arm_mean
-            saved = (f"{100 * (1 - arm_mean / mean):.0f}%" if label != "arm" and arm_mean and mean else "-")
-            reached = int(s["steps"].notna().sum())
-            disp.append({"Arm": variant if label == "arm" else f"{base} ({label})", "Schedule": text if label == "arm"
-                         else "fixed", "Reached": f"{reached} of {len(g)}", "Steps to target": st,
-                         "Arm's steps saved": saved, "Time to target [s]": tt, f"Final {metric}": ft})
-            tidy.append({"arm": variant, "row": label, "schedule": text, "reached": reached, "seeds": len(g),
-                         "steps_mean": mean, "steps_saved": (1 - arm_mean / mean) if label != "arm" and arm_mean
-                         and mean else None})
-    return Table("schedules", f"Batch-size schedules beside their controls: steps to {metric} {target:g}",
+    per = per_trial.assign(samples=_samples(study, per_trial)).set_index(keys)
+    grow, fixed = _arms(t.assign(batch_schedule=t["batch_schedule"].where(t["batch_schedule"].notna(), None)))
+    disp, tidy, verdicts = [], [], []
+    for label, text, arm in grow:
+        a = per.reindex(pd.MultiIndex.from_frame(arm[keys]) if len(keys) > 1 else arm[keys[0]])
+        for name, sched, g, vs in [(label, text, arm, None)] + [(n, s_, g, g) for n, s_, g in fixed]:
+            s = per.reindex(pd.MultiIndex.from_frame(g[keys]) if len(keys) > 1 else g[keys[0]])
+            steps_cell, mean = _mean_ci(s["steps"])
+            fewer = _saving(a, s, "steps") if vs is not None else None
+            more = _saving(a, s, "samples") if vs is not None else None
+            disp.append({"Arm": name, "Schedule": sched, "Reached": f"{int(s['steps'].notna().sum())} of {len(g)}",
+                         "Steps to target": steps_cell, "Samples to target": _mean_ci(s["samples"])[0],
+                         "Time to target [s]": _mean_ci(s["seconds"])[0],
+                         f"{label}'s steps": _pct(fewer, True) if vs is not None else "-",
+                         f"{label}'s samples": _pct(more, False) if vs is not None else "-"})
+            tidy.append({"arm": label, "row": name, "schedule": sched, "reached": int(s["steps"].notna().sum()),
+                         "seeds": len(g), "steps_mean": mean, "steps_ratio": fewer[0] if fewer else None,
+                         "steps_ratio_lo": fewer[1] if fewer else None, "steps_ratio_hi": fewer[2] if fewer else None,
+                         "samples_ratio": more[0] if more else None})
+            if vs is not None and fewer:
+                verdicts.append(f"the schedule {label} reached {metric} {target:g} in {_pct(fewer, True)} steps than "
+                                f"{name}, at {_pct(more, False)} samples")
+    return Table("schedules", f"Batch-size schedules beside fixed batches: steps to {metric} {target:g}",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["Steps to target: optimizer steps as they were taken (a schedule's larger steps count one each); "
-                  "steps saved: 1 - the arm's mean over the control's mean; final: the model each trial ended with "
-                  "(a trial stopped at its target ends there)"])
+                 ["; ".join(verdicts).capitalize() + f" ({LEVEL:.0%} intervals over seeds: ratios of geometric "
+                  "means, Welch t on the logs; only the seeds that reached the target)" if verdicts else
+                  "No schedule and fixed batch both reached the target: no comparison",
+                  "Steps to target: optimizer steps as they were taken (a schedule's larger steps count one each); "
+                  "samples: the training samples seen at that evaluation; on fixed hardware a batch grown by "
+                  "accumulation saves steps, not time: its time here is this machine's"])

@@ -17,8 +17,9 @@ from lbscale.train.noise_measure import GROUPS, K, MICRO_BATCH, measure_at
 
 
 def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = MICRO_BATCH, k: int = K,
-                  groups: int = GROUPS, seed: int = 0) -> dict:
-    """The noise scale of a trial's checkpointed weights on the train split; written to the trial's gns.json."""
+                  groups: int = GROUPS, seed: int = 0, kept: Path | None = None) -> dict:
+    """The noise scale of a trial's checkpointed weights on the train split; written to the trial's gns.json (with
+    `kept`, one of its kept checkpoints' weights instead, written into that folder)."""
     import torch  # here, with the transforms: the CLI's help needs neither
 
     from lbscale.data.transforms import Normalize
@@ -35,12 +36,13 @@ def measure_trial(trial_dir: Path, data: str | None = None, micro_batch: int = M
     num_classes = config.get("num_classes", f.num_classes)
     if micro_batch * k > f.size("train"):
         raise LbscaleError(f"--micro-batch {micro_batch} x --k {k} is more than the train split ({f.size('train')})")
-    model, _, saved = load_trial_model(trial_dir, len(f.band_names), num_classes)
+    model, _, saved = load_trial_model(trial_dir, len(f.band_names), num_classes,
+                                       weights=Path(kept) / "model.pt" if kept else None)
     normalize = Normalize(f.mean, f.std, torch.device("cpu"))
     progress = bar(total=groups, desc="gradient noise scale", unit="group")
     record = measure_at(model, f, task, cfg.get("label_set", "labels"),
                         lambda b: (normalize(b.images), task.targets(b.labels)), micro_batch, k, groups, seed,
                         saved.get("step"), "checkpoint", progress=progress)
     progress.close()
-    write_json(trial_dir / GNS_FILE, record)
+    write_json((Path(kept) if kept else trial_dir) / GNS_FILE, record)
     return record

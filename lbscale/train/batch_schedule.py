@@ -25,21 +25,28 @@ class BatchSchedule:
     points: tuple
     rule: str = "linear"
     items: tuple = ()  # the points as written (for messages)
+    lrs: tuple = ()  # (batch, peak LR) where the items give each batch its LR (BATCH@POINT:LR), else ()
 
     @classmethod
     def parse(cls, text: str, epoch_samples: int, rule: str = "linear", first: int | None = None,
               ordered: bool = True) -> "BatchSchedule":
         """'64@0,128@2ep,256@6400,512@900st': batch@point, a point in epochs (Nep), optimizer steps (Nst) or
-        samples; one line naming a bad item. 'auto:FILE': from a branch study's critical-batch.csv, starting at
+        samples, each optionally with its batch's peak LR (128@2ep:0.05; then every item, the first the trial's
+        own); one line naming a bad item. 'auto:FILE': from a branch study's critical-batch.csv, starting at
         `first` (`from_branches`). `ordered=False`: the order of points in epochs against points in samples is
         left to the check with the data (SYNTAX_EPOCH)."""
         if rule not in RULE_FACTOR:
             raise LbscaleError(f"--batch-schedule: LR rule {rule!r} is not one of {', '.join(RULE_FACTOR)}")
         if str(text).startswith("auto:"):
             return cls(from_branches(str(text)[5:], first), rule)
-        points = []
+        points, lrs = [], []
         for item in (t.strip() for t in str(text).split(",") if t.strip()):
+            item, _, lr = item.partition(":")
             points.append(_point(item, epoch_samples))
+            lrs.append(_lr(lr, item) if lr else None)
+        if any(lrs) and not all(lrs):
+            raise LbscaleError("--batch-schedule: give every batch its LR (BATCH@POINT:LR) or none: "
+                               f"{', '.join(i for i, lr in zip(str(text).split(','), lrs) if not lr)} lacks one")
         if not points or points[0][0] != 0:
             raise LbscaleError("--batch-schedule: the first batch starts at 0 (e.g. 64@0,128@2ep)")
         for unit in (int, tuple):  # samples, and steps: each increasing
@@ -50,7 +57,8 @@ class BatchSchedule:
             if b <= a:
                 raise LbscaleError(f"--batch-schedule: the batch must grow: {b} after {a} (BATCH@POINT in the "
                                    "order they apply)")
-        return cls(tuple(points), rule, tuple(t.strip() for t in str(text).split(",") if t.strip()))
+        return cls(tuple(points), rule, tuple(t.strip().partition(":")[0] for t in str(text).split(",") if t.strip()),
+                   tuple((b, lr) for (_, b), lr in zip(points, lrs)) if all(lrs) else ())
 
     def check_run(self, epochs: int, epoch_samples: int | None = None, steps: int | None = None) -> None:
         """Every change point inside the run of `epochs` epochs (of `epoch_samples` samples where the data is
@@ -71,6 +79,10 @@ class BatchSchedule:
         """Against a trial's `plan` (train.plan.Plan: its data and processes): every batch a whole number of its
         first steps, then every point inside the run (the steps counted as the schedule groups them)."""
         step_batch = plan.local_batch * plan.world_size
+        if self.lrs and not math.isclose(self.lrs[0][1], plan.peak_lr, rel_tol=1e-3):
+            raise LbscaleError(f"--batch-schedule: the first batch's LR {self.lrs[0][1]:g} is not the trial's own "
+                               f"peak LR {plan.peak_lr:g} (its base LR under its scaling rule): the items' LRs "
+                               "scale the trial's schedule, so they must start from it")
         self.check(step_batch)  # first: a batch under one step's samples would never end a step in the count
         steps = self.total_steps(epochs, plan.micro_batches_per_epoch, step_batch, plan.epoch_samples)
         self.check_run(epochs, plan.epoch_samples, steps)
@@ -97,6 +109,10 @@ class BatchSchedule:
         return reached[-1]
 
     def lr_factor(self, batch: int) -> float:
+        """The LR of a step at `batch` over the first batch's: the items' own LRs where given (BATCH@POINT:LR),
+        else the rule's factor."""
+        if self.lrs:
+            return dict(self.lrs)[batch] / self.lrs[0][1]
         return RULE_FACTOR[self.rule](batch / self.first)
 
     def total_steps(self, epochs: int, micro_per_epoch: int, micro_samples: int, epoch_samples: int) -> int:
@@ -134,6 +150,17 @@ def _scheduled_steps(text: str, epochs: int, total: int, epoch_samples: int, mic
     except LbscaleError:
         return total
     return s.total_steps(epochs, micro_per_epoch, local * world, epoch_samples)
+
+
+def _lr(text: str, item: str) -> float:
+    try:
+        lr = float(text)
+    except ValueError:
+        lr = math.nan
+    if not (lr > 0 and math.isfinite(lr)):
+        raise LbscaleError(f"--batch-schedule: {item}:{text} has no LR > 0 after ':' (BATCH@POINT:LR, e.g. "
+                           "128@2ep:0.05)")
+    return lr
 
 
 def _point(item: str, epoch_samples: int) -> tuple:

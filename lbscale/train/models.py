@@ -83,9 +83,11 @@ def gradient_size(model: torch.nn.Module) -> dict:
             "gradient_bytes": sum(p.numel() * p.element_size() for p in trainable)}
 
 
-def load_trial_model(trial_dir, bands: int, num_classes: int | None = None) -> tuple[torch.nn.Module, dict, dict]:
-    """The model of a trial directory (config.json + checkpoint/model.pt) with its checkpointed weights, built
-    for `bands` bands (and `num_classes` outputs, default the trial's): (model, config.json, checkpoint).
+def load_trial_model(trial_dir, bands: int, num_classes: int | None = None, weights=None) \
+        -> tuple[torch.nn.Module, dict, dict]:
+    """The model of a trial directory (config.json + checkpoint/model.pt, or `weights`: a kept checkpoint's
+    model.pt) with its checkpointed weights, built for `bands` bands (and `num_classes` outputs, default the
+    trial's): (model, config.json, checkpoint).
     A directory that is not a trial, or weights that do not fit, are one LbscaleError."""
     import json
     from pathlib import Path
@@ -95,7 +97,7 @@ def load_trial_model(trial_dir, bands: int, num_classes: int | None = None) -> t
     from lbscale.results import CONFIG
 
     trial_dir = Path(trial_dir)
-    config_path, ckpt = trial_dir / CONFIG, trial_dir / "checkpoint" / "model.pt"
+    config_path, ckpt = trial_dir / CONFIG, Path(weights) if weights else trial_dir / "checkpoint" / "model.pt"
     if not config_path.exists() or not ckpt.exists():
         raise LbscaleError(f"{trial_dir}: not a trial directory with a checkpoint (config.json, checkpoint/model.pt)")
     try:

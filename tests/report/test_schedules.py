@@ -1,5 +1,5 @@
-"""The batch-schedule table: each arm beside the fixed-batch controls of its variant at its first and last batch,
-steps saved by hand."""
+"""The batch-schedule table: each growing arm beside every fixed batch, steps and samples saved with their
+intervals, worked out by hand."""
 
 from types import SimpleNamespace
 
@@ -14,23 +14,43 @@ def _trial(name, variant, batch, schedule, steps, final):
              "final_val_top1": final}, {"trial": name, "steps": steps, "seconds": seconds})
 
 
-def test_arm_beside_its_controls_with_the_steps_saved():
+def test_arm_beside_every_fixed_batch_with_the_steps_and_samples_it_saves():
+    import math
+
+    from scipy import stats
+
     rows = [_trial("a0", "sgd-grow", 32, "32@0,128@512", 28, 0.97),
             _trial("a1", "sgd-grow", 32, "32@0,128@512", 32, 0.98),
             _trial("s0", "sgd", 32, None, 38, 0.99), _trial("s1", "sgd", 32, None, 42, 0.97),
             _trial("l0", "sgd", 128, None, 36, 0.97), _trial("l1", "sgd", 128, None, None, 0.95),
-            _trial("o0", "sgd", 64, None, 50, 0.98)]  # a control at another batch: not beside the arm
-    study = SimpleNamespace(trials=pd.DataFrame([r[0] for r in rows]))
+            _trial("f0", "sgd-fixed-256", 256, "256@0", 20, 0.97),
+            _trial("f1", "sgd-fixed-256", 256, "256@0", 22, 0.97)]
+    samples = {"a0": 1600, "a1": 1800, "s0": 38 * 32, "s1": 42 * 32, "l0": 36 * 128, "f0": 20 * 256, "f1": 22 * 256}
+    steps = pd.DataFrame([{"trial": r[1]["trial"], "step": r[1]["steps"], "samples_seen": samples[r[1]["trial"]]}
+                          for r in rows if r[1]["steps"] is not None])
+    study = SimpleNamespace(trials=pd.DataFrame([r[0] for r in rows]), steps=steps)
     t = schedule_table(study, "val_top1", 0.97, pd.DataFrame([r[1] for r in rows]))
     d = t.display
-    assert list(d["Arm"]) == ["sgd-grow", "sgd (control at 32)", "sgd (control at 128)"]
-    assert list(d["Reached"]) == ["2 of 2", "2 of 2", "1 of 2"]
-    assert list(d["Arm's steps saved"]) == ["-", "25%", "17%"]  # 1 - 30 / 40, 1 - 30 / 36
-    assert d["Final val_top1"].iloc[2].startswith("0.960 ± ")
-    assert t.tidy["steps_saved"].iloc[1] == 0.25
+    # a one-point schedule (256@0) is a fixed batch; every fixed batch stands beside the growing arm
+    assert list(d["Arm"]) == ["sgd-grow", "batch 32 (sgd)", "batch 128 (sgd)", "batch 256 (sgd-fixed-256)"]
+    assert list(d["Reached"]) == ["2 of 2", "2 of 2", "1 of 2", "2 of 2"]
+    # by hand: geometric means 29.93 over 39.95 = 0.749 (25% fewer); Welch on the logs, 2 + 2 seeds
+    la, lb = [math.log(28), math.log(32)], [math.log(38), math.log(42)]
+    va, vb = stats.tvar(la) / 2, stats.tvar(lb) / 2
+    dof = (va + vb) ** 2 / (va ** 2 + vb ** 2)
+    half = stats.t.ppf(0.95, dof) * math.sqrt(va + vb)
+    diff = sum(la) / 2 - sum(lb) / 2
+    lo, hi = 100 * (1 - math.exp(diff + half)), 100 * (1 - math.exp(diff - half))
+    assert d["sgd-grow's steps"].iloc[1] == f"25 [{lo:.0f}, {hi:.0f}]% fewer"
+    assert math.isclose(t.tidy["steps_ratio"].iloc[1], math.exp(diff))
+    assert d["sgd-grow's steps"].iloc[2] == "17% fewer"  # one seed of 128 reached: no interval
+    assert d["sgd-grow's steps"].iloc[3].endswith("% more")  # 256 took fewer steps than the arm
+    assert d["sgd-grow's samples"].iloc[1].endswith("% more")  # 1,697 over 1,281 samples
+    assert t.notes[0].startswith("The schedule sgd-grow reached val_top1 0.97 in 25 [")
+    assert d["Steps to target"].iloc[0] == "30.0 [17.4, 42.6]"  # 30 +- t(1, 0.95) 6.314 x 2.828 / sqrt 2
 
 
 def test_no_arm_no_table():
     study = SimpleNamespace(trials=pd.DataFrame([{"trial": "s0", "variant": "sgd", "global_batch": 32,
-                                                  "batch_schedule": None}]))
+                                                  "batch_schedule": None}]), steps=pd.DataFrame())
     assert schedule_table(study, "val_top1", 0.9, pd.DataFrame([{"trial": "s0", "steps": 3, "seconds": 1}])) is None

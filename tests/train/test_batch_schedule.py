@@ -142,3 +142,33 @@ def test_a_schedule_that_shrinks_the_batch_or_changes_past_the_run_is_refused(ti
     BatchSchedule.parse("32@0,64@17st,128@25st", 544).check_plan(2, _plan(32, 1, 17, 544))
     with pytest.raises(LbscaleError, match=r"128@26st lies past the run \(2 epochs, 26 optimizer steps\)"):
         BatchSchedule.parse("32@0,64@17st,128@26st", 544).check_plan(2, _plan(32, 1, 17, 544))
+
+
+def test_items_may_carry_each_batch_its_lr():
+    s = BatchSchedule.parse("32@0:0.02,64@1ep:0.03,128@3000:0.045", epoch_samples=1000, rule="linear")
+    assert s.points == ((0, 32), (1000, 64), (3000, 128)) and s.items == ("32@0", "64@1ep", "128@3000")
+    assert s.lrs == ((32, 0.02), (64, 0.03), (128, 0.045))
+    assert math.isclose(s.lr_factor(64), 1.5) and math.isclose(s.lr_factor(128), 2.25)  # not the linear rule's 2, 4
+    assert s.lr_factor(32) == 1.0
+    s.check_run(4, 1000)  # the LR does not hide the point from the run check
+    with pytest.raises(LbscaleError, match="64@4ep lies past the run"):
+        BatchSchedule.parse("32@0:0.02,64@4ep:0.03", 1000).check_run(3, 1000)
+
+
+@pytest.mark.parametrize("text, message", [("32@0:0.02,64@1ep", "64@1ep lacks one"),
+                                           ("32@0:0.02,64@1ep:x", "no LR > 0"),
+                                           ("32@0:0.02,64@1ep:-1", "no LR > 0"),
+                                           ("32@0:0.02,64@1ep:nan", "no LR > 0")])
+def test_bad_item_lrs_are_one_line(text, message):
+    with pytest.raises(LbscaleError, match=message):
+        BatchSchedule.parse(text, 1000)
+
+
+def test_the_first_items_lr_must_be_the_trials_own():
+    from types import SimpleNamespace
+
+    plan = SimpleNamespace(local_batch=32, world_size=1, peak_lr=0.02, micro_batches_per_epoch=32,
+                           epoch_samples=1024)
+    BatchSchedule.parse("32@0:0.02,64@1ep:0.03", 1024).check_plan(3, plan)
+    with pytest.raises(LbscaleError, match="the first batch's LR 0.025 is not the trial's own peak LR 0.02"):
+        BatchSchedule.parse("32@0:0.025,64@1ep:0.03", 1024).check_plan(3, plan)
