@@ -7,7 +7,7 @@ LBSCALE := $(VENV)/bin/lbscale
 STAMP := $(VENV)/.installed-stamp
 DEMO_DATA := data/demo.h5
 
-.PHONY: venv demo demo-real test test-gpu bench lint docs clean
+.PHONY: venv demo demo-real schedule-demo schedule-real test test-gpu bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,24 @@ demo-real: venv
 	$(LBSCALE) branch results/fashion-mnist-tuned --batch 32 --at target --rule sqrt --quiet
 	$(LBSCALE) report results/fashion-mnist-tuned --out reports/fashion-mnist-tuned
 
+# From the critical batch to a batch-size schedule, checked by running it (docs/studies.md): on a tuned sweep's
+# results (make demo's, make demo-real's; made first where missing), batch 32's best trial again with checkpoints
+# kept at 1/8, 1/4, 1/2 of its steps to the target, the local critical batch there (branches, 3 repeats) and
+# B_simple; the critical batch over training by the three methods (over-training.csv / .png), the schedule that
+# follows the local critical batch, each batch at the sweep's tuned LR, and its check: the schedule, the best fixed
+# batch and the schedule's last batch, 3 seeds each, to the sweep's target, and the report's schedules table.
+schedule-demo: venv
+	test -d results/demo-tuned || $(MAKE) demo
+	$(LBSCALE) schedule results/demo-tuned --batch 32 --quiet
+	$(LBSCALE) sweep results/demo-tuned/schedule-b32/schedule.yaml --quiet
+	$(LBSCALE) report results/demo-tuned-schedule --out reports/demo-tuned-schedule
+
+schedule-real: venv
+	test -d results/fashion-mnist-tuned || $(MAKE) demo-real
+	$(LBSCALE) schedule results/fashion-mnist-tuned --batch 32 --quiet
+	$(LBSCALE) sweep results/fashion-mnist-tuned/schedule-b32/schedule.yaml --quiet
+	$(LBSCALE) report results/fashion-mnist-tuned-schedule --out reports/fashion-mnist-tuned-schedule
+
 test: venv
 	$(PY) -m pytest -q
 
@@ -75,4 +93,4 @@ docs: venv
 	$(PY) docs/make_cli_reference.py
 
 clean:
-	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/demo-sweep results/runs reports .pytest_cache
+	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/demo-tuned-schedule results/fashion-mnist-tuned-schedule results/demo-sweep results/runs reports .pytest_cache

@@ -182,26 +182,30 @@ def gns_rows(reference: Path) -> pd.DataFrame:
 
 def ladder(reference: Path, metric: str, target: float, maximize: bool) -> list[float]:
     """The targets of the B_crit ladder: the reference run's `metric` at its last evaluation at or before each
-    kept checkpoint (rounded to 0.01), and the sweep's own target."""
+    kept checkpoint (rounded to 0.01), and the sweep's own target; none in the first quarter of the way from its
+    first evaluation to the target (near chance every batch takes a step or two: B_crit there says nothing)."""
     from lbscale.train import checkpoint
 
     ev = _evaluations(reference, metric)
     out = []
+    floor = float(ev[metric].iloc[0]) + 0.25 * (target - float(ev[metric].iloc[0])) if len(ev) else target
     for folder in checkpoint.kept(reference).values():
         step = (read_json(folder / "info.json") or {}).get("step", 0)
         before = ev[ev["step"] <= step]
         if len(before):
             v = round(float(before[metric].iloc[-1]), 2)
-            if (v < target) if maximize else (v > target):
+            if ((floor <= v < target) if maximize else (floor >= v > target)):  # not at the curve's start
                 out.append(v)
     return sorted(set(out), reverse=not maximize) + [target]
 
 
 def bcrit_rows(study, metric: str, target: float, maximize: bool, reference: Path, variant) -> pd.DataFrame:
-    """B_crit of the tuned sweep at each target of the ladder (each its own fit, `report.critical_batch.fits_of`),
+    """B_crit of the tuned sweep at each target of the ladder (each its own fit of the report's steps model),
     placed at the samples where the reference run first reached it. Below the sweep's own target the trials'
     evaluations of a subset count too (they were evaluated on the whole split only near their target); said."""
-    from lbscale.report.critical_batch import fits_of
+    from lbscale.analysis.intervals import LEVEL
+    from lbscale.report import steps_model
+    from lbscale.report.critical_batch import observations
     from lbscale.report.tuned import trial_outcomes
 
     ev, rows = _evaluations(reference, metric), []
@@ -211,7 +215,9 @@ def bcrit_rows(study, metric: str, target: float, maximize: bool, reference: Pat
         outcomes = trial_outcomes(study.trials, steps, metric, t, maximize)
         if variant is not None:
             outcomes = outcomes[outcomes["variant"] == variant]
-        fit = fits_of(outcomes, t, maximize).iloc[0]
+        model = steps_model.fit(observations(outcomes, "peak_lr"), LEVEL, quantities=("b_crit",))  # the report's
+        e = model.estimates.get("b_crit") if model is not None else None  # B_crit, only its profile computed
+        fit = {"b_crit": e.value, "b_crit_lo": e.lo, "b_crit_hi": e.hi, "b_crit_kind": e.kind} if e else {}
         n = int(outcomes["reached"].astype(bool).sum())
         on = "their subset and whole-split evaluations" if (t != target and subset) else "whole-split evaluations"
         rows.append({"method": "B_crit", "label": f"{metric} {t:g}", "samples": _first_reach(ev, metric, t, maximize),

@@ -108,11 +108,13 @@ class BatchSchedule:
         reached = [b for at, b in self.points if (at[1] <= steps if isinstance(at, tuple) else at <= samples)]
         return reached[-1]
 
-    def lr_factor(self, batch: int) -> float:
-        """The LR of a step at `batch` over the first batch's: the items' own LRs where given (BATCH@POINT:LR),
-        else the rule's factor."""
+    def lr_factor(self, batch: int, scheduled: int | None = None) -> float:
+        """The LR of a step of `batch` samples over the first batch's: the items' own LRs where given
+        (BATCH@POINT:LR: the LR of the `scheduled` batch in effect, times the rule's factor for a step an epoch's
+        end cut short of it), else the rule's factor."""
         if self.lrs:
-            return dict(self.lrs)[batch] / self.lrs[0][1]
+            scheduled = scheduled or batch
+            return dict(self.lrs)[scheduled] / self.lrs[0][1] * RULE_FACTOR[self.rule](batch / scheduled)
         return RULE_FACTOR[self.rule](batch / self.first)
 
     def total_steps(self, epochs: int, micro_per_epoch: int, micro_samples: int, epoch_samples: int) -> int:

@@ -66,7 +66,7 @@ class StepGrouping:
             return None
         # a step cut short at an epoch's end (fewer micro-batches than its batch) gets the factor of what it trained
         trained = min(self.batch, in_step * self.plan.world_size)
-        return policy.lr(self.lr_index) * self.schedule.lr_factor(trained)
+        return policy.lr(self.lr_index) * self.schedule.lr_factor(trained, self.batch)
 
     def summary(self) -> dict:
         """summary.json's batch of every step, as it happened (with a schedule)."""

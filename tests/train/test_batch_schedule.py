@@ -84,6 +84,22 @@ def test_a_schedule_counts_steps_exactly_and_resumes_bit_identically_across_a_ch
     assert summary(cut)["batch_schedule"] == s["batch_schedule"]
 
 
+def test_a_schedule_with_each_batchs_lr_runs_through_a_short_last_step(tiny_h5, tmp_path, run_cli):
+    """Each batch's own LR (lbscale schedule writes them): the last step of epoch 2 trains 3 of 128's micro-
+    batches; its LR is 128's item LR, times the linear rule's 96 / 128, under the cosine schedule (a KeyError
+    before: the factor was looked up by the samples the cut step trained)."""
+    peak = 0.05 * 32 / 256
+    out = tmp_path / "lrs"
+    items = f"32@0:{peak:g},64@1ep:{2 * peak:g},128@816:{3 * peak:g}"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", out, *BASE[:-1], items)
+    assert rc == 0, err
+    last_epoch = [r for r in read_jsonl(out / "metrics.jsonl") if r.get("epoch") == 2][-1]
+    assert last_epoch["lr"] == pytest.approx(peak * 0.5 * (1 + math.cos(math.pi * 31 / 34)) * 3 * 96 / 128)
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "bad", *BASE[:-1],
+                         f"32@0:{2 * peak:g},64@1ep:{3 * peak:g}")
+    assert rc == 2 and "the first batch's LR" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_schedule_that_does_not_fit_is_one_line(tiny_h5, tmp_path, run_cli):
     rc, _, err = run_cli("train", "--data", tiny_h5, "--out", tmp_path / "x", *BASE[:-2], "--batch-schedule",
                          "64@0,128@1ep")
@@ -150,6 +166,9 @@ def test_items_may_carry_each_batch_its_lr():
     assert s.lrs == ((32, 0.02), (64, 0.03), (128, 0.045))
     assert math.isclose(s.lr_factor(64), 1.5) and math.isclose(s.lr_factor(128), 2.25)  # not the linear rule's 2, 4
     assert s.lr_factor(32) == 1.0
+    # a step an epoch's end cut short (80 of 128's samples): 128's own LR, times the rule's factor for the rest
+    assert math.isclose(s.lr_factor(80, 128), 2.25 * 80 / 128)
+    assert math.isclose(BatchSchedule.parse("32@0:0.02,128@1ep:0.045", 1000, "none").lr_factor(80, 128), 2.25)
     s.check_run(4, 1000)  # the LR does not hide the point from the run check
     with pytest.raises(LbscaleError, match="64@4ep lies past the run"):
         BatchSchedule.parse("32@0:0.02,64@4ep:0.03", 1000).check_run(3, 1000)
