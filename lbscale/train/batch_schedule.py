@@ -187,7 +187,9 @@ def from_branches(path: str, first: int | None) -> tuple:
     """A schedule from a branch study (`lbscale branch`'s critical-batch.csv): start at `first` and double at a
     checkpoint's samples whenever its local critical batch exceeds twice the current batch (as often as it does),
     Merrill et al.'s batch-size warm-up, the batch staying at least a factor 2 under the measured critical batch;
-    a checkpoint whose critical batch is a lower bound counts as that bound."""
+    a checkpoint whose critical batch is a lower bound counts as that bound. With repeats (`critical_kind`), the
+    interval's lower end counts (interval, lower); an upper bound or an unresolved checkpoint holds the batch.
+    `lbscale schedule` derives a schedule with its reasons and LRs; this is the one-line form."""
     import csv
 
     try:
@@ -201,11 +203,13 @@ def from_branches(path: str, first: int | None) -> tuple:
         raise LbscaleError("--batch-schedule auto:FILE starts at --global-batch: give it")
     seen, points, batch = set(), [(0, first)], first
     for r in sorted(rows, key=lambda r: float(r["samples"] or "nan")):
-        if r["samples"] in seen or not r["critical_batch"]:
+        kind = r.get("critical_kind") or ""
+        value = r["critical_lo"] if kind in ("interval", "lower") else "" if kind else r["critical_batch"]
+        if r["samples"] in seen or not value:
             continue
         seen.add(r["samples"])
         grown = batch
-        while float(r["critical_batch"]) > 2 * grown:
+        while float(value) > 2 * grown:
             grown *= 2
         if grown != batch:
             batch = grown

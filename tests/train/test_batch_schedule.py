@@ -118,6 +118,15 @@ def test_auto_doubles_where_the_branch_study_allows(tmp_path):
                    "d,8192,1,32,0.4,400\n")                      # 400 > 256: one doubling (not over 512)
     s = BatchSchedule.parse(f"auto:{csv}", 1000, first=32)
     assert s.points == ((0, 32), (1024, 128), (8192, 256))
+    # with repeats the interval decides: its lower end where it has one; an upper bound or "not resolved" (an empty
+    # critical_batch, which read before as no doubling without a word) holds the batch
+    rep = tmp_path / "repeats.csv"
+    rep.write_text("checkpoint,samples,factor,batch,loss,critical_batch,critical_lo,critical_hi,critical_kind\n"
+                   "a,512,1,32,1.0,256,0,512,upper\n"                # point 256, but only < 512: holds
+                   "b,1024,1,32,0.9,,,,none\n"                       # not resolved: holds
+                   "c,2048,1,32,0.8,300,160,512,interval\n"          # lower end 160 > 64 > 128: 128
+                   "d,4096,1,32,0.7,512,512,inf,lower\n")            # > 512: 512 > 256: 256
+    assert BatchSchedule.parse(f"auto:{rep}", 1000, first=32).points == ((0, 32), (2048, 128), (4096, 256))
     with pytest.raises(LbscaleError, match="not a critical-batch.csv"):
         (tmp_path / "x.csv").write_text("a,b\n1,2\n")
         BatchSchedule.parse(f"auto:{tmp_path / 'x.csv'}", 1000, first=32)
