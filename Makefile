@@ -59,18 +59,22 @@ demo-real: venv
 # kept at 1/8, 1/4, 1/2 of its steps to the target, the local critical batch there (branches, 3 repeats) and
 # B_simple; the critical batch over training by the three methods (over-training.csv / .png), the schedule that
 # follows the local critical batch, each batch at the sweep's tuned LR, and its check: the schedule, the best fixed
-# batch and the schedule's last batch, 3 seeds each, to the sweep's target, and the report's schedules table.
+# batch, the schedule's last batch and its first, 3 seeds each, to the sweep's target, and the report's schedules
+# table (with this machine's all-reduce fit: the time on GPUs that grow with the batch, modelled).
 schedule-demo: venv
 	test -d results/demo-tuned || $(MAKE) demo
 	$(LBSCALE) schedule results/demo-tuned --batch 32 --quiet
 	$(LBSCALE) sweep results/demo-tuned/schedule-b32/schedule.yaml --quiet
-	$(LBSCALE) report results/demo-tuned-schedule --out reports/demo-tuned-schedule
+	$(LBSCALE) bench allreduce --procs 2 --sizes 4K..4M --repeats 5 --out data/allreduce-local.json --quiet
+	$(LBSCALE) report results/demo-tuned-schedule --out reports/demo-tuned-schedule --allreduce data/allreduce-local.json
 
 schedule-real: venv
 	test -d results/fashion-mnist-tuned || $(MAKE) demo-real
 	$(LBSCALE) schedule results/fashion-mnist-tuned --batch 32 --quiet
 	$(LBSCALE) sweep results/fashion-mnist-tuned/schedule-b32/schedule.yaml --quiet
-	$(LBSCALE) report results/fashion-mnist-tuned-schedule --out reports/fashion-mnist-tuned-schedule
+	$(LBSCALE) bench allreduce --procs 2 --sizes 4K..4M --repeats 5 --out data/allreduce-local.json --quiet
+	$(LBSCALE) report results/fashion-mnist-tuned-schedule --out reports/fashion-mnist-tuned-schedule \
+	  --allreduce data/allreduce-local.json
 
 test: venv
 	$(PY) -m pytest -q

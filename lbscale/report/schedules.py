@@ -81,7 +81,62 @@ def _pct(r: tuple | None, fewer: bool) -> str:
     return f"{100 * sign * change:.0f}{shown}% {words[0] if sign > 0 else words[1]}"
 
 
-def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame) -> Table | None:
+def _phases(trial_dir, steps: float, first: int) -> list[tuple[int, int]]:
+    """(batch, optimizer steps at it) up to `steps`: from the trial's summary.json's batch of every step (a fixed
+    batch: one phase)."""
+    from lbscale.results import SUMMARY, read_json
+
+    changes = (read_json(trial_dir / SUMMARY) or {}).get("batch_schedule") or [{"step": 0, "global_batch": first}]
+    out = []
+    for c, nxt in zip(changes, changes[1:] + [{"step": math.inf}]):
+        n = min(nxt["step"], steps) - c["step"]
+        if n > 0:
+            out.append((int(c["global_batch"]), int(n)))
+    return out
+
+
+def modelled_seconds(model: dict, phases: list[tuple[int, int]], per_gpu: int) -> float:
+    """Seconds to the target on GPUs that grow with the batch (batch / `per_gpu` of them), from the step-time
+    model of `report --allreduce` (`time_to_target.step_model`: compute + data at the per-GPU batch, plus the
+    exposed ring all-reduce at that GPU count): the start-up once, then each phase's steps at its step time."""
+    from lbscale.report.time_to_target import step_seconds
+
+    none = pd.DataFrame(columns=["per_gpu", "gpus", "train_seconds"])
+    total = model.get("startup", 0.0)
+    for batch, n in phases:
+        gpus = max(1, batch // per_gpu)
+        total += n * step_seconds(model, none, float(per_gpu), gpus)[0]
+    return total
+
+
+def _modelled(study: Study, per: pd.DataFrame, t: pd.DataFrame, times) -> pd.Series | None:
+    """Each trial's modelled time to the target on GPUs that grow with its batch, the per-GPU batch the smallest
+    first batch of the check; None without `report --allreduce`."""
+    if times is None or "results" not in t:
+        return None
+    from pathlib import Path
+
+    per_gpu = int(t["global_batch"].min())
+    out = {}
+    for _, r in t.iterrows():
+        key = (r["results"], r["trial"])
+        steps = per["steps"].get(key) if key in per.index else None
+        if steps is not None and pd.notna(steps):
+            out[key] = modelled_seconds(times.model, _phases(Path(r["results"]) / r["trial"], float(steps),
+                                                             int(r["global_batch"])), per_gpu)
+    return pd.Series(out, dtype=float), per_gpu
+
+
+def _modelled_cells(label: str, a: pd.DataFrame, s: pd.DataFrame, vs, modelled) -> dict:
+    if modelled is None:
+        return {}
+    per_gpu = modelled[1]
+    return {f"Modelled time on batch / {per_gpu} GPUs [s]": _mean_ci(s["modelled"])[0],
+            f"{label}'s modelled time": _pct(_saving(a, s, "modelled"), True).replace("fewer", "less")
+            if vs is not None else "-"}
+
+
+def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame, times=None) -> Table | None:
     """Each growing schedule beside every fixed batch of the study (fixed trials, and one-point schedule arms):
     steps, samples and time to the target over seeds with t intervals, and the schedule's steps and samples
     against each fixed batch as ratios of geometric means with Welch intervals; the verdict line first among the
@@ -93,6 +148,9 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
         t = t[t["state"].isin(FINISHED)]
     keys = [k for k in ("results", "trial") if k in t and k in per_trial]
     per = per_trial.assign(samples=_samples(study, per_trial)).set_index(keys)
+    modelled = _modelled(study, per, t, times)
+    if modelled is not None:
+        per = per.assign(modelled=modelled[0].reindex(per.index))
     grow, fixed = _arms(t.assign(batch_schedule=t["batch_schedule"].where(t["batch_schedule"].notna(), None)))
     disp, tidy, verdicts = [], [], []
     for label, text, arm in grow:
@@ -106,14 +164,15 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
                          "Steps to target": steps_cell, "Samples to target": _mean_ci(s["samples"])[0],
                          "Time to target [s]": _mean_ci(s["seconds"])[0],
                          f"{label}'s steps": _pct(fewer, True) if vs is not None else "-",
-                         f"{label}'s samples": _pct(more, False) if vs is not None else "-"})
+                         f"{label}'s samples": _pct(more, False) if vs is not None else "-",
+                         **_modelled_cells(label, a, s, vs, modelled)})
             tidy.append({"arm": label, "row": name, "schedule": sched, "reached": int(s["steps"].notna().sum()),
                          "seeds": len(g), "steps_mean": mean, "steps_ratio": fewer[0] if fewer else None,
                          "steps_ratio_lo": fewer[1] if fewer else None, "steps_ratio_hi": fewer[2] if fewer else None,
                          "samples_ratio": more[0] if more else None})
             if vs is not None and fewer:
-                verdicts.append(f"the schedule {label} reached {metric} {target:g} in {_pct(fewer, True)} steps than "
-                                f"{name}, at {_pct(more, False)} samples")
+                verdicts.append((f"the schedule {label} reached {metric} {target:g} in " if not verdicts else "")
+                                + f"{_pct(fewer, True)} steps than {name} (at {_pct(more, False)} samples)")
     return Table("schedules", f"Batch-size schedules beside fixed batches: steps to {metric} {target:g}",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
                  ["; ".join(verdicts).capitalize() + f" ({LEVEL:.0%} intervals over seeds: ratios of geometric "
@@ -121,4 +180,9 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
                   "No schedule and fixed batch both reached the target: no comparison",
                   "Steps to target: optimizer steps as they were taken (a schedule's larger steps count one each); "
                   "samples: the training samples seen at that evaluation; on fixed hardware a batch grown by "
-                  "accumulation saves steps, not time: its time here is this machine's"])
+                  "accumulation saves steps, not time: its time here is this machine's"]
+                 + ([f"Modelled time (not measured): the GPUs grow with the batch, batch / {modelled[1]} of them "
+                     f"({modelled[1]} samples per GPU), each step at the step-time model of --allreduce (compute + "
+                     "data at that per-GPU batch, plus the exposed ring all-reduce at that GPU count; see the time "
+                     "to target section), the start-up once; a schedule's steps at the batch each took"]
+                    if modelled is not None else []))

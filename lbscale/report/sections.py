@@ -74,7 +74,7 @@ TABLES = [
     Entry("target", RULE, "tables.target_table", lambda a: [a.study, a.per_epoch, a.target, a.steps],
           lambda a: a.steps is not None),
     Entry("schedules", RULE, "schedules.schedule_table", lambda a: [a.study, a.per_epoch, a.target, a.steps],
-          lambda a: a.steps is not None, eager=True),
+          lambda a: a.steps is not None, eager=True, keywords=lambda a: {"times": a.times}),
     Entry("time-to-target", BOTH, "gpus.TimeToTarget.table", lambda a: [a.times], lambda a: a.times, eager=True),
     Entry("time-published", BOTH, "gpus.TimeToTarget.published", lambda a: [a.times],
           lambda a: a.times, eager=True),

@@ -315,7 +315,8 @@ def plan_schedule(table: pd.DataFrame, best: pd.DataFrame, o: ScheduleOptions):
 
 def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, planned) -> str:
     """The check's sweep spec: the derived schedule as an arm (a comment per switch naming its measurement), the
-    best fixed batch and the schedule's last batch as fixed controls, each at its tuned LR, `--seeds` seeds each
+    best fixed batch, the schedule's last batch and its first as fixed controls, each at its tuned LR, `--seeds`
+    seeds each
     (fresh seeds: the sweep's best trials were picked at seed 0), stopped at the sweep's target, unpruned."""
     import yaml
 
@@ -331,8 +332,9 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
     trial.update({"stop_at_target": True, "target": target, "target_metric": metric})
     last = switches[-1].batch
     arms = {"derived": {"schedule": schedule_text(switches, lrs), "base_lr": _lr_of(best, o.batch)[1]}}
-    if last != fewest:
-        arms[f"fixed-{last}"] = {"schedule": f"{last}@0", "base_lr": _lr_of(best, last)[1]}
+    for b in dict.fromkeys((last, o.batch)):  # its last batch, and its first (Merrill et al.'s comparison)
+        if b != fewest:
+            arms[f"fixed-{b}"] = {"schedule": f"{b}@0", "base_lr": _lr_of(best, b)[1]}
     steps, samples = cost_at_fraction(o.fraction)
     lines = [f"# The batch-size schedule derived by `lbscale schedule {results} --batch {o.batch} --fraction "
              f"{o.fraction:g}`, beside the fixed batches it must beat, {o.seeds} seeds each, stopped at {metric} "
@@ -349,7 +351,9 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
     lines += [f"#   {n}" for n in notes]
     lines.append(f"# Controls: batch {fewest:,} (the sweep's fewest steps to the target, "
                  f"{int(row['steps_to_target'])} at seed {int(row.get('seed', 0) or 0)}), LR {lrs[fewest]:.4g}"
-                 + (f"; batch {last:,} (the schedule's last), LR {lrs[last]:.4g}" if last != fewest else ""))
+                 + (f"; batch {last:,} (the schedule's last), LR {lrs[last]:.4g}" if last != fewest else "")
+                 + (f"; batch {o.batch:,} (its first, the reference's), LR {lrs[o.batch]:.4g}"
+                    if o.batch not in (fewest, last) else ""))
     body = {"name": f"{Path(results).name}-schedule", "data": config["data"], "model": config["model"],
             "epochs": config["epochs"], "results": str(check_results(results)),
             "trial": trial, "grid": {"batch": [fewest], "gpus": [int(row.get("gpus") or 1)],

@@ -47,6 +47,7 @@ def test_arm_beside_every_fixed_batch_with_the_steps_and_samples_it_saves():
     assert d["sgd-grow's steps"].iloc[3].endswith("% more")  # 256 took fewer steps than the arm
     assert d["sgd-grow's samples"].iloc[1].endswith("% more")  # 1,697 over 1,281 samples
     assert t.notes[0].startswith("The schedule sgd-grow reached val_top1 0.97 in 25 [")
+    assert "% fewer steps than batch 128 (sgd) (at " in t.notes[0]
     assert d["Steps to target"].iloc[0] == "30.0 [17.4, 42.6]"  # 30 +- t(1, 0.95) 6.314 x 2.828 / sqrt 2
 
 
@@ -54,3 +55,16 @@ def test_no_arm_no_table():
     study = SimpleNamespace(trials=pd.DataFrame([{"trial": "s0", "variant": "sgd", "global_batch": 32,
                                                   "batch_schedule": None}]), steps=pd.DataFrame())
     assert schedule_table(study, "val_top1", 0.9, pd.DataFrame([{"trial": "s0", "steps": 3, "seconds": 1}])) is None
+
+
+def test_modelled_time_where_the_gpus_grow_with_the_batch_by_hand():
+    from lbscale.report.schedules import modelled_seconds
+
+    fit = {"alpha_seconds": 1e-4, "beta_seconds_per_byte": 1e-9}
+    model = {"a": 0.01, "c": 0.001, "per_gpu_span": (32.0, 32.0), "exposed": 0.5, "imbalance": 0.002,
+             "gradient_bytes": 4e6, "allreduce": {"fit": fit}, "startup": 3.0}
+    # 32 per GPU: 10 steps at batch 32 on 1 GPU, 5 at 128 on 4 GPUs (one bucket: 4 MB < 25 MiB)
+    step1 = 0.01 + 0.001 * 32
+    ring4 = 2 * 3 * 1e-4 + 2 * 3 / 4 * 4e6 * 1e-9
+    step4 = step1 + 0.5 * ring4 + 0.002
+    assert abs(modelled_seconds(model, [(32, 10), (128, 5)], 32) - (3.0 + 10 * step1 + 5 * step4)) < 1e-12
