@@ -12,6 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from lbscale.report import branch_study
+from lbscale.report.tables import Table
 from lbscale.report.analysed import Analysis, analyse_branches, analyse_rule_based, analyse_tuned
 from lbscale.report.load import Study
 from lbscale.report.options import ReportOptions, resolve_metric
@@ -149,5 +150,14 @@ def build(study: Study, o: ReportOptions, model=None) -> Built:
     figures = {e.name: f for e, f in ((e, e.make(a)) for e in FIGURES) if f is not None}
     if a.lead_first and a.lead_first in figures:  # e.g. nothing reached the target: the budget figure leads
         figures = {a.lead_first: figures.pop(a.lead_first), **figures}
-    return Built(a.metric, a.target, a.source, a.verdict, a.metric_line, tables, figures,
+    return Built(a.metric, a.target, a.source, _schedule_first(tables) + a.verdict, a.metric_line, tables, figures,
                  next(iter(figures)) if figures else None, a.prediction, a.outcome)
+
+
+def _schedule_first(tables: list) -> list[str]:
+    """The schedules table's verdict line (a batch-size schedule beside fixed batches: what the check found), to
+    lead the verdict; none where the study has no schedule or nothing to compare."""
+    t = next((t for t in tables if isinstance(t, Table) and t.name == "schedules"), None)
+    if t is None or not len(t.tidy) or t.tidy["steps_ratio"].notna().sum() == 0:
+        return []
+    return [t.notes[0]]

@@ -68,3 +68,14 @@ def test_modelled_time_where_the_gpus_grow_with_the_batch_by_hand():
     ring4 = 2 * 3 * 1e-4 + 2 * 3 / 4 * 4e6 * 1e-9
     step4 = step1 + 0.5 * ring4 + 0.002
     assert abs(modelled_seconds(model, [(32, 10), (128, 5)], 32) - (3.0 + 10 * step1 + 5 * step4)) < 1e-12
+
+
+def test_the_checks_verdict_leads_the_report():
+    from lbscale.report.sections import _schedule_first
+    from lbscale.report.tables import Table
+
+    with_ratio = Table("schedules", "t", pd.DataFrame(), pd.DataFrame({"steps_ratio": [None, 0.5]}), ["The line", "x"])
+    without = Table("schedules", "t", pd.DataFrame(), pd.DataFrame({"steps_ratio": [None]}), ["No schedule ...", "x"])
+    other = Table("time", "t", pd.DataFrame(), pd.DataFrame({"steps_ratio": [0.5]}), ["not this"])
+    assert _schedule_first([other, with_ratio]) == ["The line"]
+    assert _schedule_first([without]) == [] and _schedule_first([other]) == []
