@@ -349,6 +349,7 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
     for s in switches:
         lines.append(f"#   {s.batch:,} from {s.samples:,} samples, LR {lrs[s.batch]:.4g}: {s.reason}")
     lines += [f"#   {n}" for n in notes]
+    lines += [f"# Beside it: {d}" for d in disagreements(table)]
     lines.append(f"# Controls: batch {fewest:,} (the sweep's fewest steps to the target, "
                  f"{int(row['steps_to_target'])} at seed {int(row.get('seed', 0) or 0)}), LR {lrs[fewest]:.4g}"
                  + (f"; batch {last:,} (the schedule's last), LR {lrs[last]:.4g}" if last != fewest else "")
