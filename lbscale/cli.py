@@ -413,7 +413,9 @@ def branch(trial, at, batch, factors, window, rule, tolerance, eval_subset, resu
                                                                         "batch's interval).")
 @click.option("--factors", default="1,2,4,8,16", show_default=True, help="Branch factors k: branches at k x B.")
 @click.option("--window", default="1ep", show_default=True, help="Samples each branch trains past its checkpoint.")
-@click.option("--rule", default="auto", show_default=True, help="The branches' LR rule (as lbscale branch's).")
+@click.option("--rule", default="tuned", show_default=True,
+              help="The branches' LR: tuned (each batch's best LR in RESULTS, the LR the schedule gives it), or a "
+                   "rule as lbscale branch's (auto, linear, sqrt, none).")
 @click.option("--tolerance", type=Number(lo=0, lo_open=False), default=0.01, show_default=True,
               help="A batch is within when its loss is at most the smaller batches' best + this.")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,

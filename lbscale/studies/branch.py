@@ -62,6 +62,7 @@ class BranchOptions:
     tuned: Path | None = None  # a tuned sweep of the same data: its B_crit band on the figure
     ema: float | None = None  # judge by the training loss's moving average (decay per parent batch of samples)
     repeats: int = 1  # each branch this many times, the data order past the branch point re-drawn per repeat
+    lrs: dict | None = None  # {batch: peak LR}: each branch at its batch's tuned LR instead of the rule's
 
 
 def _factors(text: str) -> list[int]:
@@ -118,6 +119,10 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
     rule = OPTIMIZERS[config["optimizer"]].lr_rule if o.rule == "auto" else o.rule
     if rule not in RULES:
         raise LbscaleError(f"--rule: {o.rule!r} is not one of auto, {', '.join(RULES)}")
+    untuned = [k for k in _factors(o.factors) if o.lrs is not None and k * plan["global_batch"] not in o.lrs]
+    if untuned:
+        raise LbscaleError(f"--factors: batch {untuned[0] * plan['global_batch']:,} (factor {untuned[0]}) has no tuned "
+                           f"LR (tuned at {', '.join(f'{b:,}' for b in sorted(o.lrs))}): leave the factor out")
     window = _window(o.window, plan["epoch_samples"])
     if o.repeats < 1:
         raise LbscaleError(f"--repeats {o.repeats}: at least 1 (3 or more give the local critical batch an interval)")
@@ -136,7 +141,8 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
             name = f"{label}-x{k}" + (f"-r{repeat}" if repeat else "")  # repeat 0: the parent's own data order
             options = {**{n: v for n, v in config.items() if n in FIELDS}, **RESET,
                        "global_batch": k * plan["global_batch"], "local_batch": plan["local_batch"],
-                       "base_lr": plan["peak_lr"] * RULES[rule](k), "warmup_epochs": plan["warmup_epochs"],
+                       "base_lr": o.lrs[k * plan["global_batch"]] if o.lrs is not None
+                       else plan["peak_lr"] * RULES[rule](k), "warmup_epochs": plan["warmup_epochs"],
                        "branch_from": str(kept[label]), "branch_samples": window, "eval_subset": subset,
                        "branch_ema": o.ema, "branch_reseed": repeat or None,
                        "out": str(results / name)}
@@ -144,7 +150,8 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
             p = resolve_plan(cfg, plan["world_size"], plan["train_samples"])
             plans.append(SweepTrial(name, plan["world_size"], nodes, cfg, p, variant=f"x{k}", sweep="branch"))
     _check_windows(plans, Plan(**plan), kept, window, o.window)
-    return plans, {"parent": str(trial), "rule": rule, "window": window, "tolerance": o.tolerance,
+    return plans, {"parent": str(trial), "rule": "each batch's tuned LR" if o.lrs is not None else rule,
+                   "window": window, "tolerance": o.tolerance,
                    "results": results, "subset": subset, "parent_batch": plan["global_batch"]}
 
 

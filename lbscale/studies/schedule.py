@@ -34,7 +34,7 @@ class ScheduleOptions:
     repeats: int = 3
     factors: str = "1,2,4,8,16"
     window: str = "1ep"
-    rule: str = "auto"
+    rule: str = "tuned"  # the branches' LR: each batch's tuned LR, or a rule (auto, linear, sqrt, none)
     tolerance: float = 0.01
     seeds: int = 3
     variant: str | None = None
@@ -64,6 +64,8 @@ def _study(results: Path, o: ScheduleOptions):
         have = ", ".join(f"{b:,}" for b in best["global_batch"])
         raise LbscaleError(f"--batch {o.batch}: no trial of {results} at that batch reached the target (reached at "
                            f"{have or 'no batch'})")
+    if o.rule not in ("tuned", "auto", "linear", "sqrt", "none"):
+        raise LbscaleError(f"--rule: {o.rule!r} is not one of tuned, auto, linear, sqrt, none")
     if not 0 < o.fraction <= 1:
         raise LbscaleError(f"--fraction {o.fraction:g}: the share of the local critical batch's lower end the batch "
                            "may grow to, in (0, 1]")
@@ -79,6 +81,12 @@ def check_reach(best: pd.DataFrame, o: ScheduleOptions, train_samples: int) -> N
 
 def _folder(results: Path, o: ScheduleOptions) -> Path:
     return Path(results) / f"schedule-b{o.batch}"
+
+
+def branches_of(results: Path, o: ScheduleOptions) -> Path:
+    """The branch study's folder: one per LR rule (a rerun with another rule must not resume the other's
+    branches, which trained at other LRs)."""
+    return _folder(results, o) / ("branches" if o.rule == "tuned" else f"branches-{o.rule}")
 
 
 def reference_trial(results: Path, best: pd.DataFrame, o: ScheduleOptions):
@@ -126,10 +134,12 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
         LocalLauncher().run_rounds([ref], SweepProgress())
     if (read_json(ref.out / "summary.json") or {}).get("stopped") != "target":
         raise LbscaleError(f"{ref.out}: the reference run did not stop at its target; see its train.log")
-    branches = _folder(results, o) / "branches"
+    branches = branches_of(results, o)
     if not (branches / "critical-batch.csv").is_file() or o.force:
-        print(run_study(ref.out, BranchOptions(factors=o.factors, window=o.window, rule=o.rule,
-                                               tolerance=o.tolerance, results=branches, repeats=o.repeats)),
+        lrs = {int(b): float(lr) for b, lr in zip(best["global_batch"], best["peak_lr"])} if o.rule == "tuned" \
+            else None  # each branch at its batch's tuned LR: the LR the schedule would give it
+        print(run_study(ref.out, BranchOptions(factors=o.factors, window=o.window, rule="auto" if lrs else o.rule,
+                                               tolerance=o.tolerance, results=branches, repeats=o.repeats, lrs=lrs)),
               flush=True)
     kept = {**checkpoint.kept(ref.out), "target": ref.out / "checkpoint"}
     for folder in kept.values():
@@ -264,7 +274,7 @@ def over_training(results: Path, o: ScheduleOptions, parts) -> pd.DataFrame:
     study, metric, target, maximize, best = parts
     folder = _folder(results, o)
     reference = folder / "reference"
-    frames = [bcrit_rows(study, metric, target, maximize, reference, o.variant), local_rows(folder / "branches"),
+    frames = [bcrit_rows(study, metric, target, maximize, reference, o.variant), local_rows(branches_of(results, o)),
               gns_rows(reference)]
     return pd.concat([f for f in frames if len(f)], ignore_index=True)
 
@@ -426,7 +436,7 @@ def draw(table: pd.DataFrame, switches, batches: list[int], path: Path, title: s
 def _measured(results: Path, o: ScheduleOptions) -> None:
     folder = _folder(results, o)
     for what, path in (("the reference run", folder / "reference" / "summary.json"),
-                       ("its branch study", folder / "branches" / "critical-batch.csv")):
+                       ("its branch study", branches_of(results, o) / "critical-batch.csv")):
         if not path.is_file():
             raise LbscaleError(f"{folder}: {what} is not there yet (no {path.name}): run lbscale schedule "
                                "without --no-measure to measure it")
@@ -452,16 +462,22 @@ def run_schedule(results: Path, o: ScheduleOptions) -> str:
     table.to_csv(folder / TABLE, index=False)
     draw(table, planned[0], sorted(int(b) for b in parts[4]["global_batch"]), folder / FIGURE,
          f"The critical batch over training: {results.name}, reference batch {o.batch} (open triangles: bounds)")
-    text = spec_text(results, o, parts, table, planned)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
     shown = table.assign(estimate=[_cell(r) for _, r in table.iterrows()])
     print(markdown(shown[["method", "label", "samples", "estimate", "rests_on"]]), end="")
     for line in disagreements(table) + planned[1]:
         print(f"- {line}")
     switches, lrs = planned[0], planned[3]
+    if len(switches) == 1:  # nothing to check: a spec would run the reference batch against itself
+        if not o.out and out.exists():
+            out.unlink()  # an earlier derivation's spec must not be run as this one's
+        return (f"no schedule from batch {o.batch} for {results.name}: at no checkpoint did the local critical "
+                f"batch's interval have a lower end above {o.batch} (more --repeats would resolve it, or another "
+                f"--batch); the three estimates in {folder / TABLE} and {folder / FIGURE}; no check written")
+    text = spec_text(results, o, parts, table, planned)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
     print(f"lbscale train ... --global-batch {o.batch} --batch-schedule {schedule_text(switches, lrs)}")
     path = " -> ".join(f"{s.batch:,}@{s.samples:,}" for s in switches)
     return (f"schedule of {results.name} from batch {o.batch}: {path} (samples; follows the local critical batch's "

@@ -239,3 +239,19 @@ def test_only_a_checkpoint_at_the_targets_step_is_the_target(tmp_path):
         assert at_target(trial) == expected
     (trial / "summary.json").write_text(json.dumps({"stopped": None, "steps_to_target": 7}))
     assert at_target(trial) is None
+
+
+def test_each_branch_at_its_batchs_tuned_lr(tiny_h5, tmp_path, run_cli):
+    """lbscale schedule's branches: the LR each batch's best trial had (BranchOptions.lrs), not the rule's."""
+    from lbscale.errors import LbscaleError
+    from lbscale.studies.branch import BranchOptions, branch_plans
+
+    kept = tmp_path / "k"
+    rc, _, err = run_cli("train", "--data", tiny_h5, "--out", kept, *PARENT[:-1], "50%")
+    assert rc == 0, err
+    lrs = {32: 0.00625, 64: 0.009, 128: 0.011}
+    plans, what = branch_plans(kept, BranchOptions(factors="1,2,4", window=128, lrs=lrs))
+    assert {p.plan.global_batch: p.plan.peak_lr for p in plans} == pytest.approx(lrs)
+    assert what["rule"] == "each batch's tuned LR"
+    with pytest.raises(LbscaleError, match="batch 256 \\(factor 8\\) has no tuned LR"):
+        branch_plans(kept, BranchOptions(factors="1,2,8", window=128, lrs=lrs))
