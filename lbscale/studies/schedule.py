@@ -426,7 +426,7 @@ def draw(table: pd.DataFrame, switches, batches: list[int], path: Path, title: s
     ax.set_yticks(ticks, [f"{b:,}" for b in ticks])
     ax.set_xlabel("training samples of the reference run (B_crit: where it reached that target)")
     ax.set_ylabel("batch")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -461,7 +461,7 @@ def run_schedule(results: Path, o: ScheduleOptions) -> str:
     folder = _folder(results, o)
     table.to_csv(folder / TABLE, index=False)
     draw(table, planned[0], sorted(int(b) for b in parts[4]["global_batch"]), folder / FIGURE,
-         f"The critical batch over training: {results.name}, reference batch {o.batch} (open triangles: bounds)")
+         f"Critical batch over training: {results.name}, from batch {o.batch} (open triangles: bounds)")
     shown = table.assign(estimate=[_cell(r) for _, r in table.iterrows()])
     print(markdown(shown[["method", "label", "samples", "estimate", "rests_on"]]), end="")
     for line in disagreements(table) + planned[1]:
