@@ -186,3 +186,32 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
                      "data at that per-GPU batch, plus the exposed ring all-reduce at that GPU count; see the time "
                      "to target section), the start-up once; a schedule's steps at the batch each took"]
                     if modelled is not None else []))
+
+
+def figure(study: Study, metric: str, target: float | None):
+    """The check's curves: `metric` against optimizer steps (log) for each growing schedule and each fixed batch,
+    one thin line per seed, the target as a line; None where the study has no growing schedule."""
+    import matplotlib.pyplot as plt
+
+    t = study.trials
+    if "batch_schedule" not in t or not t["batch_schedule"].map(_growing).any() or metric not in study.steps:
+        return None
+    grow, fixed = _arms(t.assign(batch_schedule=t["batch_schedule"].where(t["batch_schedule"].notna(), None)))
+    ev = study.steps.dropna(subset=[metric])
+    ev = ev[(ev["kind"] == "step") & (ev["step"] > 0)] if "kind" in ev else ev[ev["step"] > 0]
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    for i, (label, _, g) in enumerate(grow + fixed):
+        color, width = f"C{i}", 1.8 if i < len(grow) else 1.0
+        for trial in g["trial"]:
+            c = ev[ev["trial"] == trial].sort_values("step")
+            ax.plot(c["step"], c[metric], color=color, lw=width, alpha=0.8)
+        ax.plot([], [], color=color, lw=width, label=f"{label} ({len(g)} seed{'' if len(g) == 1 else 's'})")
+    if target is not None:
+        ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("optimizer steps (a schedule's larger steps count one each)")
+    ax.set_ylabel(metric)
+    ax.set_title(f"The schedule beside fixed batches: {metric} against steps", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -114,6 +114,7 @@ FIGURES = [
     Entry("training-curves", RULE, "plots.training_curves", lambda a: [a.study, a.per_epoch]),
     Entry("training-curves", TUNED, "plots.best_curves", lambda a: [a.study, a.best, a.metric]),
     *_scaling_figures(TUNED),
+    Entry("schedules", RULE, "schedules.figure", lambda a: [a.study, a.per_epoch, a.target]),
     Entry("lr-schedules", RULE, "plots.lr_schedules", lambda a: [a.study]),
     Entry("time-split", RULE, "plots.time_split", lambda a: [a.study]),
     Entry("time-split", TUNED, "plots.time_split", lambda a: [a.study, a.winners, "each batch's best trial"]),

@@ -79,3 +79,22 @@ def test_the_checks_verdict_leads_the_report():
     other = Table("time", "t", pd.DataFrame(), pd.DataFrame({"steps_ratio": [0.5]}), ["not this"])
     assert _schedule_first([other, with_ratio]) == ["The line"]
     assert _schedule_first([without]) == [] and _schedule_first([other]) == []
+
+
+def test_the_checks_figure_draws_each_arm_per_seed():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lbscale.report.schedules import figure
+
+    trials = pd.DataFrame([{"trial": "a0", "variant": "g", "global_batch": 32, "batch_schedule": "32@0,64@64"},
+                           {"trial": "f0", "variant": "f", "global_batch": 64, "batch_schedule": None},
+                           {"trial": "f1", "variant": "f", "global_batch": 64, "batch_schedule": None}])
+    steps = pd.DataFrame([{"trial": t, "step": k, "kind": "step", "val_top1": 0.1 * k} for t in ("a0", "f0", "f1")
+                          for k in range(1, 5)])
+    fig = figure(SimpleNamespace(trials=trials, steps=steps), "val_top1", 0.3)
+    ax = fig.axes[0]
+    drawn = [line for line in ax.lines if len(line.get_xdata()) == 4]
+    assert len(drawn) == 3  # one line per seed: the schedule's, and the fixed batch's two
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["g (1 seed)", "batch 64 (2 seeds)", "target 0.3"]
+    assert figure(SimpleNamespace(trials=trials.assign(batch_schedule=None), steps=steps), "val_top1", 0.3) is None
