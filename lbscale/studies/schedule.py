@@ -318,6 +318,11 @@ def plan_schedule(table: pd.DataFrame, best: pd.DataFrame, o: ScheduleOptions):
         raise LbscaleError(f"the schedule reaches batch {missing[0]:,}, where the sweep tuned no LR (its batches: "
                            f"{', '.join(f'{b:,}' for b in best['global_batch'])}): give a --batch whose doublings "
                            "are the sweep's batches")
+    at_target = local.loc[local["label"] == "target", "samples"]
+    for sw in switches[1:]:
+        if len(at_target) and sw.samples >= float(at_target.iloc[0]):
+            notes.append(f"the switch to {sw.batch:,} at {sw.samples:,} samples is where the reference reached the "
+                         "target: a run to this target gains little from it (a longer run, to a harder target, may)")
     fewest = int(best.loc[best["steps_to_target"].astype(float).idxmin(), "global_batch"])
     lrs = {int(b): _lr_of(best, int(b))[0] for b in best["global_batch"]}
     return switches, notes, fewest, lrs
@@ -352,9 +357,9 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
              f"#   lbscale sweep {o.out or _folder(results, o) / SPEC} && lbscale report {check_results(results)}",
              "# The schedule follows the local critical batch of a reference run (batch "
              f"{o.batch}'s best trial again, checkpoints at 1/8, 1/4, 1/2 of its steps to the target): the batch"
-             f" doubles where {o.fraction:g} x the interval's lower end allows (Merrill et al. 2025); on McCandlish "
-             f"et al.'s curve a batch at {o.fraction:g} x B_crit takes {steps:g} x the minimum steps and "
-             f"{samples:g} x the minimum samples.",
+             f" doubles where {o.fraction:g} x the interval's lower end allows (Merrill et al. 2025). For comparison, "
+             f"on McCandlish et al.'s curve a batch at {o.fraction:g} x B_crit (theirs, another quantity: "
+             f"docs/studies.md) takes {steps:g} x the minimum steps and {samples:g} x the minimum samples.",
              "# Every batch at the sweep's best LR there (peak LR; base LR under the sweep's scaling rule)."]
     for s in switches:
         lines.append(f"#   {s.batch:,} from {s.samples:,} samples, LR {lrs[s.batch]:.4g}: {s.reason}")
@@ -372,8 +377,8 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
                                      "batch_schedule": arms}}
     import textwrap
 
-    wrapped = [w for line in lines for w in textwrap.wrap(line, 116, subsequent_indent="#     " if
-                                                          line.startswith("#   ") else "# ")]
+    wrapped = [w for line in lines for w in textwrap.wrap(line, 116, break_on_hyphens=False, subsequent_indent=
+                                                          "#     " if line.startswith("#   ") else "# ")]
     return "\n".join(wrapped) + "\n" + yaml.safe_dump(body, sort_keys=False, width=1000)
 
 

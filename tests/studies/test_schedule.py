@@ -33,3 +33,42 @@ def test_a_results_folder_that_is_not_a_tuned_study(tmp_path, run_cli):
     plain = make_study(tmp_path / "plain", batches=(8192, 16384), seeds=1)
     rc, _, err = run_cli("schedule", plain, "--batch", "8192")
     assert rc == 2 and "not a tuned study" in err and len(err.strip().splitlines()) == 1
+
+
+def _table(rows):
+    import pandas as pd
+
+    return pd.DataFrame([{"method": "local critical batch", "label": lab, "samples": n, "value": v, "lo": lo,
+                          "hi": hi, "kind": k, "rests_on": ""} for lab, n, v, lo, hi, k in rows])
+
+
+def test_the_plan_takes_each_batchs_tuned_lr_the_fewest_steps_and_says_when_a_switch_comes_too_late():
+    import math
+
+    import pandas as pd
+
+    from lbscale.studies.schedule import ScheduleOptions, plan_schedule
+
+    best = pd.DataFrame({"global_batch": [32, 64, 128, 256], "peak_lr": [0.01, 0.015, 0.02, 0.03],
+                         "base_lr": [0.014, 0.015, 0.014, 0.015], "steps_to_target": [400, 220, 130, 140]})
+    table = _table([("50st", 1600, 64.0, 64.0, 128.0, "interval"), ("target", 12800, 256.0, 256.0, math.inf,
+                                                                    "lower")])
+    switches, notes, fewest, lrs = plan_schedule(table, best, ScheduleOptions(batch=32))
+    assert [(s.samples, s.batch) for s in switches] == [(0, 32), (1600, 64), (12800, 256)]
+    assert fewest == 128 and lrs == {32: 0.01, 64: 0.015, 128: 0.02, 256: 0.03}
+    assert any("the switch to 256 at 12,800 samples is where the reference reached the target" in n for n in notes)
+
+
+def test_a_doubling_the_sweep_never_tuned_is_one_line():
+    import math
+
+    import pandas as pd
+
+    from lbscale.errors import LbscaleError
+    from lbscale.studies.schedule import ScheduleOptions, plan_schedule
+
+    best = pd.DataFrame({"global_batch": [48, 128, 384], "peak_lr": [0.01, 0.02, 0.03], "base_lr": [0.01] * 3,
+                         "steps_to_target": [300, 200, 150]})  # 48's doublings 96, 192, 384: 96 and 192 not tuned
+    table = _table([("a", 1000, 256.0, 256.0, math.inf, "lower")])
+    with pytest.raises(LbscaleError, match="reaches batch 192, where the sweep tuned no LR"):
+        plan_schedule(table, best, ScheduleOptions(batch=48))
