@@ -124,7 +124,7 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
     from lbscale.studies.gns import measure_trial
     from lbscale.sweep.follow import SweepProgress
     from lbscale.sweep.launch import LocalLauncher, select, write_trial_files
-    from lbscale.train import checkpoint
+    from lbscale.train.kept import kept as kept_checkpoints
 
     ref, parent = reference_trial(results, best, o)
     write_trial_files([ref])
@@ -141,7 +141,7 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
         print(run_study(ref.out, BranchOptions(factors=o.factors, window=o.window, rule="auto" if lrs else o.rule,
                                                tolerance=o.tolerance, results=branches, repeats=o.repeats, lrs=lrs)),
               flush=True)
-    kept = {**checkpoint.kept(ref.out), "target": ref.out / "checkpoint"}
+    kept = {**kept_checkpoints(ref.out), "target": ref.out / "checkpoint"}
     for folder in kept.values():
         if not (folder / "gns.json").is_file() or o.force:
             measure_trial(ref.out, kept=folder)
@@ -172,9 +172,9 @@ def local_rows(branches: Path) -> pd.DataFrame:
 
 def gns_rows(reference: Path) -> pd.DataFrame:
     """B_simple at each kept checkpoint of the reference and at its target, with Fieller's interval."""
-    from lbscale.train import checkpoint
+    from lbscale.train.kept import kept as kept_checkpoints
 
-    kept = {**checkpoint.kept(reference), "target": reference / "checkpoint"}
+    kept = {**kept_checkpoints(reference), "target": reference / "checkpoint"}
     rows = []
     for label, folder in kept.items():
         g, info = read_json(folder / "gns.json"), read_json(folder / "info.json") or {}
@@ -194,12 +194,12 @@ def ladder(reference: Path, metric: str, target: float, maximize: bool) -> list[
     """The targets of the B_crit ladder: the reference run's `metric` at its last evaluation at or before each
     kept checkpoint (rounded to 0.01), and the sweep's own target; none in the first quarter of the way from its
     first evaluation to the target (near chance every batch takes a step or two: B_crit there says nothing)."""
-    from lbscale.train import checkpoint
+    from lbscale.train.kept import kept as kept_checkpoints
 
     ev = _evaluations(reference, metric)
     out = []
     floor = float(ev[metric].iloc[0]) + 0.25 * (target - float(ev[metric].iloc[0])) if len(ev) else target
-    for folder in checkpoint.kept(reference).values():
+    for folder in kept_checkpoints(reference).values():
         step = (read_json(folder / "info.json") or {}).get("step", 0)
         before = ev[ev["step"] <= step]
         if len(before):
