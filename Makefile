@@ -66,14 +66,14 @@ schedule-demo: venv
 	$(LBSCALE) schedule results/demo-tuned --batch 32 --quiet
 	$(LBSCALE) sweep results/demo-tuned/schedule-b32/schedule.yaml --quiet
 	$(LBSCALE) bench allreduce --procs 2 --sizes 4K..4M --repeats 5 --out data/allreduce-local.json --quiet
-	$(LBSCALE) report results/demo-tuned-schedule --out reports/demo-tuned-schedule --allreduce data/allreduce-local.json
+	$(LBSCALE) report results/demo-tuned-schedule-b32 --out reports/demo-tuned-schedule --allreduce data/allreduce-local.json
 
 schedule-real: venv
 	test -d results/fashion-mnist-tuned || $(MAKE) demo-real
 	$(LBSCALE) schedule results/fashion-mnist-tuned --batch 32 --quiet
 	$(LBSCALE) sweep results/fashion-mnist-tuned/schedule-b32/schedule.yaml --quiet
 	$(LBSCALE) bench allreduce --procs 2 --sizes 4K..4M --repeats 5 --out data/allreduce-local.json --quiet
-	$(LBSCALE) report results/fashion-mnist-tuned-schedule --out reports/fashion-mnist-tuned-schedule \
+	$(LBSCALE) report results/fashion-mnist-tuned-schedule-b32 --out reports/fashion-mnist-tuned-schedule \
 	  --allreduce data/allreduce-local.json
 
 test: venv
@@ -97,4 +97,4 @@ docs: venv
 	$(PY) docs/make_cli_reference.py
 
 clean:
-	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/demo-tuned-schedule results/fashion-mnist-tuned-schedule results/demo-sweep results/runs reports .pytest_cache
+	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/demo-tuned-schedule-b32 results/fashion-mnist-tuned-schedule-b32 results/demo-sweep results/runs reports .pytest_cache

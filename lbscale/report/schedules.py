@@ -136,6 +136,11 @@ def _modelled_cells(label: str, a: pd.DataFrame, s: pd.DataFrame, vs, modelled) 
             if vs is not None else "-"}
 
 
+def _sentence(text: str) -> str:
+    """The first letter up, the rest as written (str.capitalize would lower 8K, LARS, val_mAP)."""
+    return text[:1].upper() + text[1:]
+
+
 def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame, times=None) -> Table | None:
     """Each growing schedule beside every fixed batch of the study (fixed trials, and one-point schedule arms):
     steps, samples and time to the target over seeds with t intervals, and the schedule's steps and samples
@@ -154,6 +159,9 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
     grow, fixed = _arms(t.assign(batch_schedule=t["batch_schedule"].where(t["batch_schedule"].notna(), None)))
     disp, tidy, verdicts = [], [], []
     for label, text, arm in grow:
+        said = False  # this arm's first comparison names it
+        if sum(g_label == label for g_label, _, _ in grow) > 1:
+            label = f"{label} ({text})"
         a = per.reindex(pd.MultiIndex.from_frame(arm[keys]) if len(keys) > 1 else arm[keys[0]])
         for name, sched, g, vs in [(label, text, arm, None)] + [(n, s_, g, g) for n, s_, g in fixed]:
             s = per.reindex(pd.MultiIndex.from_frame(g[keys]) if len(keys) > 1 else g[keys[0]])
@@ -171,11 +179,12 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
                          "steps_ratio_lo": fewer[1] if fewer else None, "steps_ratio_hi": fewer[2] if fewer else None,
                          "samples_ratio": more[0] if more else None})
             if vs is not None and fewer:
-                verdicts.append((f"the schedule {label} reached {metric} {target:g} in " if not verdicts else "")
+                verdicts.append((f"the schedule {label} reached {metric} {target:g} in " if not said else "")
                                 + f"{_pct(fewer, True)} steps than {name} (at {_pct(more, False)} samples)")
+                said = True
     return Table("schedules", f"Batch-size schedules beside fixed batches: steps to {metric} {target:g}",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
-                 ["; ".join(verdicts).capitalize() + f" ({LEVEL:.0%} intervals over seeds: ratios of geometric "
+                 [_sentence("; ".join(verdicts)) + f" ({LEVEL:.0%} intervals over seeds: ratios of geometric "
                   "means, Welch t on the logs; only the seeds that reached the target)" if verdicts else
                   "No schedule and fixed batch both reached the target: no comparison",
                   "Steps to target: optimizer steps as they were taken (a schedule's larger steps count one each); "
@@ -199,18 +208,22 @@ def figure(study: Study, metric: str, target: float | None):
     grow, fixed = _arms(t.assign(batch_schedule=t["batch_schedule"].where(t["batch_schedule"].notna(), None)))
     ev = study.steps.dropna(subset=[metric])
     ev = ev[(ev["kind"] == "step") & (ev["step"] > 0)] if "kind" in ev else ev[ev["step"] > 0]
+    on_subset = "subset" in ev and ev["subset"].notna().any()
+    if on_subset:  # one kind of evaluation per line: the subset's, evaluated throughout (the whole split only near
+        ev = ev[ev["subset"].notna()]  # the target would make each curve jump where both were taken)
+    keys = [k for k in ("results", "trial") if k in ev and k in t]
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     for i, (label, _, g) in enumerate(grow + fixed):
         color, width = f"C{i}", 1.8 if i < len(grow) else 1.0
-        for trial in g["trial"]:
-            c = ev[ev["trial"] == trial].sort_values("step")
+        for _, r in g.iterrows():
+            c = ev[np.logical_and.reduce([ev[k] == r[k] for k in keys])].sort_values("step")
             ax.plot(c["step"], c[metric], color=color, lw=width, alpha=0.8)
         ax.plot([], [], color=color, lw=width, label=f"{label} ({len(g)} seed{'' if len(g) == 1 else 's'})")
     if target is not None:
         ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
     ax.set_xscale("log")
     ax.set_xlabel("optimizer steps (a schedule's larger steps count one each)")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(metric + (" (the evaluation subset)" if on_subset else ""))
     ax.set_title(f"The schedule beside fixed batches: {metric} against steps", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -65,7 +65,7 @@ class BranchOptions:
     lrs: dict | None = None  # {batch: peak LR}: each branch at its batch's tuned LR instead of the rule's
 
 
-def _factors(text: str) -> list[int]:
+def parse_factors(text: str) -> list[int]:
     try:
         out = sorted({int(t) for t in str(text).split(",") if t.strip()})
     except ValueError:
@@ -119,7 +119,7 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
     rule = OPTIMIZERS[config["optimizer"]].lr_rule if o.rule == "auto" else o.rule
     if rule not in RULES:
         raise LbscaleError(f"--rule: {o.rule!r} is not one of auto, {', '.join(RULES)}")
-    untuned = [k for k in _factors(o.factors) if o.lrs is not None and k * plan["global_batch"] not in o.lrs]
+    untuned = [k for k in parse_factors(o.factors) if o.lrs is not None and k * plan["global_batch"] not in o.lrs]
     if untuned:
         raise LbscaleError(f"--factors: batch {untuned[0] * plan['global_batch']:,} (factor {untuned[0]}) has no tuned "
                            f"LR (tuned at {', '.join(f'{b:,}' for b in sorted(o.lrs))}): leave the factor out")
@@ -137,7 +137,7 @@ def branch_plans(trial: Path, o: BranchOptions, gpus_per_node: int = 1 << 30) ->
     subset = o.eval_subset or config.get("eval_subset") or 1024
     plans = []
     for label in labels:
-        for repeat, k in ((r, k) for r in range(o.repeats) for k in _factors(o.factors)):
+        for repeat, k in ((r, k) for r in range(o.repeats) for k in parse_factors(o.factors)):
             name = f"{label}-x{k}" + (f"-r{repeat}" if repeat else "")  # repeat 0: the parent's own data order
             options = {**{n: v for n, v in config.items() if n in FIELDS}, **RESET,
                        "global_batch": k * plan["global_batch"], "local_batch": plan["local_batch"],
@@ -357,7 +357,7 @@ def run_study(trial: Path, o: BranchOptions, how: BranchLaunch | None = None) ->
     else:
         plans, what = branch_plans(trial, o)
     results = what["results"]
-    points = len(plans) // len(_factors(o.factors)) // o.repeats
+    points = len(plans) // len(parse_factors(o.factors)) // o.repeats
     print(f"{len(plans)} branches of {what['parent']}: factors {o.factors} from {points} kept checkpoints"
           + (f", {o.repeats} repeats each (the data order re-drawn past the branch point)" if o.repeats > 1 else "")
           + f", {what['window']:,} samples each, LR rule {what['rule']}, judged by "

@@ -66,6 +66,15 @@ def _study(results: Path, o: ScheduleOptions):
                            f"{have or 'no batch'})")
     if o.rule not in ("tuned", "auto", "linear", "sqrt", "none"):
         raise LbscaleError(f"--rule: {o.rule!r} is not one of tuned, auto, linear, sqrt, none")
+    if o.rule == "tuned":  # every branch at a batch the sweep tuned: checked before the reference trains
+        from lbscale.studies.branch import parse_factors
+
+        tuned = set(int(b) for b in best["global_batch"])
+        untuned = [k for k in parse_factors(o.factors) if k * o.batch not in tuned]
+        if untuned:
+            raise LbscaleError(f"--factors: batch {untuned[0] * o.batch:,} (factor {untuned[0]} of --batch "
+                               f"{o.batch}) has no tuned LR in {results} (it reached the target at "
+                               f"{', '.join(f'{b:,}' for b in sorted(tuned))}): leave the factor out")
     if not 0 < o.fraction <= 1:
         raise LbscaleError(f"--fraction {o.fraction:g}: the share of the local critical batch's lower end the batch "
                            "may grow to, in (0, 1]")
@@ -135,6 +144,7 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
     if (read_json(ref.out / "summary.json") or {}).get("stopped") != "target":
         raise LbscaleError(f"{ref.out}: the reference run did not stop at its target; see its train.log")
     branches = branches_of(results, o)
+    _same_branches(branches, o)
     if not (branches / "critical-batch.csv").is_file() or o.force:
         lrs = {int(b): float(lr) for b, lr in zip(best["global_batch"], best["peak_lr"])} if o.rule == "tuned" \
             else None  # each branch at its batch's tuned LR: the LR the schedule would give it
@@ -146,6 +156,31 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
         if not (folder / "gns.json").is_file() or o.force:
             measure_trial(ref.out, kept=folder)
     return ref.out
+
+
+BRANCH_OPTIONS = ("factors", "window", "tolerance", "repeats")
+
+
+def _same_branches(branches: Path, o: ScheduleOptions) -> None:
+    """The branch study's options, recorded beside it: a rerun with others measures again with --force (the old
+    branches removed: a branch of another window or factor must not be resumed as this one's), else is one line."""
+    import shutil
+
+    from lbscale.results import write_json
+
+    record = branches / "schedule-options.json"
+    asked = {k: getattr(o, k) for k in BRANCH_OPTIONS}
+    had = read_json(record)
+    if had is not None and had != asked:
+        if not o.force:
+            diff = next(k for k in BRANCH_OPTIONS if had.get(k) != asked[k])
+            raise LbscaleError(f"{branches}: measured with --{diff} {had.get(diff)}, asked {asked[diff]}: give --force "
+                               "to measure the branches again (or the same options to reuse them)")
+    if o.force and branches.exists():
+        shutil.rmtree(branches)
+    if had != asked or o.force:
+        branches.mkdir(parents=True, exist_ok=True)
+        write_json(record, asked)
 
 
 def _evaluations(trial: Path, metric: str) -> pd.DataFrame:
@@ -203,7 +238,8 @@ def ladder(reference: Path, metric: str, target: float, maximize: bool) -> list[
         step = (read_json(folder / "info.json") or {}).get("step", 0)
         before = ev[ev["step"] <= step]
         if len(before):
-            v = round(float(before[metric].iloc[-1]), 2)
+            x = float(before[metric].iloc[-1])  # to 0.01 toward the curve's start: a value it had reached there
+            v = math.floor(x * 100 + 1e-9) / 100 if maximize else math.ceil(x * 100 - 1e-9) / 100
             if ((floor <= v < target) if maximize else (floor >= v > target)):  # not at the curve's start
                 out.append(v)
     return sorted(set(out), reverse=not maximize) + [target]
@@ -230,7 +266,9 @@ def bcrit_rows(study, metric: str, target: float, maximize: bool, reference: Pat
         fit = {"b_crit": e.value, "b_crit_lo": e.lo, "b_crit_hi": e.hi, "b_crit_kind": e.kind} if e else {}
         n = int(outcomes["reached"].astype(bool).sum())
         on = "their subset and whole-split evaluations" if (t != target and subset) else "whole-split evaluations"
-        rows.append({"method": "B_crit", "label": f"{metric} {t:g}", "samples": _first_reach(ev, metric, t, maximize),
+        placed = ev if t != target or "subset" not in ev else ev[ev["subset"].isna()]  # as its fit: whole split
+        rows.append({"method": "B_crit", "label": f"{metric} {t:g}", "samples": _first_reach(placed, metric, t,
+                                                                                              maximize),
                      "value": fit.get("b_crit"), "lo": fit.get("b_crit_lo"), "hi": fit.get("b_crit_hi"),
                      "kind": fit.get("b_crit_kind") or "none",
                      "rests_on": f"the tuned sweep's fit at {metric} {t:g}: {n} trials reached it ({on}); placed "
@@ -354,7 +392,7 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
     lines = [f"# The batch-size schedule derived by `lbscale schedule {results} --batch {o.batch} --fraction "
              f"{o.fraction:g}`, beside the fixed batches it must beat, {o.seeds} seeds each, stopped at {metric} "
              f"{target:g}:",
-             f"#   lbscale sweep {o.out or _folder(results, o) / SPEC} && lbscale report {check_results(results)}",
+             f"#   lbscale sweep {o.out or _folder(results, o) / SPEC} && lbscale report {check_results(results, o)}",
              "# The schedule follows the local critical batch of a reference run (batch "
              f"{o.batch}'s best trial again, checkpoints at 1/8, 1/4, 1/2 of its steps to the target): the batch"
              f" doubles where {o.fraction:g} x the interval's lower end allows (Merrill et al. 2025). For comparison, "
@@ -371,7 +409,7 @@ def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, pla
                  + (f"; batch {o.batch:,} (its first, the reference's), LR {lrs[o.batch]:.4g}"
                     if o.batch not in (fewest, last) else ""))
     body = {"name": f"{Path(results).name}-schedule", "data": config["data"], "model": config["model"],
-            "epochs": config["epochs"], "results": str(check_results(results)),
+            "epochs": config["epochs"], "results": str(check_results(results, o)),
             "trial": trial, "grid": {"batch": [fewest], "gpus": [int(row.get("gpus") or 1)],
                                      "seeds": fresh_seeds(study, o.seeds),
                                      "batch_schedule": arms}}
@@ -390,9 +428,13 @@ def fresh_seeds(study, n: int) -> list[int]:
     return list(range(start, start + n))
 
 
-def check_results(results: Path) -> Path:
-    """Where the check's trials go: beside the sweep's results, RESULTS-schedule."""
-    return Path(results).parent / f"{Path(results).name}-schedule"
+def check_results(results: Path, o: ScheduleOptions) -> Path:
+    """Where the check's trials go: beside the sweep's results, RESULTS-schedule-bB (with -fF and -RULE where not
+    the defaults): one folder per derivation, so that another --batch, --fraction or --rule never runs into the
+    trials of this one."""
+    tags = [f"b{o.batch}"] + ([f"f{o.fraction:g}"] if o.fraction != 1 else []) + \
+        ([o.rule] if o.rule != "tuned" else [])
+    return Path(results).parent / f"{Path(results).name}-schedule-{'-'.join(tags)}"
 
 
 def draw(table: pd.DataFrame, switches, batches: list[int], path: Path, title: str) -> None:
@@ -439,6 +481,13 @@ def draw(table: pd.DataFrame, switches, batches: list[int], path: Path, title: s
 
 
 def _measured(results: Path, o: ScheduleOptions) -> None:
+    """What the derivation reads is there, measured with these options; one line where not."""
+    had = read_json(branches_of(results, o) / "schedule-options.json")
+    asked = {k: getattr(o, k) for k in BRANCH_OPTIONS}
+    if had is not None and had != asked:
+        diff = next(k for k in BRANCH_OPTIONS if had.get(k) != asked[k])
+        raise LbscaleError(f"{branches_of(results, o)}: measured with --{diff} {had.get(diff)}, asked {asked[diff]}: "
+                           "derive with the options it was measured with, or measure again (--force)")
     folder = _folder(results, o)
     for what, path in (("the reference run", folder / "reference" / "summary.json"),
                        ("its branch study", branches_of(results, o) / "critical-batch.csv")):
@@ -456,6 +505,8 @@ def run_schedule(results: Path, o: ScheduleOptions) -> str:
     results = Path(results)
     parts = _study(results, o)
     out = Path(o.out) if o.out else _folder(results, o) / SPEC
+    if o.out and out.is_dir():
+        raise LbscaleError(f"--out {out}: a directory; give the spec's file name (e.g. {out / SPEC})")
     if o.out and out.exists() and not o.force:
         raise LbscaleError(f"--out {out}: exists; give --force to replace it")
     if o.measure:
@@ -476,8 +527,8 @@ def run_schedule(results: Path, o: ScheduleOptions) -> str:
         if not o.out and out.exists():
             out.unlink()  # an earlier derivation's spec must not be run as this one's
         return (f"no schedule from batch {o.batch} for {results.name}: at no checkpoint did the local critical "
-                f"batch's interval have a lower end above {o.batch} (more --repeats would resolve it, or another "
-                f"--batch); the three estimates in {folder / TABLE} and {folder / FIGURE}; no check written")
+                f"batch's interval have a lower end above {o.batch} (more --repeats, with --force, would resolve it, "
+                f"or another --batch); the three estimates in {folder / TABLE} and {folder / FIGURE}; no check written")
     text = spec_text(results, o, parts, table, planned)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

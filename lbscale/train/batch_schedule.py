@@ -189,7 +189,9 @@ def from_branches(path: str, first: int | None) -> tuple:
     Merrill et al.'s batch-size warm-up, the batch staying at least a factor 2 under the measured critical batch;
     a checkpoint whose critical batch is a lower bound counts as that bound. With repeats (`critical_kind`), the
     interval's lower end counts (interval, lower); an upper bound or an unresolved checkpoint holds the batch.
-    `lbscale schedule` derives a schedule with its reasons and LRs; this is the one-line form."""
+    `lbscale schedule` derives a schedule another way (up to the interval's lower end itself, capped at the
+    largest batch a sweep tuned, each batch at its tuned LR, with its reasons); this rule stays a factor 2 under
+    it and keeps the trial's LR rule."""
     import csv
 
     try:

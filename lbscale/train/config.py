@@ -154,7 +154,8 @@ class TrialConfig:
                                      "lbscale branch trains from them.")
     batch_schedule: str = _f(None, "Grow the global batch during the trial: BATCH@POINT,... (64@0,128@2ep,256@6400: "
                                    "points in epochs, optimizer steps (300st) or training samples; the first is "
-                                   "--global-batch), or "
+                                   "--global-batch; BATCH@POINT:LR gives each batch its own peak LR, the first the "
+                                   "trial's), or "
                                    "auto:FILE (double where a branch study's critical-batch.csv allows), by "
                                    "accumulation over its micro-batches; the LR is the schedule's at that place in "
                                    "the data times --batch-rule's factor.")

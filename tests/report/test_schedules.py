@@ -98,3 +98,14 @@ def test_the_checks_figure_draws_each_arm_per_seed():
     assert len(drawn) == 3  # one line per seed: the schedule's, and the fixed batch's two
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["g (1 seed)", "batch 64 (2 seeds)", "target 0.3"]
     assert figure(SimpleNamespace(trials=trials.assign(batch_schedule=None), steps=steps), "val_top1", 0.3) is None
+
+
+def test_two_schedules_each_name_their_comparisons_and_the_line_keeps_its_case():
+    rows = [_trial("a0", "LARS-grow", 32, "32@0,128@512", 28, 0.97), _trial("b0", "LARS-grow", 32, "32@0,64@256", 30,
+                                                                             0.97),
+            _trial("s0", "LARS", 8192, None, 38, 0.99)]
+    study = SimpleNamespace(trials=pd.DataFrame([r[0] for r in rows]), steps=pd.DataFrame())
+    t = schedule_table(study, "val_mAP", 0.97, pd.DataFrame([r[1] for r in rows]))
+    line = t.notes[0]
+    assert line.startswith("The schedule LARS-grow (32@0,128@512) reached val_mAP 0.97 in ")
+    assert "; the schedule LARS-grow (32@0,64@256) reached val_mAP 0.97 in " in line and "batch 8K" in line

@@ -16,7 +16,11 @@ def tuned(tmp_path_factory):
     (["--batch", "256", "--fraction", "0"], "--fraction: 0 is not a finite number > 0"),
     (["--batch", "256", "--fraction", "1.5"], "--fraction: 1.5 is not a finite number > 0 and <= 1"),
     (["--batch", "256", "--repeats", "0"], "--repeats 0: at least 1"),
-    (["--batch", "256", "--no-measure"], "schedule-b256: the reference run is not there yet .*without --no-measure"),
+    (["--batch", "256", "--no-measure", "--factors", "1,2,4,8"],
+     "schedule-b256: the reference run is not there yet .*without --no-measure"),
+    (["--batch", "256"], "--factors: batch 4,096 \\(factor 16 of --batch 256\\) has no tuned LR in .* leave the "
+                         "factor out"),
+    (["--batch", "256", "--factors", "1,2", "--out", "."], "--out \\.: a directory; give the spec's file name"),
     (["--batch", "256", "--variant", "lamb"], "--variant lamb: .* has sgd-none"),
 ])
 def test_bad_input_is_one_line_and_trains_nothing(tuned, run_cli, args, message):
@@ -25,6 +29,22 @@ def test_bad_input_is_one_line_and_trains_nothing(tuned, run_cli, args, message)
     rc, out, err = run_cli("schedule", tuned, *args)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and re.search(message, err), err
     assert not (tuned / "schedule-b256" / "reference").exists()
+
+
+def test_branches_measured_with_other_options_are_refused_in_one_line(tmp_path, run_cli):
+    import json
+
+    from lbscale.studies.schedule import ScheduleOptions, branches_of
+    from tests.report.make_tuned import make_tuned_study
+
+    results = make_tuned_study(tmp_path / "tuned", pending=False)
+    branches = branches_of(results, ScheduleOptions(batch=256))
+    branches.mkdir(parents=True)
+    (branches / "schedule-options.json").write_text(json.dumps({"factors": "1,2,4,8", "window": "1ep",
+                                                                 "tolerance": 0.01, "repeats": 3}))
+    rc, _, err = run_cli("schedule", results, "--batch", "256", "--factors", "1,2,4,8", "--repeats", "5",
+                         "--no-measure")
+    assert rc == 2 and "measured with --repeats 3, asked 5" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_results_folder_that_is_not_a_tuned_study(tmp_path, run_cli):
@@ -72,3 +92,14 @@ def test_a_doubling_the_sweep_never_tuned_is_one_line():
     table = _table([("a", 1000, 256.0, 256.0, math.inf, "lower")])
     with pytest.raises(LbscaleError, match="reaches batch 192, where the sweep tuned no LR"):
         plan_schedule(table, best, ScheduleOptions(batch=48))
+
+
+def test_one_check_folder_per_derivation():
+    from pathlib import Path
+
+    from lbscale.studies.schedule import ScheduleOptions, check_results
+
+    r = Path("results/fm")
+    assert check_results(r, ScheduleOptions(batch=32)) == Path("results/fm-schedule-b32")
+    other = ScheduleOptions(batch=32, fraction=0.5, rule="sqrt")
+    assert check_results(r, other) == Path("results/fm-schedule-b32-f0.5-sqrt")
