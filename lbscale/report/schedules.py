@@ -22,6 +22,11 @@ def _growing(text) -> bool:
     return isinstance(text, str) and (text.startswith("auto:") or "," in text.strip(","))
 
 
+def has_schedule(trials: pd.DataFrame) -> bool:
+    """Whether a study holds a growing batch schedule (the schedules table and figure are drawn then)."""
+    return "batch_schedule" in trials and bool(trials["batch_schedule"].map(_growing).any())
+
+
 def _samples(study: Study, steps: pd.DataFrame) -> pd.Series:
     """Per trial of `steps` (target_steps), the training samples seen at the evaluation that reached the target."""
     keys = [k for k in ("results", "trial") if k in steps]

@@ -12,6 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from lbscale.report import branch_study
+from lbscale.report.schedules import has_schedule
 from lbscale.report.tables import Table
 from lbscale.report.analysed import Analysis, analyse_branches, analyse_rule_based, analyse_tuned
 from lbscale.report.load import Study
@@ -114,7 +115,8 @@ FIGURES = [
     Entry("training-curves", RULE, "plots.training_curves", lambda a: [a.study, a.per_epoch]),
     Entry("training-curves", TUNED, "plots.best_curves", lambda a: [a.study, a.best, a.metric]),
     *_scaling_figures(TUNED),
-    Entry("schedules", RULE, "schedules.figure", lambda a: [a.study, a.per_epoch, a.target]),
+    Entry("schedules", RULE, "schedules.figure", lambda a: [a.study, a.per_epoch, a.target],
+          lambda a: has_schedule(a.study.trials) and a.per_epoch in a.study.steps),
     Entry("lr-schedules", RULE, "plots.lr_schedules", lambda a: [a.study]),
     Entry("time-split", RULE, "plots.time_split", lambda a: [a.study]),
     Entry("time-split", TUNED, "plots.time_split", lambda a: [a.study, a.winners, "each batch's best trial"]),
