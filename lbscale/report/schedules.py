@@ -1,5 +1,6 @@
-"""Batch-size schedule arms beside their fixed-batch controls (Merrill et al. 2025, Table 1's shape): steps and
-time to the target, the steps saved, and the final metric, per arm."""
+"""Batch-size schedules beside fixed batches (Merrill et al. 2025, Table 1's shape): each growing schedule beside
+every fixed batch of the study, steps, samples and time to the target with their intervals, the schedule's savings,
+the time modelled on GPUs that grow with the batch (with --allreduce), and the metric against steps."""
 
 from __future__ import annotations
 
@@ -114,9 +115,9 @@ def modelled_seconds(model: dict, phases: list[tuple[int, int]], per_gpu: int) -
     return total
 
 
-def _modelled(study: Study, per: pd.DataFrame, t: pd.DataFrame, times) -> pd.Series | None:
-    """Each trial's modelled time to the target on GPUs that grow with its batch, the per-GPU batch the smallest
-    first batch of the check; None without `report --allreduce`."""
+def _modelled(study: Study, per: pd.DataFrame, t: pd.DataFrame, times) -> tuple[pd.Series, int] | None:
+    """(each trial's modelled time to the target on GPUs that grow with its batch, the per-GPU batch: the smallest
+    first batch of the check); None without `report --allreduce`."""
     if times is None or "results" not in t:
         return None
     from pathlib import Path

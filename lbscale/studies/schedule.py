@@ -161,6 +161,20 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
 BRANCH_OPTIONS = ("factors", "window", "tolerance", "repeats")
 
 
+OPTIONS_FILE = "schedule-options.json"
+
+
+def _other_options(branches: Path, o: ScheduleOptions) -> str | None:
+    """'measured with --X a, asked b' where the branch study there was measured with other options; None where
+    it was not measured or with these."""
+    had = read_json(branches / OPTIONS_FILE)
+    asked = {k: getattr(o, k) for k in BRANCH_OPTIONS}
+    if had is None or had == asked:
+        return None
+    diff = next(k for k in BRANCH_OPTIONS if had.get(k) != asked[k])
+    return f"measured with --{diff} {had.get(diff)}, asked {asked[diff]}"
+
+
 def _same_branches(branches: Path, o: ScheduleOptions) -> None:
     """The branch study's options, recorded beside it: a rerun with others measures again with --force (the old
     branches removed: a branch of another window or factor must not be resumed as this one's), else is one line."""
@@ -168,19 +182,15 @@ def _same_branches(branches: Path, o: ScheduleOptions) -> None:
 
     from lbscale.results import write_json
 
-    record = branches / "schedule-options.json"
-    asked = {k: getattr(o, k) for k in BRANCH_OPTIONS}
-    had = read_json(record)
-    if had is not None and had != asked:
-        if not o.force:
-            diff = next(k for k in BRANCH_OPTIONS if had.get(k) != asked[k])
-            raise LbscaleError(f"{branches}: measured with --{diff} {had.get(diff)}, asked {asked[diff]}: give --force "
-                               "to measure the branches again (or the same options to reuse them)")
+    other = _other_options(branches, o)
+    if other and not o.force:
+        raise LbscaleError(f"{branches}: {other}: give --force to measure the branches again (or the same options "
+                           "to reuse them)")
     if o.force and branches.exists():
         shutil.rmtree(branches)
-    if had != asked or o.force:
+    if other or o.force or not (branches / OPTIONS_FILE).is_file():
         branches.mkdir(parents=True, exist_ok=True)
-        write_json(record, asked)
+        write_json(branches / OPTIONS_FILE, {k: getattr(o, k) for k in BRANCH_OPTIONS})
 
 
 def _evaluations(trial: Path, metric: str) -> pd.DataFrame:
@@ -482,12 +492,10 @@ def draw(table: pd.DataFrame, switches, batches: list[int], path: Path, title: s
 
 def _measured(results: Path, o: ScheduleOptions) -> None:
     """What the derivation reads is there, measured with these options; one line where not."""
-    had = read_json(branches_of(results, o) / "schedule-options.json")
-    asked = {k: getattr(o, k) for k in BRANCH_OPTIONS}
-    if had is not None and had != asked:
-        diff = next(k for k in BRANCH_OPTIONS if had.get(k) != asked[k])
-        raise LbscaleError(f"{branches_of(results, o)}: measured with --{diff} {had.get(diff)}, asked {asked[diff]}: "
-                           "derive with the options it was measured with, or measure again (--force)")
+    other = _other_options(branches_of(results, o), o)
+    if other:
+        raise LbscaleError(f"{branches_of(results, o)}: {other}: derive with the options it was measured with, or "
+                           "measure again (--force)")
     folder = _folder(results, o)
     for what, path in (("the reference run", folder / "reference" / "summary.json"),
                        ("its branch study", branches_of(results, o) / "critical-batch.csv")):
