@@ -133,7 +133,6 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
     from lbscale.studies.gns import measure_trial
     from lbscale.sweep.follow import SweepProgress
     from lbscale.sweep.launch import LocalLauncher, select, write_trial_files
-    from lbscale.train.kept import kept as kept_checkpoints
 
     ref, parent = reference_trial(results, best, o)
     write_trial_files([ref])
@@ -151,8 +150,7 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
         print(run_study(ref.out, BranchOptions(factors=o.factors, window=o.window, rule="auto" if lrs else o.rule,
                                                tolerance=o.tolerance, results=branches, repeats=o.repeats, lrs=lrs)),
               flush=True)
-    kept = {**kept_checkpoints(ref.out), "target": ref.out / "checkpoint"}
-    for folder in kept.values():
+    for folder in measured_at(ref.out).values():
         if not (folder / "gns.json").is_file() or o.force:
             measure_trial(ref.out, kept=folder)
     return ref.out
@@ -217,11 +215,9 @@ def local_rows(branches: Path) -> pd.DataFrame:
 
 def gns_rows(reference: Path) -> pd.DataFrame:
     """B_simple at each kept checkpoint of the reference and at its target, with Fieller's interval."""
-    from lbscale.train.kept import kept as kept_checkpoints
 
-    kept = {**kept_checkpoints(reference), "target": reference / "checkpoint"}
     rows = []
-    for label, folder in kept.items():
+    for label, folder in measured_at(reference).items():
         g, info = read_json(folder / "gns.json"), read_json(folder / "info.json") or {}
         if not g:
             continue
@@ -235,13 +231,19 @@ def gns_rows(reference: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ladder(reference: Path, metric: str, target: float, maximize: bool) -> list[float]:
+def measured_at(reference: Path) -> dict[str, Path]:
+    """The reference's checkpoints the noise scale is measured at, by label: the kept ones and its target's."""
+    from lbscale.train.kept import kept as kept_checkpoints
+
+    return {**kept_checkpoints(reference), "target": reference / "checkpoint"}
+
+
+def ladder(reference: Path, ev: pd.DataFrame, metric: str, target: float, maximize: bool) -> list[float]:
     """The targets of the B_crit ladder: the reference run's `metric` at its last evaluation at or before each
     kept checkpoint (rounded to 0.01), and the sweep's own target; none in the first quarter of the way from its
     first evaluation to the target (near chance every batch takes a step or two: B_crit there says nothing)."""
     from lbscale.train.kept import kept as kept_checkpoints
 
-    ev = _evaluations(reference, metric)
     out = []
     floor = float(ev[metric].iloc[0]) + 0.25 * (target - float(ev[metric].iloc[0])) if len(ev) else target
     for folder in kept_checkpoints(reference).values():
@@ -266,7 +268,7 @@ def bcrit_rows(study, metric: str, target: float, maximize: bool, reference: Pat
 
     ev, rows = _evaluations(reference, metric), []
     subset = "subset" in study.steps and study.steps["subset"].notna().any()
-    for t in ladder(reference, metric, target, maximize):
+    for t in ladder(reference, ev, metric, target, maximize):
         steps = study.steps.drop(columns=["subset"]) if (t != target and subset) else study.steps
         outcomes = trial_outcomes(study.trials, steps, metric, t, maximize)
         if variant is not None:
