@@ -7,7 +7,7 @@ LBSCALE := $(VENV)/bin/lbscale
 STAMP := $(VENV)/.installed-stamp
 DEMO_DATA := data/demo.h5
 
-.PHONY: venv demo demo-real schedule-demo schedule-real test test-gpu bench lint docs clean
+.PHONY: venv demo fashion-data demo-real schedule-demo schedule-real test test-gpu bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,13 +32,18 @@ demo: venv
 	$(LBSCALE) status results/demo-tuned
 	$(LBSCALE) report results/demo-tuned --out reports/demo-tuned
 
-# A first study on real data (Zalando's Fashion-MNIST, Debian's dataset-fashion-mnist): installed where missing
-# and possible (root with apt-get), else one line on how to get the four IDX files; then prepare a documented
-# 3,000-image train subset, the tuned sweep (experiments/fashion-mnist-tuned.yaml) with rounds until B_crit is
-# resolved, the noise scale at each batch's best trial where it reached the target, a branch study from batch
-# 32's best trial there (the local critical batch), and the report that sets the three estimates side by side.
+# A first study on real data, designed by the tool (Zalando's Fashion-MNIST, Debian's dataset-fashion-mnist:
+# installed where missing and possible, root with apt-get, else one line on how to get the four IDX files): a
+# documented 3,000-image train subset; `lbscale design` (a pilot of at most 3 minutes measures the curve, the LR
+# bowl, the pace and the evaluations' noise, and writes results/fashion-mnist-designed.yaml: target, batches, LR
+# range, evaluations, pruning, epochs, each with its measured reason, and the 20-minute wall budget); the sweep it
+# designed, with rounds until B_crit is resolved or the budget is spent; the noise scale at each batch's best
+# trial where it reached the target; a branch study from the smallest batch's best trial there (the local critical
+# batch); the report that sets the three estimates side by side.
 FASHION_SRC ?= /usr/share/datasets/fashion-mnist
-demo-real: venv
+FASHION_DATA := data/fashion-mnist-3k.h5
+FASHION_SPEC := results/fashion-mnist-designed.yaml
+fashion-data: venv
 	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
 	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	       && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 \
@@ -46,13 +51,16 @@ demo-real: venv
 	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
 	  || { echo "demo-real: no Fashion-MNIST IDX files in $(FASHION_SRC): install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist, as root) or put the four files of Zalando Research's fashion-mnist release in a folder and run make demo-real FASHION_SRC=FOLDER" >&2; exit 2; }
 	mkdir -p data
-	$(LBSCALE) prepare idx --src $(FASHION_SRC) --out data/fashion-mnist-3k.h5 --val-fraction 0.025 --max-train 3000 --force
-	$(LBSCALE) data info data/fashion-mnist-3k.h5
-	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --dry-run
-	$(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --until-resolved --budget 80
-	$(LBSCALE) gns results/fashion-mnist-tuned --best --quiet
-	$(LBSCALE) branch results/fashion-mnist-tuned --batch 32 --at target --rule sqrt --quiet
-	$(LBSCALE) report results/fashion-mnist-tuned --out reports/fashion-mnist-tuned
+	test -e $(FASHION_DATA) || $(LBSCALE) prepare idx --src $(FASHION_SRC) --out $(FASHION_DATA) --val-fraction 0.025 --max-train 3000
+	$(LBSCALE) data info $(FASHION_DATA)
+
+demo-real: fashion-data
+	$(LBSCALE) design $(FASHION_DATA) --model simple_cnn --wall 20m --out $(FASHION_SPEC) --force
+	$(LBSCALE) sweep $(FASHION_SPEC) --dry-run --estimate
+	$(LBSCALE) sweep $(FASHION_SPEC) --until-resolved
+	$(LBSCALE) gns results/fashion-mnist-designed --best --quiet
+	$(LBSCALE) branch results/fashion-mnist-designed --batch $$($(PY) -c 'import sys, yaml; print(min(yaml.safe_load(open(sys.argv[1]))["design"]["samples_to_target"]))' $(FASHION_SPEC)) --at target --rule sqrt --quiet
+	$(LBSCALE) report results/fashion-mnist-designed --out reports/fashion-mnist-designed
 
 # From the critical batch to a batch-size schedule, checked by running it (docs/studies.md): on a tuned sweep's
 # results (make demo's, make demo-real's; made first where missing), batch 32's best trial again with checkpoints
@@ -68,8 +76,9 @@ schedule-demo: venv
 	$(LBSCALE) bench allreduce --procs 2 --sizes 4K..4M --repeats 5 --out data/allreduce-local.json --quiet
 	$(LBSCALE) report results/demo-tuned-schedule-b32 --out reports/demo-tuned-schedule --allreduce data/allreduce-local.json
 
-schedule-real: venv
-	test -d results/fashion-mnist-tuned || $(MAKE) demo-real
+# On the hand-designed Fashion-MNIST study (experiments/fashion-mnist-tuned.yaml, made first where missing).
+schedule-real: fashion-data
+	test -d results/fashion-mnist-tuned || $(LBSCALE) sweep experiments/fashion-mnist-tuned.yaml --until-resolved --budget 80 --quiet
 	$(LBSCALE) schedule results/fashion-mnist-tuned --batch 32 --quiet
 	$(LBSCALE) sweep results/fashion-mnist-tuned/schedule-b32/schedule.yaml --quiet
 	$(LBSCALE) bench allreduce --procs 2 --sizes 4K..4M --repeats 5 --out data/allreduce-local.json --quiet
@@ -97,4 +106,4 @@ docs: venv
 	$(PY) docs/make_cli_reference.py
 
 clean:
-	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/demo-tuned-schedule-b32 results/fashion-mnist-tuned-schedule-b32 results/demo-sweep results/runs reports .pytest_cache
+	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/fashion-mnist-designed results/fashion-mnist-designed-pilot results/demo-tuned-schedule-b32 results/fashion-mnist-tuned-schedule-b32 results/demo-sweep results/runs reports .pytest_cache

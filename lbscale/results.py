@@ -143,6 +143,9 @@ def read_jsonl(path: Path) -> list[dict]:
 
 RUN, SUBMITTED, TRIAL_YAML = "run.json", "submitted.json", "trial.yaml"
 GRID = "grid.json"  # a sweep trial's place in its grid: sweep, batch, GPUs, variant, warm-up, seed
+# in a trial directory: the running periods of the SLURM array tasks that ran it ({"periods": [{"start": unix time,
+# "seconds"}]}); a sweep's wall budget counts their union (time queued is in none of them)
+TASK_PERIODS = "task-periods.json"
 ROUNDS = "rounds.json"  # in a results directory: the rounds of `sweep --until-resolved`, each decision and its trials
 ATTEMPTS = "attempts"  # summaries of earlier attempts of a retried trial: attempts/summary-1.json, ...
 FINISHED = ("completed", "diverged", "pruned")

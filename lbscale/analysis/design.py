@@ -56,6 +56,18 @@ def samples_to(curve: list[tuple[float, float]], target: float) -> float | None:
     return None
 
 
+def near_fraction(curve: list[tuple[float, float]], target: float, n: int, z: float) -> float:
+    """Where a step evaluation on an n-example subset starts to be checked on the whole split: the samples at which
+    `curve` first reaches within z binomial standard errors (on n examples, at the target) of `target`, over the
+    samples at which it reaches the target (1.0 where it reaches both at once; higher is better). A trial runs its
+    whole-split checks from there to its crossing."""
+    at = samples_to(curve, target)
+    near = samples_to(curve, target - z * binomial_se(target, n))
+    if at is None or near is None or at <= 0:
+        return 1.0
+    return min(near / at, 1.0)
+
+
 def settled_samples(curves: list[list[tuple[float, float]]], n_eval: int, z: float = Z_SETTLED) -> float | None:
     """The first sample count from which the curve best at the end leads every other curve by more than z
     standard errors of a difference (binomial, n_eval examples each) at every later evaluation; None where it
@@ -117,6 +129,16 @@ def batch_range(guess: tuple[str, float], smallest: int, largest: int, count: in
     hi = min(lo << (count - 1), largest)
     lo = max(smallest, min(lo, hi >> (count - 1)))
     return lo, hi
+
+
+def trimmed(lo: int, hi: int, guess: tuple[str, float]) -> tuple[int, int]:
+    """One batch fewer where the budget does not pay for the range [lo, hi]: the top one, unless that would leave
+    the top less than a doubling past a B_crit guess (a critical batch near the largest batch is poorly bounded
+    from above: with the knee fitted such a study's interval widens), then the smallest."""
+    kind, b = guess
+    if kind == "value" and hi // 2 < 2 * b:
+        return lo * 2, hi
+    return lo, hi // 2
 
 
 def target_value(chance: float, level: float, fraction: float) -> float:

@@ -19,16 +19,16 @@ def study_rounds(study: Study) -> list[dict]:
 
 def wall_spent(sources) -> tuple[float, float] | None:
     """(seconds spent, the wall budget) of a sweep run with a wall-clock budget and rounds: its running periods
-    and the budget its last round recorded (`rounds.json`); None without either."""
-    from lbscale.sweep.budget import recorded_periods
+    and its SLURM array tasks' (`sweep.budget.spent_seconds`), and the budget its last round recorded
+    (`rounds.json`); None without either."""
+    from lbscale.sweep.budget import recorded_periods, spent_seconds
     from lbscale.sweep.rounds import read_rounds
 
     for p in sources:
         rounds = read_rounds(p)
         budget = ((rounds or [{}])[-1].get("settings") or {}).get("wall")
-        periods = recorded_periods(p)
-        if budget and periods:
-            return float(sum(q["seconds"] for q in periods)), float(budget)
+        if budget and recorded_periods(p):
+            return float(spent_seconds(p)), float(budget)
     return None
 
 

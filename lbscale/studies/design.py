@@ -39,6 +39,7 @@ SPACINGS = (0.15, 0.2, 0.3)  # step evaluations' spacing, finest first (a crossi
 SUBSETS = (2000, 1000, 500, 250, 100)  # evaluation subsets tried, largest first (the whole split before them)
 EVAL_BATCH = 256  # evaluation keeps no activations: a batch this large costs little memory and far less time
 SEARCH_TRIALS, CONFIRM_TOP = 6, 2
+EPOCHS_X = 3  # each batch's budget: this many times its predicted samples to the target (a rerun doubles a miss)
 GRID_SHARE = 0.5  # the grid and its confirmation may take half the sweep's budget: the rounds get the rest
 
 
@@ -325,6 +326,13 @@ class Choice:
     why: str
 
 
+def fastest(stage: list[tuple[float, list]], target: float) -> tuple[float | None, float | None]:
+    """(LR, samples) of the stage's LR that reached `target` in the fewest samples (the study tunes the LR per
+    batch: its optimum is the fastest, not the one with the highest plateau); (None, None) where none did."""
+    reached = [(s, lr) for lr, c in stage if (s := d.samples_to(c, target)) is not None]
+    return (min(reached)[1], min(reached)[0]) if reached else (None, None)
+
+
 def best_of(stage: list[tuple[float, list]]) -> tuple[float, list]:
     return max(stage, key=lambda s: final_value(s[1]))
 
@@ -344,31 +352,58 @@ def predicted_samples(batch: float, guess: tuple[str, float], mid: int, s_mid: f
 
 
 def per_sample_at(costs: dict, batch: float) -> float:
-    """Seconds per training sample at `batch`: log-linear between the two measured batches, flat outside."""
+    """Seconds per training sample at `batch`: a step's seconds a + c B through the two measured batches (a fixed
+    cost per step, the Python and optimizer work a small batch pays as often as a large one, and a cost per
+    sample), over B; where the two give no positive fixed cost, log-linear between them and flat outside."""
     (b1, c1), (b2, c2) = sorted(costs["per_sample"].items())
     if b1 == b2:
         return c1
+    slope = (c2 * b2 - c1 * b1) / (b2 - b1)
+    fixed = c1 * b1 - slope * b1
+    if fixed > 0 and slope > 0:
+        return (fixed + slope * batch) / batch
     w = min(max(math.log(batch / b1) / math.log(b2 / b1), 0.0), 1.0)
     return math.exp((1 - w) * math.log(c1) + w * math.log(c2))
 
 
 def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFacts, ev: dict,
-                 rung: float | None) -> float:
-    """The grid and its confirmation priced from the pilot: per batch, SEARCH_TRIALS points priced by
-    `estimate.designed_samples` (the rule `--estimate` prices the designed spec's trials by), CONFIRM_TOP reruns at
-    the optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a
-    start-up each."""
-    from lbscale.sweep.estimate import designed_samples, spaced_evals
+                 rung: float | None, bowl: dict, ratios: list[float], epochs: dict) -> float:
+    """The grid and its confirmation priced from the pilot: per batch, each search point (its LR `ratios` x the
+    pilot's best) priced by `estimate.designed_samples` on the pilot's `bowl` (the rule `--estimate` prices the
+    designed spec's trials by: one that never reaches the target trains its batch's `epochs`), CONFIRM_TOP reruns at the
+    optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a start-up
+    each."""
+    from lbscale.sweep.estimate import bowl_factor, designed_samples, near_evals, spaced_evals
 
     total = 0.0
     for b in batches:
-        e = samples[b]
-        trained = SEARCH_TRIALS * designed_samples(e, rung) + CONFIRM_TOP * e
-        n_trials = SEARCH_TRIALS + CONFIRM_TOP
-        evals = (n_trials * spaced_evals(ev["first"], ev["spacing"], e / b) * ev["subset"]
-                 + trained / facts.train * facts.val) * costs["per_eval_example"]
-        total += trained * per_sample_at(costs, b) + evals + n_trials * costs["startup"]
+        e, budget = samples[b], float(epochs[b] * facts.train)
+        runs = [designed_samples(e, rung, bowl_factor(bowl, r), budget) for r in ratios] + [e] * CONFIRM_TOP
+        checks = near_evals(ev["first"], ev["spacing"], e / b, ev["near"]) if ev["subset"] < facts.val else 0
+        evals = sum(spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
+                    + (n / facts.train + (checks if n <= 1.5 * e else 0)) * facts.val
+                    for n in runs) * costs["per_eval_example"]
+        total += sum(runs) * per_sample_at(costs, b) + evals + len(runs) * costs["startup"]
     return total
+
+
+def search_ratios(lr_range: tuple[float, float], lr_ref: float) -> list[float]:
+    """The search's LRs over the pilot's best: the points `sweep` will plan from the spec's base_lr range
+    (SEARCH_TRIALS Halton points, log-uniform, seed 0)."""
+    from lbscale.sweep.search import SearchSpace
+
+    space = SearchSpace(sampled={"base_lr": ("loguniform", lr_range)}, trials=SEARCH_TRIALS, sampler="halton")
+    return [pt["base_lr"] / lr_ref for pt in space.points()]
+
+
+def bowl_of(stage: list[tuple[float, list]], target: float, s_ref: float, lr_ref: float) -> dict:
+    """The pilot's LR bowl at its middle batch for `target`: LR / lr_ref -> samples to the target / s_ref (None
+    where that LR did not reach it in the pilot)."""
+    out = {}
+    for lr, curve in sorted(stage):
+        reached = d.samples_to(curve, target)
+        out[float(f"{lr / lr_ref:.4g}")] = round(reached / s_ref, 3) if reached else None
+    return out
 
 
 def doubling(lo: int, hi: int) -> list[int]:
@@ -379,24 +414,29 @@ def doubling(lo: int, hi: int) -> list[int]:
     return out
 
 
-def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: DataFacts) -> dict:
-    """The largest evaluation subset and finest spacing whose step evaluations take at most EVAL_SHARE of
-    training at every batch (the smallest batch, most steps for the fewest samples, binds); the first evaluation
-    at a quarter of the fewest steps to the target."""
-    from lbscale.sweep.estimate import spaced_evals
+def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: DataFacts, near: dict) -> dict:
+    """The largest evaluation subset and finest spacing whose evaluations inside epochs take at most EVAL_SHARE of
+    training at every batch (the smallest batch, most steps for the fewest samples, binds): the step evaluations on
+    the subset and, on a subset, the whole split wherever a value comes within its noise of the target (from
+    `near[subset]` of the steps to the target on: `estimate.near_evals`; a small subset is noisy, so it checks
+    more often); the first evaluation at a quarter of the fewest steps to the target. Where none fits, the
+    cheapest."""
+    from lbscale.sweep.estimate import near_evals, spaced_evals
 
     first = max(1, int(min(samples[b] / b for b in batches) // 4))
     subsets = [facts.val] + [s for s in SUBSETS if s < facts.val]
-    best = None
+    tried = []
     for spacing in SPACINGS:
         for subset in subsets:
-            share = max(spaced_evals(first, spacing, samples[b] / b) * subset * costs["per_eval_example"]
-                        / (samples[b] * per_sample_at(costs, b)) for b in batches)
-            ev = {"subset": subset, "spacing": spacing, "first": first, "share": share}
+            checks = {b: near_evals(first, spacing, samples[b] / b, near[subset]) if subset < facts.val else 0
+                      for b in batches}
+            share = max((spaced_evals(first, spacing, samples[b] / b) * subset + checks[b] * facts.val)
+                        * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)) for b in batches)
+            ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "near": near[subset]}
             if share <= EVAL_SHARE:
                 return ev
-            best = ev
-    return best  # none within the share: the cheapest, and the spec says its share
+            tried.append(ev)
+    return min(tried, key=lambda e: e["share"])  # none within the share: the cheapest, and the spec says its share
 
 
 def rung_choice(top: list[tuple[float, list]], facts: DataFacts, batches: list[int], samples: dict,
@@ -413,36 +453,44 @@ def rung_choice(top: list[tuple[float, list]], facts: DataFacts, batches: list[i
                                            f"> {d.Z_SETTLED:g} SE from then on) after {settled:,.0f} samples")
 
 
-def plan_for(target: float, stages: dict, pilot: dict, costs: dict, facts: DataFacts, budget: float) -> dict:
+def plan_for(target: float, stages: dict, pilot: dict, costs: dict, facts: DataFacts, budget: float,
+             lr_range: Choice) -> dict:
     """The batches, evaluations, rung and predicted grid time for one target; None where the middle batch never
     reached it in the pilot (the pilot cannot price it)."""
     mid, largest = pilot["mid"], pilot["largest"]
-    s_mid = d.samples_to(best_of(stages["mid"])[1], target)
+    lr_ref, s_mid = fastest(stages["mid"], target)
     if s_mid is None:
         return None
     top_curve = best_of(stages["largest"])[1]
-    s_top = d.samples_to(top_curve, target)
+    s_top = fastest(stages["largest"], target)[1]
     reached_top = s_top is not None
     if not reached_top:  # not reached at the largest batch: priced at 1.5x what its pilot trained
         s_top = 1.5 * top_curve[-1][0] if top_curve else 1.5 * s_mid * largest / mid
     guess = d.b_crit_from_two(mid, s_mid, largest, s_top)
     lo, hi = d.batch_range(guess, SMALLEST, max(SMALLEST * 2, d.pow2_floor(facts.train / 4)))
+    bowl = bowl_of(stages["mid"], target, s_mid, lr_ref)
+    from lbscale.train.evaluation import NEAR_SE
+
+    curve = dict(stages["mid"])[lr_ref]
+    near = {n: d.near_fraction(curve, target, n, NEAR_SE) for n in [facts.val, *SUBSETS] if n <= facts.val}
+    ratios = search_ratios(lr_range.value, lr_ref)
     while True:
         batches = doubling(lo, hi)
         samples = {b: predicted_samples(b, guess, mid, s_mid, largest, s_top) for b in batches}
-        ev = evaluation_choice(batches, samples, costs, facts)
+        epochs = {b: max(2, math.ceil(EPOCHS_X * samples[b] / facts.train)) for b in batches}
+        ev = evaluation_choice(batches, samples, costs, facts, near)
         rung = rung_choice(stages["largest"], facts, batches, samples, largest)
-        seconds = grid_seconds(batches, samples, costs, facts, ev, rung.value)
+        seconds = grid_seconds(batches, samples, costs, facts, ev, rung.value, bowl, ratios, epochs)
         if seconds <= budget or len(batches) <= 4:
             break
-        hi //= 2  # the budget does not pay for the top batch
+        lo, hi = d.trimmed(lo, hi, guess)  # the budget does not pay for all five
     return {"target": target, "s_mid": s_mid, "s_top": s_top, "reached_top": reached_top, "guess": guess,
             "batches": batches, "samples": samples, "eval": ev, "rung": rung, "seconds": seconds,
-            "fits": seconds <= budget}
+            "fits": seconds <= budget, "epochs": epochs, "bowl": bowl, "bowl_lr": lr_ref}
 
 
 def choose_target(o: DesignOptions, stages: dict, pilot: dict, costs: dict, facts: DataFacts,
-                  budget: float) -> tuple[dict, float, float, str]:
+                  budget: float, lr_range: Choice) -> tuple[dict, float, float, str]:
     """The user's target, or the hardest fraction of the way from chance to the plateau whose grid fits the
     budget (at least 0.7 of the way); (plan, chance, plateau level, how the target was chosen)."""
     curves = [c for s in stages.values() for _, c in s if c]
@@ -454,14 +502,14 @@ def choose_target(o: DesignOptions, stages: dict, pilot: dict, costs: dict, fact
                            f"chance {chance:.3f}): no target to place; give a larger --wall (a longer pilot), another "
                            "--lr, or check the data's labels")
     if o.target is not None:
-        plan = plan_for(o.target, stages, pilot, costs, facts, budget)
+        plan = plan_for(o.target, stages, pilot, costs, facts, budget, lr_range)
         if plan is None:
             raise LbscaleError(f"--target {o.target}: the pilot's best trial at batch {pilot['mid']} did not reach it "
                                f"in {pilot['epochs']} epochs (its best {level:.3f}); give an easier target or a "
                                "larger --wall")
         return plan, chance, level, "given (--target)"
     plans = [p for f in d.TARGET_FRACTIONS
-             if (p := plan_for(d.target_value(chance, level, f), stages, pilot, costs, facts, budget))]
+             if (p := plan_for(d.target_value(chance, level, f), stages, pilot, costs, facts, budget, lr_range))]
     if not plans:
         raise LbscaleError(f"design: the pilot's best trial at batch {pilot['mid']} reached no target "
                            f"{d.TARGET_FRACTIONS[-1]:g} of the way from chance ({chance:.3f}) to its plateau "
@@ -498,6 +546,11 @@ def guess_words(plan: dict, pilot: dict) -> str:
             "below": f"B_crit < {b:,.0f} (no fewer steps at the larger batch) from the pilot's {at}"}[kind]
 
 
+def bowl_text(bowl: dict) -> str:
+    """The bowl as a YAML flow mapping (null where the LR did not reach the target)."""
+    return "{" + ", ".join(f"{r:g}: {'null' if c is None else f'{c:g}'}" for r, c in bowl.items()) + "}"
+
+
 def yaml_number(x: float) -> str:
     return f"{x:.4g}" if isinstance(x, float) else str(x)
 
@@ -511,7 +564,7 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
     ev, rung, batches = plan["eval"], plan["rung"], plan["batches"]
     frac = (plan["target"] - chance) / (plateau - chance) if plateau > chance else math.nan
     top = batches[-1]
-    epochs = max(2, math.ceil(3 * plan["samples"][top] / facts.train))
+    epochs = plan["epochs"]
     trials = sum(len(s) for s in pilot.get("stages_lrs", {}).values())
     rule, lr_range = lrs
     lines = [
@@ -521,8 +574,9 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
         f"name: {o.out.stem}",
         f"data: {o.data}",
         f"model: {o.model}",
-        f"epochs: {epochs}  # 3x the predicted samples to the target at batch {top} "
-        f"({plan['samples'][top]:,.0f}) over the {facts.train:,}-image train split: the budget of the slowest trial",
+        f"epochs: {{{', '.join(f'{b}: {e}' for b, e in epochs.items())}}}  # each batch's: {EPOCHS_X}x its predicted "
+        f"samples to the target (design.samples_to_target) over the {facts.train:,}-image train split, at least 2; "
+        "a point that misses the target is run again with twice its epochs",
         f"wall: {o.wall}  # the budget; the sweep spends what the pilot left ({wall - pilot['seconds']:.0f} s)",
         "trial:",
         f"  optimizer: {o.optimizer}",
@@ -553,7 +607,9 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
 
 def grid_lines(folder: Path, pilot: dict, plan: dict, lr_range: Choice, wall: float) -> list[str]:
     """The spec's grid (batches, the LR search) and its design block (what the pilot measured and used)."""
-    batches = plan["batches"]
+    from lbscale.train.evaluation import NEAR_SE
+
+    batches, ev = plan["batches"], plan["eval"]
     top = batches[-1]
     return [
         "grid:",
@@ -573,6 +629,12 @@ def grid_lines(folder: Path, pilot: dict, plan: dict, lr_range: Choice, wall: fl
         + ("" if plan["fits"] else f"; over its share ({GRID_SHARE:.0%} of what the pilot left)"),
         f"  seconds_per_sample: {{{', '.join(f'{b}: {c:.3g}' for b, c in sorted(pilot['costs'].items()))}}}",
         f"  startup_seconds: {pilot['timing']['startup']:.3g}",
+        f"  near_from: {ev['near']:.3g}  # a {ev['subset']:,}-image subset's value comes within {NEAR_SE:g} standard "
+        "errors of the target (the whole split checks it) from this share of the steps to it on (the pilot's curve)",
+        f"  bowl_lr: {plan['bowl_lr']:.4g}  # the pilot's LR fastest to the target at batch {pilot['mid']}: the "
+        "bowl's centre",
+        f"  bowl: {bowl_text(plan['bowl'])}  # LR / bowl_lr -> samples to the target / the fastest's, measured by "
+        "the pilot (null: not reached there): what --estimate prices each search point by",
         f"  samples_to_target: {{{', '.join(f'{b}: {e:.0f}' for b, e in plan['samples'].items())}}}  # predicted "
         "from the pilot (McCandlish et al.'s E(B) through its two batches): what --estimate prices",
         f"  host: {pilot['host']}  # where the pilot ran: its times hold there",
@@ -590,8 +652,9 @@ def design(o: DesignOptions) -> str:
     pilot = {**pilot, "costs": {int(b): c for b, c in costs["per_sample"].items()},
              "stages_lrs": {k: [lr for lr, _ in v] for k, v in stages.items()}}
     budget = GRID_SHARE * max(wall - pilot["seconds"], 0.0)
-    plan, chance, level, how = choose_target(o, stages, pilot, costs, facts, budget)
-    text = spec_text(o, facts, folder, pilot, plan, (chance, level, how), lr_choice(stages, pilot), wall)
+    lrs = lr_choice(stages, pilot)
+    plan, chance, level, how = choose_target(o, stages, pilot, costs, facts, budget, lrs[1])
+    text = spec_text(o, facts, folder, pilot, plan, (chance, level, how), lrs, wall)
     o.out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(o.out, text)
     b = plan["batches"]

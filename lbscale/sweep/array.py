@@ -10,7 +10,7 @@ import time
 
 from lbscale import slurm
 from lbscale.errors import ERROR_PREFIX, LbscaleError
-from lbscale.results import REQUEUE_EXIT, RUN, read_json, write_failed_summary, write_json
+from lbscale.results import REQUEUE_EXIT, RUN, TASK_PERIODS, read_json, write_failed_summary, write_json
 from lbscale.sweep.launch import (LOG, environment_failure, outcome, run_process, select, train_argv, waiting,
                                   write_trial_files)
 from lbscale.sweep.options import SweepRun
@@ -25,6 +25,12 @@ MAX_RUNG_WAITS = 500  # then it gives up: a peer that never reports (cancelled, 
 # preemption through the same barriers (checkpoint.save, teardown), so they exit within seconds of each other;
 # a rank that failed alone leaves its peers stuck in a collective, and they are ended after this wait.
 RANK_EXIT_WAIT = 60
+
+
+def record_period(p: SweepTrial, start: float, seconds: float) -> None:
+    """Add this task's running period to its trial's TASK_PERIODS (only the task running a trial writes there)."""
+    periods = (read_json(p.out / TASK_PERIODS) or {}).get("periods", [])
+    write_json(p.out / TASK_PERIODS, {"periods": [*periods, {"start": round(start, 3), "seconds": round(seconds, 3)}]})
 
 
 def run_array_task(p: SweepTrial, run: SweepRun) -> int:
@@ -44,7 +50,21 @@ def run_array_task(p: SweepTrial, run: SweepRun) -> int:
             with open(p.out / LOG, "a") as log:
                 log.write(f"{ERROR_PREFIX}{e}\n")
             return _give_up(p, str(e), env.restart_count)
-    code = run_process(p, argv, job=env.job_name, extra_env=extra)
+    deadline = None
+    if run.wall_seconds is not None:  # the sweep's wall budget: spent, no trial starts; else it stops at 1.1x it
+        from lbscale.sweep.budget import GRACE, spent_seconds
+
+        left = run.wall_seconds - spent_seconds(run.results)
+        if left <= 0:
+            print(f"{p.trial_id}: wall budget spent ({-left:.0f} s past it): not started; a rerun with a larger --wall "
+                  "runs it", flush=True)
+            return 0
+        deadline = time.monotonic() + left + (GRACE - 1) * run.wall_seconds
+    started = time.time()
+    try:
+        code = run_process(p, argv, job=env.job_name, extra_env=extra, deadline=deadline)
+    finally:  # the sweep's wall budget counts the time its tasks ran (sweep.budget.array_seconds)
+        record_period(p, started, time.time() - started)
     print(f"{p.trial_id}: {outcome(p, code)}", flush=True)
     line = environment_failure([p])
     if line is not None:  # a full disk: the one line and exit 2 in the task's output; a rerun retries the trial

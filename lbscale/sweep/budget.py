@@ -63,26 +63,59 @@ def recorded_periods(results: Path) -> list[dict]:
     return list((read_json(Path(results) / ROUNDS) or {}).get("periods", []))
 
 
+def union_seconds(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals: the time at least one of them was running."""
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def array_seconds(results: Path) -> float:
+    """The time at least one SLURM array task of the sweep was running a trial (the union of the trials'
+    `TASK_PERIODS`): a round's tasks that run side by side count once, and time queued counts not at all."""
+    from lbscale.results import TASK_PERIODS
+
+    intervals = []
+    for f in Path(results).glob(f"*/{TASK_PERIODS}"):
+        for q in (read_json(f) or {}).get("periods", []):
+            intervals.append((float(q["start"]), float(q["start"]) + float(q["seconds"])))
+    return union_seconds(intervals)
+
+
+def spent_seconds(results: Path) -> float:
+    """The wall time a sweep has spent so far: its own running periods (rounds.json's `periods`: each local run,
+    each SLURM follow-up job) and its array tasks' (`array_seconds`)."""
+    return sum(p["seconds"] for p in recorded_periods(results)) + array_seconds(results)
+
+
 class WallBudget:
-    """The sweep's wall-clock budget: the running periods of earlier runs of this sweep (rounds.json's
-    `periods`: time queued or stopped is not counted) plus this run's time so far."""
+    """The sweep's wall-clock budget: what the sweep spent in earlier runs (`spent_seconds`: time queued or
+    stopped is not counted) plus this run's time so far."""
 
     def __init__(self, results: Path, seconds: float):
         from lbscale.results import ROUNDS
 
         self.path, self.seconds = Path(results) / ROUNDS, float(seconds)
         self.periods = recorded_periods(results)
+        self.before = spent_seconds(results)
         self.started, self.t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.monotonic()
 
     def spent(self) -> float:
-        return sum(p["seconds"] for p in self.periods) + time.monotonic() - self.t0
+        return self.before + time.monotonic() - self.t0
+
+    def left(self, factor: float = 1.0) -> float:
+        """Seconds left of `factor` x the budget."""
+        return factor * self.seconds - self.spent()
 
     def over(self, factor: float = 1.0) -> bool:
         return self.spent() >= factor * self.seconds
 
     def deadline(self) -> float:
         """The monotonic time at which a running trial is stopped (GRACE x the budget)."""
-        return time.monotonic() + GRACE * self.seconds - self.spent()
+        return time.monotonic() + self.left(GRACE)
 
     def save(self) -> None:
         """This run's period into rounds.json beside the rounds (the sweep holds its lock)."""

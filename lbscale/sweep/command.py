@@ -59,7 +59,7 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
         more = Rounds(spec, o, results, gpn, overrides,
                       decide(cfg.target_metric, cfg.targets[-1], o.ratio) if decide else None, wall).more
     run = SweepRun(spec_path=str(Path(spec_path).resolve()), results=results, system=prof, options=o, more=more,
-                   wall=wall)
+                   wall=wall, wall_seconds=seconds)
     if one_task:  # checked at submission; a trial's own failure is recorded in its directory (status, report)
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
     samples = check_plan_data(spec.path, plans)  # before anything is written or started

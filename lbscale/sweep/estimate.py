@@ -128,7 +128,7 @@ def designed_line(timed: list[tuple[SweepTrial, ShapeTiming]], design: dict, ser
     for p, t in timed:
         samples = predicted.get(p.plan.global_batch)
         full += samples is None
-        total += trial_seconds(p, t) if samples is None else designed_seconds(p, t, samples)
+        total += trial_seconds(p, t) if samples is None else designed_seconds(p, t, samples, design)
     host = design.get("host")
     where = ("" if not host or host == socket.gethostname() else
              f"; the pilot ran on {host}, not here: its curves hold, its times may not")
@@ -142,14 +142,44 @@ def designed_line(timed: list[tuple[SweepTrial, ShapeTiming]], design: dict, ser
 OFF_OPTIMUM = 1.6  # an unpruned search point trains this many times the optimum's samples (LRs off it need more)
 
 
-def designed_samples(samples: float, rung: float | None) -> float:
-    """The samples one search point of a designed study trains, its batch reaching the target after `samples`:
-    with a first rung (in samples) all train to it and half go on to the target (ASHA's asynchronous promotions
-    keep more than a third); without one, OFF_OPTIMUM x the optimum's. The designer prices its grid by this rule
-    and `--estimate` its trials."""
+def bowl_factor(bowl: dict, lr_ratio: float) -> float | None:
+    """Samples to the target of an LR `lr_ratio` x the pilot's best over the best's, from the pilot's LRs
+    (`bowl`: LR ratio -> samples ratio, None where that LR did not reach the target in the pilot): log-linear
+    between the LRs that reached it; past them, up to half the pilot's LR step, rising as steeply as the nearest
+    measured segment falls (a bowl in log LR; one reached LR: to OFF_OPTIMUM at the half step); None further out
+    (such a point does not reach the target: it trains its whole budget)."""
+    keys = sorted(math.log(float(r)) for r in bowl)
+    reached = sorted((math.log(float(r)), math.log(float(c))) for r, c in bowl.items() if c)
+    if not reached:
+        return None
+    half = min((b - a for a, b in zip(keys, keys[1:])), default=math.log(10.0) / 2) / 2
+    x, (x0, y0), (x1, y1) = math.log(lr_ratio), reached[0], reached[-1]
+    if x0 <= x <= x1:
+        for (ax, ay), (bx, by) in zip(reached, reached[1:]):
+            if ax <= x <= bx:
+                return math.exp(ay + (by - ay) * (x - ax) / (bx - ax) if bx > ax else ay)
+        return math.exp(y0)
+    out = x0 - x if x < x0 else x - x1
+    if out > half + 1e-9:
+        return None
+    if len(reached) == 1:
+        return math.exp(y0) * (1 + (OFF_OPTIMUM - 1) * out / half)
+    (ax, ay), (bx, by) = (reached[0], reached[1]) if x < x0 else (reached[-2], reached[-1])
+    slope = abs((by - ay) / (bx - ax))
+    return math.exp((y0 if x < x0 else y1) + slope * out)
+
+
+def designed_samples(samples: float, rung: float | None, factor: float | None = OFF_OPTIMUM,
+                     budget: float = math.inf) -> float:
+    """The samples one search point of a designed study trains, its batch's optimum reaching the target after
+    `samples`: the point's own need, `factor` x that (its LR's `bowl_factor`; None: it never reaches the target and
+    trains its `budget`), capped at the budget; with a first rung (in samples) all train to the rung and half of
+    what is past it (ASHA's asynchronous promotions keep more than a third). The designer prices its grid by this
+    rule and `--estimate` its trials."""
+    need = budget if factor is None else min(factor * samples, budget)
     if rung:
-        return min(rung, samples) + max(samples - rung, 0.0) / 2
-    return OFF_OPTIMUM * samples
+        return min(rung, need) + max(need - rung, 0.0) / 2
+    return need
 
 
 def spaced_evals(first: int, spacing: float, steps: float) -> int:
@@ -159,20 +189,44 @@ def spaced_evals(first: int, spacing: float, steps: float) -> int:
     return len(geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
 
 
-def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float) -> float:
-    """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its batch
-    reaches after `samples` (the design's prediction from its pilot), and, with a first rung, the search's
-    points as the designer prices them (all train to the rung, half go on); its step evaluations on its subset,
-    the whole split at each epoch's end, a start-up."""
+def near_evals(first: int, spacing: float, steps: float, near: float) -> int:
+    """The step evaluations of `--eval-spacing` from step `first` to a crossing after `steps` steps that a
+    subset's value brings within its noise of the target, so that the whole split is evaluated too: those from
+    `near` x `steps` on (`analysis.design.near_fraction`), the crossing's own included."""
+    from lbscale.train.evaluation import geometric_steps
+
+    return sum(s >= near * steps for s in geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
+
+
+def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict | None = None) -> float:
+    """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its
+    batch's optimum reaches after `samples` (the design's prediction from its pilot), the trial's LR priced on the
+    pilot's bowl (`design.bowl` about `design.bowl_lr`, `bowl_factor`; without one, OFF_OPTIMUM x), and, with a
+    first rung, the search's points as the designer prices them (`designed_samples`); a confirmation trial reruns
+    a best point, unpruned; its step evaluations on its subset, the whole split at each epoch's end and where a
+    subset's value comes near the target (`near_evals` from `design.near_from`), a start-up."""
     cfg, plan = p.config, p.plan
-    if not p.confirms and (cfg.prune == "none" or cfg.prune_min_samples):
-        samples = designed_samples(samples, cfg.prune_min_samples if cfg.prune != "none" else None)
-    samples = min(samples, plan.total_steps * plan.global_batch)
+    budget = plan.total_steps * plan.global_batch
+    rung = cfg.prune_min_samples if cfg.prune != "none" else None
+    bowl, ref = (design or {}).get("bowl"), (design or {}).get("bowl_lr")
+    if bowl and ref and cfg.base_lr:
+        factor = bowl_factor(bowl, cfg.base_lr / float(ref))
+    else:  # a spec without the pilot's bowl (before it was recorded): the optimum's samples, x OFF_OPTIMUM unpruned
+        factor = 1.0 if rung else OFF_OPTIMUM
+    if p.confirms:
+        samples = min(samples * (factor or 1.0), budget)
+    elif cfg.prune == "none" or rung:
+        samples = designed_samples(samples, rung, factor, budget)
+    samples = min(samples, budget)
     steps = samples / plan.global_batch
     step_evals = spaced_evals(cfg.eval_first or 1, cfg.eval_spacing, steps) if cfg.eval_spacing else 0
     subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0
+    near = (design or {}).get("near_from")
+    checks = (near_evals(cfg.eval_first or 1, cfg.eval_spacing, steps, float(near))
+              if near is not None and cfg.eval_spacing and subset < 1.0 else 0)  # the whole split near the target
     epochs = samples / max(plan.train_samples or samples, 1)
-    return t.startup + steps * t.step_seconds + epochs * t.eval_seconds + step_evals * t.eval_seconds * subset
+    return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
+            + step_evals * t.eval_seconds * subset)
 
 
 def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:

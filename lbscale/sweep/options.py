@@ -68,6 +68,7 @@ class SweepRun:
     more: Callable | None = None  # plans -> the trials that follow once some have finished (sweep.confirm)
     command: list | None = None  # what an array task runs again to plan the same trials (default: lbscale sweep)
     wall: object = None  # sweep.budget.WallBudget where the sweep has a wall-clock budget
+    wall_seconds: float | None = None  # that budget in seconds (an array task checks it at its start)
 
     @property
     def plan_args(self) -> list[str]:

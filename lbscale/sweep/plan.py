@@ -284,6 +284,11 @@ def _sweep_trial(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, va
         options["data"] = dpath
     if epochs is not None:
         options["epochs"] = epochs
+    elif spec.epochs_by_batch:
+        if cell.batch not in spec.epochs_by_batch:
+            raise LbscaleError(f"{spec.path}: epochs gives no count for batch {cell.batch} (it has "
+                               f"{', '.join(map(str, spec.epochs_by_batch))})")
+        options["epochs"] = spec.epochs_by_batch[cell.batch]
     if w is not None:
         options["warmup_epochs"] = str(w)
     if cell.local is not None:

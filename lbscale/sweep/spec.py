@@ -38,6 +38,7 @@ class SweepSpec:
     path: str = ""
     wall: float | None = None  # `wall:` the study's wall-clock budget in seconds (lbscale design writes it)
     design: dict = field(default_factory=dict)  # `design:` what the designer's pilot measured and used of `wall`
+    epochs_by_batch: dict = field(default_factory=dict)  # `epochs: {batch: epochs}`: each batch's own budget
 
     @property
     def sweep_wall(self) -> float | None:
@@ -45,6 +46,20 @@ class SweepSpec:
         if self.wall is None:
             return None
         return max(self.wall - float(self.design.get("pilot_seconds") or 0.0), 0.0)
+
+
+def _epochs_by_batch(value, path) -> dict:
+    """`epochs: {16: 6, 32: 8}` (each batch its own budget, as `lbscale design` writes it): {batch: epochs};
+    {} for one value for every batch."""
+    if not isinstance(value, dict):
+        return {}
+    try:
+        out = {int(b): int(e) for b, e in value.items()}
+    except (TypeError, ValueError):
+        out = {}
+    if not out or any(e < 1 for e in out.values()) or any(not float(e).is_integer() for e in value.values()):
+        raise LbscaleError(f"{path}: epochs must be a count, or a mapping of batches to counts like {{16: 6, 32: 8}}")
+    return out
 
 
 def _schedule_arm(value, where: str) -> dict:
@@ -82,6 +97,22 @@ def _wall_of(raw: dict, path: Path) -> tuple[float | None, dict]:
     return wall, design
 
 
+def _checked_points(points, path) -> list | None:
+    """grid.points as given, checked: a list of mappings with batch (and gpus or local_batch)."""
+    if points is None:
+        return None
+    if not isinstance(points, list) or not points:
+        raise LbscaleError(f"{path}: grid.points must be a list of rows like {{batch: 8k, gpus: 128}}")
+    for i, row in enumerate(points):
+        if not isinstance(row, dict) or "batch" not in row:
+            raise LbscaleError(f"{path}: grid.points[{i}] must be a mapping with batch (and gpus or local_batch)")
+        unknown = sorted(set(row) - POINT_KEYS)
+        if unknown:
+            raise LbscaleError(f"{path}: grid.points[{i}]: unknown key {unknown[0]!r} "
+                               f"(allowed: {', '.join(sorted(POINT_KEYS))})")
+    return points
+
+
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read and check a sweep YAML (keys: name, data, model, epochs, trial, grid, system, results, wall, design)."""
     path = Path(path)
@@ -97,21 +128,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
         raise LbscaleError(f"{path}: unknown grid key {unknown[0]!r} (allowed: {', '.join(sorted(GRID_KEYS))})")
     if ("batch" in grid) == ("points" in grid):
         raise LbscaleError(f"{path}: give grid.batch (with gpus or local_batch) or grid.points, one of them")
-    points = grid.get("points")
-    if points is not None:
-        if not isinstance(points, list) or not points:
-            raise LbscaleError(f"{path}: grid.points must be a list of rows like {{batch: 8k, gpus: 128}}")
-        for i, row in enumerate(points):
-            if not isinstance(row, dict) or "batch" not in row:
-                raise LbscaleError(f"{path}: grid.points[{i}] must be a mapping with batch (and gpus or local_batch)")
-            unknown = sorted(set(row) - POINT_KEYS)
-            if unknown:
-                raise LbscaleError(f"{path}: grid.points[{i}]: unknown key {unknown[0]!r} "
-                                   f"(allowed: {', '.join(sorted(POINT_KEYS))})")
+    points = _checked_points(grid.get("points"), path)
     trial = _check_trial_keys(raw.get("trial"), f"{path}: trial")
+    by_batch = _epochs_by_batch(raw.get("epochs"), path)
     for key in ("data", "model", "epochs"):
         if key in raw:
-            trial[key] = raw[key]
+            trial[key] = max(by_batch.values()) if key == "epochs" and by_batch else raw[key]
     variants = grid.get("variants") or {}
     if not isinstance(variants, dict):
         raise LbscaleError(f"{path}: grid.variants must map names to trial options")
@@ -134,8 +156,8 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
                            "{warmup: '64@0,128@2ep,256@5ep'}")
     schedules = {str(k): _schedule_arm(v, f"{path}: grid.batch_schedule.{k}") for k, v in schedules.items()}
     wall, design = _wall_of(raw, path)
-    return SweepSpec(wall=wall, design=design, name=str(raw.get("name") or path.stem), trial=trial,
-                     batch=grid.get("batch"), points=points, batch_schedules=schedules, gpus=grid.get("gpus"),
+    return SweepSpec(wall=wall, design=design, epochs_by_batch=by_batch, name=str(raw.get("name") or path.stem),
+                     trial=trial, batch=grid.get("batch"), points=points, batch_schedules=schedules, gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
                      datasets={str(k): v for k, v in datasets.items()},
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),

@@ -3,6 +3,7 @@ trial (its entry: `sweep/array.py`), and with a confirmation stage a job after t
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from lbscale import slurm
 from lbscale.errors import LbscaleError
 from lbscale.results import FINISHED, SUBMITTED, remove_leftovers, write_atomic, write_json
+from lbscale.sweep.budget import GRACE
 from lbscale.sweep.launch import (IN_FLIGHT_SECONDS, done_line, environment_failure, finished, next_stage, select,
                                   write_trial_files)
 from lbscale.sweep.options import SweepRun
@@ -27,8 +29,10 @@ def _sbatch_lines(run: SweepRun, p: SweepTrial, count: int, name: str) -> list[s
              f"--array={array}", f"--output={run.results / SCRIPTS / '%x-%A_%a.out'}"]
     for key, opt in (("account", "account"), ("partition", "partition"), ("time", "time"),
                      ("cpus_per_task", "cpus-per-task")):
-        if s.get(key) is not None:
+        if s.get(key) is not None and not (key == "time" and run.wall is not None):
             lines.append(f"--{opt}={s[key]}")
+    if run.wall is not None:
+        lines.append(f"--time={wall_time_limit(run.wall.left(GRACE), s.get('time'))}")
     if s.get("gres"):
         lines.append(f"--gres={str(s['gres']).format(gpus=per_node)}")
     if run.options.requeue:
@@ -36,6 +40,28 @@ def _sbatch_lines(run: SweepRun, p: SweepTrial, count: int, name: str) -> list[s
     elif p.config.prune == "sha":  # a trial waiting at a rung goes back to the queue
         lines.append("--requeue")
     return lines
+
+
+def slurm_seconds(limit: str) -> float:
+    """Seconds of a SLURM time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+    days, _, rest = str(limit).rpartition("-")
+    parts = [float(x) for x in rest.split(":")]
+    if days:
+        h, m, sec = (parts + [0.0, 0.0])[:3]
+    else:
+        h, m, sec = {1: (0.0, parts[0], 0.0), 2: (0.0, *parts), 3: tuple(parts)}[len(parts)]
+    return float(days or 0) * 86400 + h * 3600 + m * 60 + sec
+
+
+def wall_time_limit(seconds_left: float, system_limit: str | None) -> str:
+    """An array task's --time under a wall budget: what is left of GRACE x the budget (a task still running then
+    is stopped by SLURM's SIGTERM and checkpoints; a rerun resumes it), at least one minute, at most the system's
+    own limit; as H:MM:SS."""
+    seconds = max(60.0, math.ceil(seconds_left))
+    if system_limit is not None:
+        seconds = min(seconds, slurm_seconds(system_limit))
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def render_array_script(run: SweepRun, group: list[SweepTrial], name: str) -> str:
@@ -92,6 +118,20 @@ class SlurmLauncher:
         line = environment_failure(plans) if run.options.follow_up else None
         if line is not None:
             raise LbscaleError(line)
+        if run.wall is None:
+            return self._launch(plans, run)
+        try:
+            if run.wall.over():  # the array tasks ran the budget out: nothing more is submitted
+                print(f"wall budget spent ({run.wall.line()}): no further trial or round; a rerun with a larger "
+                      "--wall resumes", flush=True)
+                next_stage(plans, run, announce=False)  # the rounds record where the budget left B_crit
+                print(done_line(plans, run.results))
+                return 0
+            return self._launch(plans, run)
+        finally:
+            run.wall.save()  # this process's own period (a follow-up job's deciding time)
+
+    def _launch(self, plans: list[SweepTrial], run: SweepRun) -> int:
         searching = [p for p in plans if p.tune and not p.confirms and not finished(p)]
         jobs = self.submit(plans, run)
         adaptive = run.options.until_resolved

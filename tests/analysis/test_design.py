@@ -70,3 +70,9 @@ def test_target_sits_at_its_fraction_between_chance_and_plateau():
     assert design.target_value(0.1, 0.85, 0.9) == pytest.approx(0.775)
     assert design.target_value(0.1, 0.8512, 0.9) == pytest.approx(0.777)  # 0.77608 rounded up
     assert design.binomial_se(0.5, 100) == pytest.approx(0.05)
+
+
+def test_a_range_the_budget_cannot_pay_for_loses_its_top_batch_unless_the_top_must_stay_past_the_guess():
+    assert design.trimmed(16, 256, ("value", 50.0)) == (16, 128)  # 128 is still a doubling past 50
+    assert design.trimmed(16, 256, ("value", 75.0)) == (32, 256)  # 128 would be < 2 x 75: the smallest goes
+    assert design.trimmed(16, 256, ("above", 256.0)) == (16, 128)  # no value to stay past

@@ -34,6 +34,11 @@ def test_design_writes_a_spec_the_sweep_plans_and_a_rerun_writes_it_again_byte_f
     assert 0.1 < spec["trial"]["target"] < 1 and spec["grid"]["search"]["trials"] == 6
     lo, hi = spec["grid"]["search"]["base_lr"]["loguniform"]
     assert hi / lo >= 16
+    # each batch its own epochs (3x its predicted samples to the target, at least 2), and the pilot's LR bowl that
+    # --estimate prices each search point by
+    batches = spec["design"]["samples_to_target"]
+    assert set(spec["epochs"]) == set(batches) and all(e >= 2 for e in spec["epochs"].values())
+    assert spec["design"]["bowl_lr"] > 0 and 1 in spec["design"]["bowl"].values()
     plan = lbscale("sweep", out, "--results", results, "--dry-run").stdout
     assert "trials planned" in plan
     # the same inputs: the kept pilot is reused (nothing trained again) and the spec is the same bytes

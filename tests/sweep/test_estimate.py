@@ -1,6 +1,7 @@
 """`sweep --dry-run --estimate`: the pace as the median of timed windows with its spread, the first window's extra
 time paid once per trial, and the confirmation trials still to come counted in the total (by hand, no training)."""
 
+import math
 import pytest
 
 from lbscale.sweep import estimate
@@ -116,3 +117,20 @@ def test_a_designed_spec_is_priced_stopped_at_its_target_and_pruned_as_designed(
     assert last.startswith(f"designed estimate: about {estimate.clock(2 * by_hand)} for 2 trials, stopped at the "
                            "target")
     assert "up to the wall budget (0:18:00)" in last and "the pilot ran on elsewhere, not here" in last
+
+
+def test_a_search_point_is_priced_on_the_pilots_bowl_by_hand():
+    """The pilot's LRs at 1/sqrt(10), 1 and sqrt(10) x its best took 1.5x, 1x and never the best's samples."""
+    bowl = {0.3162: 1.5, 1: 1.0, 3.162: None}
+    assert estimate.bowl_factor(bowl, 1.0) == pytest.approx(1.0)
+    assert estimate.bowl_factor(bowl, 10 ** -0.25) == pytest.approx(1.5 ** 0.5, rel=1e-3)  # halfway in log LR
+    # past the last LR that reached it, within half a step (0.25 decades): rising as the inner segment falls
+    assert estimate.bowl_factor(bowl, 1.5) == pytest.approx(1.5 ** (math.log10(1.5) / 0.5), rel=1e-3)
+    assert estimate.bowl_factor(bowl, 2.0) is None  # 0.30 decades out: it trains its whole budget
+    assert estimate.bowl_factor(bowl, 0.2) == pytest.approx(1.5 * 1.5 ** (math.log10(0.3162 / 0.2) / 0.5), rel=1e-3)
+    assert estimate.bowl_factor({1: 1.0, 3.162: None}, 10 ** 0.125) == pytest.approx(1.3, rel=1e-3)  # one reached
+    assert estimate.bowl_factor({1: None}, 1.0) is None
+    # a point that never reaches the target trains its budget; with a rung, all to the rung and half the rest
+    assert estimate.designed_samples(100.0, None, None, budget=900.0) == 900.0
+    assert estimate.designed_samples(100.0, 40.0, 1.5, budget=900.0) == 40.0 + (150.0 - 40.0) / 2
+    assert estimate.designed_samples(100.0, 40.0, None, budget=900.0) == 40.0 + (900.0 - 40.0) / 2

@@ -1,4 +1,5 @@
-"""`make demo-real` in small: experiments/fashion-mnist-tuned.yaml on the real Fashion-MNIST files (Debian's
+"""The hand-designed Fashion-MNIST study in small (`make schedule-real`'s; `make demo-real` designs its own with
+`lbscale design`): experiments/fashion-mnist-tuned.yaml on the real Fashion-MNIST files (Debian's
 package), its train set cut to 300 images, one epoch, two batches: prepare, the sweep (search, pruning and
 confirmation as the spec has them) and the report's verdict, each through the command line."""
 

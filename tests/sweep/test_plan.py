@@ -362,3 +362,16 @@ def test_fashion_mnist_batch_warmup_holds_both_controls_and_the_arm():
         (32, "sgd-linear"), (32, "sgd-linear-warmup"), (128, "sgd-linear")]
     arm = next(p for p in plans if p.variant == "sgd-linear-warmup")
     assert arm.config.batch_schedule == "32@0,64@1ep,128@2ep" and arm.config.model == "resnet18"
+
+
+def test_each_batch_can_have_its_own_epochs_and_a_bad_mapping_is_one_line(tmp_path):
+    text = SPEC.replace("epochs: 3", "epochs: {8192: 2, 16384: 3, 32768: 5, 65536: 8}")
+    plans = build_plan(_spec(tmp_path, text), tmp_path / "r", 4)
+    assert {p.plan.global_batch: p.config.epochs for p in plans} == {8192: 2, 16384: 3, 32768: 5, 65536: 8}
+    assert {p.config.epochs for p in build_plan(_spec(tmp_path, text), tmp_path / "r", 4, epochs=4)} == {4}
+    with pytest.raises(LbscaleError, match="no count for batch 65536"):
+        build_plan(_spec(tmp_path, SPEC.replace("epochs: 3", "epochs: {8192: 2, 16384: 3, 32768: 5}")),
+                   tmp_path / "r", 4)
+    for bad in ("{8192: 0}", "{8192: 2.5}", "{big: 2}", "{}"):
+        with pytest.raises(LbscaleError, match="epochs must be a count"):
+            _spec(tmp_path, SPEC.replace("epochs: 3", f"epochs: {bad}"))

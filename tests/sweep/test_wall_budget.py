@@ -4,6 +4,8 @@ a rerun resumes from them."""
 
 import re
 
+import pytest
+
 from lbscale.results import read_json
 from tests.sweep.test_launch import lbscale
 
@@ -80,3 +82,80 @@ def test_the_report_says_the_wall_budget_ended_the_rounds_where_it_did(tmp_path)
     line = rounds_line(rounds, running=False, wall=spent)
     assert "wall budget spent (18.0 of 17.9 min)" in line and "interrupted" not in line
     assert "interrupted" in rounds_line(rounds, running=False, wall=(600.0, 1074.0))  # not spent: stopped by hand
+
+
+def test_array_tasks_count_once_where_they_ran_side_by_side_and_queued_time_not_at_all(tmp_path):
+    """Under SLURM the budget is the time at least one array task ran a trial: hand-made periods, their union by
+    hand (a 0-10 s and a 5-20 s task overlap: 20 s; a gap from 20 to 100 s queued: not counted; 100-130 s: 30 s)."""
+    import json
+
+    from lbscale.sweep.budget import WallBudget, array_seconds, union_seconds
+
+    assert union_seconds([(5, 20), (0, 10), (100, 130), (101, 102)]) == 50
+    assert union_seconds([]) == 0
+    for name, periods in (("a", [(1000.0, 10.0), (1100.0, 30.0)]), ("b", [(1005.0, 15.0)])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "task-periods.json").write_text(json.dumps(
+            {"periods": [{"start": s, "seconds": d} for s, d in periods]}))
+    assert array_seconds(tmp_path) == 50
+    (tmp_path / "rounds.json").write_text(json.dumps({"rounds": [], "periods": [{"start": "x", "seconds": 4.0}]}))
+    wall = WallBudget(tmp_path, 60.0)
+    assert 54.0 <= wall.spent() < 55.0 and not wall.over() and wall.over(0.9)
+
+
+@pytest.mark.parametrize("limit,seconds", [("30", 1800), ("5:30", 330), ("1:00:00", 3600), ("2-00", 172800),
+                                           ("1-02:03", 93780), ("0-00:00:45", 45)])
+def test_a_slurm_time_limit_reads_in_each_of_its_forms(limit, seconds):
+    from lbscale.sweep.submit import slurm_seconds
+
+    assert slurm_seconds(limit) == seconds
+
+
+def test_an_array_task_under_a_wall_budget_gets_what_is_left_of_its_grace_as_its_time_limit(tiny_h5, tmp_path):
+    from lbscale.sweep.submit import wall_time_limit
+
+    assert wall_time_limit(3725.2, None) == "1:02:06"
+    assert wall_time_limit(10.0, None) == "0:01:00"  # SLURM's limits are minutes: at least one
+    assert wall_time_limit(7200.0, "30") == "0:30:00"  # never past the system's own limit
+    spec = tmp_path / "walled.yaml"
+    spec.write_text(SPEC.format(data=tiny_h5, wall=""))
+    results = tmp_path / "results"
+    lbscale("sweep", spec, "--results", results, "--launcher", "slurm", "--no-submit", "--wall", "20m")
+    text = next((results / "slurm").glob("walled-g1.sh")).read_text()
+    limits = [line for line in text.splitlines() if line.startswith("#SBATCH --time=")]
+    assert limits == ["#SBATCH --time=0:22:00"] or limits == ["#SBATCH --time=0:21:59"], text
+
+
+def test_under_slurm_a_follow_up_job_counts_the_arrays_running_time_and_stops_the_rounds(slurm, tiny_h5, tmp_path):
+    """The array tasks ran out the budget (a 200-epoch grid, --wall 40s, one task at a time): SLURM stops the
+    first at its time limit and it checkpoints, a task that starts once the budget is spent does not start its
+    trial, and the follow-up job counts the tasks' running time, submits nothing more and says so."""
+    import time
+
+    spec = tmp_path / "walled.yaml"
+    spec.write_text(SPEC.format(data=tiny_h5, wall="").replace("seeds: 2", "search: {base_lr: [0.02, 0.05]}")
+                    .replace("base_lr: 0.05, ", "target_metric: val_top1, target: 0.999, eval_spacing: 0.5, "))
+    results = tmp_path / "results"
+    out = lbscale("sweep", spec, "--results", results, "--launcher", "slurm", "--until-resolved", "--wall", "40s",
+                  "--max-concurrent", "1").stdout
+    assert "it plans and submits the next round" in out, out
+    script = (results / "slurm" / "walled-g1.sh").read_text()
+    assert "#SBATCH --time=0:01:00" in script, script  # what is left of 1.1 x 40 s, at least a minute
+    deadline = time.time() + 600
+    logs = []
+    while time.time() < deadline:
+        time.sleep(3)
+        logs = [f.read_text() for f in (results / "slurm").glob("*walled-confirm-*.out")]
+        if any("sweep done" in t for t in logs):
+            break
+    assert any("wall budget spent" in t for t in logs), logs
+    from lbscale.sweep.budget import array_seconds
+
+    assert array_seconds(results) >= 40  # the first task ran to its limit
+    tasks = [f.read_text() for f in sorted((results / "slurm").glob("*walled-g1-*.out"))]
+    assert any("not started" in t for t in tasks), tasks  # a task after the budget was spent
+    ran = [d.name for d in results.iterdir() if (d / "task-periods.json").exists()]
+    assert 1 <= len(ran) < 4, ran
+    periods = read_json(results / "rounds.json")["periods"]
+    assert len(periods) >= 2  # the submission's and the follow-up's own
+    assert len(list((results / "slurm").glob("*.sh"))) == 2  # the array and one follow-up: nothing more submitted
