@@ -11,7 +11,7 @@ from lbscale.progress import set_quiet  # noqa: E402
 # Imported one at a time, so that e.g. the prepare benchmark does not fork a process holding torch.
 BENCHES = ["loader", "prepare", "folder", "train", "step", "eval", "report", "report_tuned", "filter", "jpeg",
            "scaling_model", "time_to_target", "checksums", "gns_interval", "local_critical", "verdict_coverage",
-           "adaptive", "threads"]
+           "designed", "adaptive", "threads"]
 
 if __name__ == "__main__":
     set_quiet(True)

@@ -269,6 +269,19 @@ def _points_of(spec: SweepSpec, variant: str, options: dict, grid_sets: dict) ->
     return list(enumerate(space.points()))
 
 
+def epochs_at(by_batch: dict, batch: int) -> int:
+    """A batch's epochs from `epochs: {batch: epochs}`: its own; else the next larger batch's (the samples to a
+    target grow with the batch, so a larger one's budget is enough); past the largest, the largest's times
+    batch / largest (samples grow at most in proportion to the batch): a batch the rounds add beyond the grid."""
+    if batch in by_batch:
+        return by_batch[batch]
+    larger = [b for b in by_batch if b > batch]
+    if larger:
+        return by_batch[min(larger)]
+    top = max(by_batch)
+    return math.ceil(by_batch[top] * batch / top)
+
+
 def _sweep_trial(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, variant: tuple, w, point: tuple,
                 seed: int, epochs) -> SweepTrial:
     """One trial of a cell: its id, its resolved config and plan (steps unknown until the data is read)."""
@@ -285,10 +298,7 @@ def _sweep_trial(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, va
     if epochs is not None:
         options["epochs"] = epochs
     elif spec.epochs_by_batch:
-        if cell.batch not in spec.epochs_by_batch:
-            raise LbscaleError(f"{spec.path}: epochs gives no count for batch {cell.batch} (it has "
-                               f"{', '.join(map(str, spec.epochs_by_batch))})")
-        options["epochs"] = spec.epochs_by_batch[cell.batch]
+        options["epochs"] = epochs_at(spec.epochs_by_batch, cell.batch)
     if w is not None:
         options["warmup_epochs"] = str(w)
     if cell.local is not None:

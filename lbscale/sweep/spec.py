@@ -157,7 +157,8 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     schedules = {str(k): _schedule_arm(v, f"{path}: grid.batch_schedule.{k}") for k, v in schedules.items()}
     wall, design = _wall_of(raw, path)
     return SweepSpec(wall=wall, design=design, epochs_by_batch=by_batch, name=str(raw.get("name") or path.stem),
-                     trial=trial, batch=grid.get("batch"), points=points, batch_schedules=schedules, gpus=grid.get("gpus"),
+                     trial=trial, batch=grid.get("batch"), points=points, batch_schedules=schedules,
+                     gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,
                      datasets={str(k): v for k, v in datasets.items()},
                      warmup=None if warmup is None else (warmup if isinstance(warmup, list) else [warmup]),
