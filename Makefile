@@ -106,4 +106,4 @@ docs: venv
 	$(PY) docs/make_cli_reference.py
 
 clean:
-	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/fashion-mnist-designed results/fashion-mnist-designed-pilot results/demo-tuned-schedule-b32 results/fashion-mnist-tuned-schedule-b32 results/demo-sweep results/runs reports .pytest_cache
+	rm -rf $(VENV) data results/demo-tuned results/fashion-mnist-tuned results/fashion-mnist-designed results/fashion-mnist-designed-pilot results/fashion-mnist-designed.yaml results/demo-tuned-schedule-b32 results/fashion-mnist-tuned-schedule-b32 results/demo-sweep results/runs reports .pytest_cache

@@ -373,16 +373,17 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
     designed spec's trials by: one that never reaches the target trains its batch's `epochs`), CONFIRM_TOP reruns at the
     optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a start-up
     each."""
-    from lbscale.sweep.estimate import bowl_factor, designed_samples, near_evals, spaced_evals
+    from lbscale.sweep.estimate import NEAR_REACH, bowl_factor, designed_samples, near_evals, spaced_evals
 
     total = 0.0
     for b in batches:
         e, budget = samples[b], float(epochs[b] * facts.train)
-        runs = [designed_samples(e, rung, bowl_factor(bowl, r), budget) for r in ratios] + [e] * CONFIRM_TOP
-        checks = near_evals(ev["first"], ev["spacing"], e / b, ev["near"]) if ev["subset"] < facts.val else 0
+        factors = [bowl_factor(bowl, r) for r in ratios] + [1.0] * CONFIRM_TOP
+        runs = [designed_samples(e, rung, f, budget) for f in factors[:len(ratios)]] + [e] * CONFIRM_TOP
         evals = sum(spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
-                    + (n / facts.train + (checks if n <= 1.5 * e else 0)) * facts.val
-                    for n in runs) * costs["per_eval_example"]
+                    + (n / facts.train + (near_evals(ev["first"], ev["spacing"], min(n, NEAR_REACH * e) / b, ev["near"])
+                                          if ev["subset"] < facts.val and f is not None and f <= NEAR_REACH else 0))
+                    * facts.val for n, f in zip(runs, factors)) * costs["per_eval_example"]
         total += sum(runs) * per_sample_at(costs, b) + evals + len(runs) * costs["startup"]
     return total
 

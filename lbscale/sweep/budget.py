@@ -95,15 +95,20 @@ class WallBudget:
     """The sweep's wall-clock budget: what the sweep spent in earlier runs (`spent_seconds`: time queued or
     stopped is not counted) plus this run's time so far."""
 
-    def __init__(self, results: Path, seconds: float):
+    def __init__(self, results: Path, seconds: float, own: bool = True):
         from lbscale.results import ROUNDS
 
-        self.path, self.seconds = Path(results) / ROUNDS, float(seconds)
+        self.path, self.seconds, self.own = Path(results) / ROUNDS, float(seconds), own
+        self.results = Path(results)
         self.periods = recorded_periods(results)
         self.before = spent_seconds(results)
         self.started, self.t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.monotonic()
 
     def spent(self) -> float:
+        """What the earlier runs spent plus this run's time; with `own` False (a `--launcher slurm --wait`
+        submitter, alive while its array tasks run and queue) the recorded periods and the tasks' own, read now."""
+        if not self.own:
+            return spent_seconds(self.results)
         return self.before + time.monotonic() - self.t0
 
     def left(self, factor: float = 1.0) -> float:
@@ -118,9 +123,12 @@ class WallBudget:
         return time.monotonic() + self.left(GRACE)
 
     def save(self) -> None:
-        """This run's period into rounds.json beside the rounds (the sweep holds its lock)."""
+        """This run's period into rounds.json beside the rounds (the sweep holds its lock); none where its time is
+        its array tasks' (`own` False: they record it)."""
         from lbscale.results import read_json, write_json
 
+        if not self.own:
+            return
         data = read_json(self.path) or {}
         mine = {"start": self.started, "seconds": round(time.monotonic() - self.t0, 1)}
         data["periods"] = [*self.periods, mine]

@@ -53,7 +53,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
         o = replace(o, systems_file=str(Path(o.systems_file).resolve()))
     more = (lambda done: confirmation(spec, done)) if _confirms(spec) else None
     seconds = parse_wall(o.wall) if o.wall else spec.sweep_wall
-    wall = WallBudget(results, seconds) if seconds is not None and not one_task and not o.dry_run else None
+    wall = (WallBudget(results, seconds, own=not (o.launcher == "slurm" and o.wait))  # --wait: its tasks' time
+            if seconds is not None and not one_task and not o.dry_run else None)
     if o.until_resolved and not one_task and not o.dry_run:
         cfg = plans[0].config  # the hardest target: the steps to it are what the rounds resolve
         more = Rounds(spec, o, results, gpn, overrides,

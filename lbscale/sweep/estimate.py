@@ -139,6 +139,7 @@ def designed_line(timed: list[tuple[SweepTrial, ShapeTiming]], design: dict, ser
             f"pace{rounds}{where}")
 
 
+NEAR_REACH = 1.5  # a search point within this x the optimum's samples is priced with its checks near the target
 OFF_OPTIMUM = 1.6  # an unpruned search point trains this many times the optimum's samples (LRs off it need more)
 
 
@@ -213,8 +214,9 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
         factor = bowl_factor(bowl, cfg.base_lr / float(ref))
     else:  # a spec without the pilot's bowl (before it was recorded): the optimum's samples, x OFF_OPTIMUM unpruned
         factor = 1.0 if rung else OFF_OPTIMUM
-    if p.confirms:
-        samples = min(samples * (factor or 1.0), budget)
+    optimum = samples
+    if p.confirms:  # a confirmation reruns a best point: the optimum's samples, as the designer prices it
+        samples = min(samples, budget)
     elif cfg.prune == "none" or rung:
         samples = designed_samples(samples, rung, factor, budget)
     samples = min(samples, budget)
@@ -222,8 +224,10 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
     step_evals = spaced_evals(cfg.eval_first or 1, cfg.eval_spacing, steps) if cfg.eval_spacing else 0
     subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0
     near = (design or {}).get("near_from")
-    checks = (near_evals(cfg.eval_first or 1, cfg.eval_spacing, steps, float(near))
-              if near is not None and cfg.eval_spacing and subset < 1.0 else 0)  # the whole split near the target
+    # the whole split near the target, in a trial that reaches it near the optimum (the designer's rule)
+    reaches = p.confirms or (factor is not None and factor <= NEAR_REACH)
+    checks = (near_evals(cfg.eval_first or 1, cfg.eval_spacing, min(steps, NEAR_REACH * optimum / plan.global_batch),
+                         float(near)) if near is not None and cfg.eval_spacing and subset < 1.0 and reaches else 0)
     epochs = samples / max(plan.train_samples or samples, 1)
     return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
             + step_evals * t.eval_seconds * subset)

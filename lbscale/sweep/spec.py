@@ -55,9 +55,10 @@ def _epochs_by_batch(value, path) -> dict:
         return {}
     try:
         out = {int(b): int(e) for b, e in value.items()}
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         out = {}
-    if not out or any(e < 1 for e in out.values()) or any(not float(e).is_integer() for e in value.values()):
+    if (not out or any(e < 1 for e in out.values()) or any(not float(e).is_integer() for e in value.values())
+            or any(not float(b).is_integer() for b in value)):
         raise LbscaleError(f"{path}: epochs must be a count, or a mapping of batches to counts like {{16: 6, 32: 8}}")
     return out
 

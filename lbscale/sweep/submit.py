@@ -43,14 +43,18 @@ def _sbatch_lines(run: SweepRun, p: SweepTrial, count: int, name: str) -> list[s
 
 
 def slurm_seconds(limit: str) -> float:
-    """Seconds of a SLURM time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
-    days, _, rest = str(limit).rpartition("-")
-    parts = [float(x) for x in rest.split(":")]
-    if days:
-        h, m, sec = (parts + [0.0, 0.0])[:3]
-    else:
-        h, m, sec = {1: (0.0, parts[0], 0.0), 2: (0.0, *parts), 3: tuple(parts)}[len(parts)]
-    return float(days or 0) * 86400 + h * 3600 + m * 60 + sec
+    """Seconds of a SLURM time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; inf for UNLIMITED, INFINITE
+    or a form SLURM itself would judge (no cap from it)."""
+    days, _, rest = str(limit).strip().rpartition("-")
+    try:
+        parts = [float(x) for x in rest.split(":")]
+        if days:
+            h, m, sec = (parts + [0.0, 0.0])[:3]
+        else:
+            h, m, sec = {1: (0.0, parts[0], 0.0), 2: (0.0, *parts), 3: tuple(parts)}[len(parts)]
+        return float(days or 0) * 86400 + h * 3600 + m * 60 + sec
+    except (ValueError, KeyError):
+        return math.inf
 
 
 def wall_time_limit(seconds_left: float, system_limit: str | None) -> str:

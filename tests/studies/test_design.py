@@ -85,7 +85,7 @@ def test_a_pilot_that_never_rose_above_chance_places_no_target():
     import pytest
 
     from lbscale.errors import LbscaleError
-    from lbscale.studies.design import DataFacts, DesignOptions, choose_target
+    from lbscale.studies.design import Choice, DataFacts, DesignOptions, choose_target
 
     flat = [(s * 100.0, 0.1 + 0.01 * (s % 2)) for s in range(1, 9)]  # 0.10-0.11 on 500 images: chance's noise
     stages = {"mid": [(0.05, flat)], "largest": [(0.1, flat)]}
@@ -93,4 +93,5 @@ def test_a_pilot_that_never_rose_above_chance_places_no_target():
     facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
     costs = {"per_sample": {64: 0.001, 256: 0.001}, "per_eval_example": 0.0003, "startup": 1.0}
     with pytest.raises(LbscaleError, match="never rose above chance"):
-        choose_target(DesignOptions(Path("d.h5"), "m", "20m", Path("o.yaml")), stages, pilot, costs, facts, 500.0)
+        choose_target(DesignOptions(Path("d.h5"), "m", "20m", Path("o.yaml")), stages, pilot, costs, facts, 500.0,
+                      Choice((0.01, 0.2), "the LR range"))

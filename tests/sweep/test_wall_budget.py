@@ -159,3 +159,20 @@ def test_under_slurm_a_follow_up_job_counts_the_arrays_running_time_and_stops_th
     periods = read_json(results / "rounds.json")["periods"]
     assert len(periods) >= 2  # the submission's and the follow-up's own
     assert len(list((results / "slurm").glob("*.sh"))) == 2  # the array and one follow-up: nothing more submitted
+
+
+def test_a_slurm_submitter_that_waits_counts_its_tasks_time_not_its_own(tmp_path):
+    """Review finding: a `--wait` submitter alive for the whole run saved its period (queue time included) beside
+    the tasks' own periods, counting the run twice."""
+    import json
+
+    from lbscale.sweep.budget import WallBudget
+    from lbscale.sweep.submit import slurm_seconds
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "task-periods.json").write_text(json.dumps({"periods": [{"start": 0.0, "seconds": 30.0}]}))
+    wall = WallBudget(tmp_path, 60.0, own=False)
+    assert wall.spent() == 30.0
+    wall.save()
+    assert not (tmp_path / "rounds.json").exists()
+    assert slurm_seconds("UNLIMITED") == slurm_seconds("1:2:3:4") == float("inf")  # no cap from the system
