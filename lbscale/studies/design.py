@@ -373,18 +373,21 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
     designed spec's trials by: one that never reaches the target trains its batch's `epochs`), CONFIRM_TOP reruns at the
     optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a start-up
     each."""
-    from lbscale.sweep.estimate import NEAR_REACH, bowl_factor, designed_samples, near_evals, spaced_evals
+    from lbscale.sweep.estimate import bowl_factor, designed_samples, near_checks, spaced_evals
 
     total = 0.0
     for b in batches:
         e, budget = samples[b], float(epochs[b] * facts.train)
-        factors = [bowl_factor(bowl, r) for r in ratios] + [1.0] * CONFIRM_TOP
-        runs = [designed_samples(e, rung, f, budget) for f in factors[:len(ratios)]] + [e] * CONFIRM_TOP
-        evals = sum(spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
-                    + (n / facts.train + (near_evals(ev["first"], ev["spacing"], min(n, NEAR_REACH * e) / b, ev["near"])
-                                          if ev["subset"] < facts.val and f is not None and f <= NEAR_REACH else 0))
-                    * facts.val for n, f in zip(runs, factors)) * costs["per_eval_example"]
-        total += sum(runs) * per_sample_at(costs, b) + evals + len(runs) * costs["startup"]
+        searched = [bowl_factor(bowl, r) for r in ratios]
+        runs = [(designed_samples(e, rung, f, budget), f) for f in searched] + [(e, 1.0)] * CONFIRM_TOP
+        examples = 0.0  # evaluated: the step evaluations' subset, each epoch's end and the checks on the whole split
+        for n, f in runs:
+            checks = (near_checks(ev["first"], ev["spacing"], n / b, e / b, f, ev["near"])
+                      if ev["subset"] < facts.val else 0)
+            examples += (spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
+                         + (n / facts.train + checks) * facts.val)
+        total += (sum(n for n, _ in runs) * per_sample_at(costs, b) + examples * costs["per_eval_example"]
+                  + len(runs) * costs["startup"])
     return total
 
 
@@ -458,6 +461,8 @@ def plan_for(target: float, stages: dict, pilot: dict, costs: dict, facts: DataF
              lr_range: Choice) -> dict:
     """The batches, evaluations, rung and predicted grid time for one target; None where the middle batch never
     reached it in the pilot (the pilot cannot price it)."""
+    from lbscale.train.evaluation import NEAR_SE
+
     mid, largest = pilot["mid"], pilot["largest"]
     lr_ref, s_mid = fastest(stages["mid"], target)
     if s_mid is None:
@@ -470,8 +475,6 @@ def plan_for(target: float, stages: dict, pilot: dict, costs: dict, facts: DataF
     guess = d.b_crit_from_two(mid, s_mid, largest, s_top)
     lo, hi = d.batch_range(guess, SMALLEST, max(SMALLEST * 2, d.pow2_floor(facts.train / 4)))
     bowl = bowl_of(stages["mid"], target, s_mid, lr_ref)
-    from lbscale.train.evaluation import NEAR_SE
-
     curve = dict(stages["mid"])[lr_ref]
     near = {n: d.near_fraction(curve, target, n, NEAR_SE) for n in [facts.val, *SUBSETS] if n <= facts.val}
     ratios = search_ratios(lr_range.value, lr_ref)

@@ -199,6 +199,17 @@ def near_evals(first: int, spacing: float, steps: float, near: float) -> int:
     return sum(s >= near * steps for s in geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
 
 
+def near_checks(first: int, spacing: float, steps: float, optimum_steps: float, factor: float | None,
+                near: float) -> int:
+    """The whole-split checks near the target of a trial on a subset that trains `steps` steps where its batch's
+    optimum needs `optimum_steps` (its LR's `bowl_factor`: `factor`): `near_evals` up to NEAR_REACH x the optimum's
+    steps where it reaches the target near the optimum, none where it does not (factor None or past NEAR_REACH).
+    The designer prices its grid by this rule and `--estimate` its trials."""
+    if factor is None or factor > NEAR_REACH:
+        return 0
+    return near_evals(first, spacing, min(steps, NEAR_REACH * optimum_steps), near)
+
+
 def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict | None = None) -> float:
     """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its
     batch's optimum reaches after `samples` (the design's prediction from its pilot), the trial's LR priced on the
@@ -224,10 +235,9 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
     step_evals = spaced_evals(cfg.eval_first or 1, cfg.eval_spacing, steps) if cfg.eval_spacing else 0
     subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0
     near = (design or {}).get("near_from")
-    # the whole split near the target, in a trial that reaches it near the optimum (the designer's rule)
-    reaches = p.confirms or (factor is not None and factor <= NEAR_REACH)
-    checks = (near_evals(cfg.eval_first or 1, cfg.eval_spacing, min(steps, NEAR_REACH * optimum / plan.global_batch),
-                         float(near)) if near is not None and cfg.eval_spacing and subset < 1.0 and reaches else 0)
+    checks = (near_checks(cfg.eval_first or 1, cfg.eval_spacing, steps, optimum / plan.global_batch,
+                          1.0 if p.confirms else factor, float(near))
+              if near is not None and cfg.eval_spacing and subset < 1.0 else 0)  # the whole split near the target
     epochs = samples / max(plan.train_samples or samples, 1)
     return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
             + step_evals * t.eval_seconds * subset)
