@@ -151,7 +151,8 @@ def _evaluations(ev: pd.DataFrame, owners: Owners) -> pd.DataFrame:
     batch = pd.to_numeric(ev["global_batch"], errors="coerce")
     ev["samples_seen"] = ev["samples_seen"].fillna(ev["epoch"] * ev["epoch_samples"]).fillna(ev["step"] * batch)
     ev["kind"] = ev["kind"].fillna("epoch") if "kind" in ev else "epoch"
-    ev = ev[base[:-2] + [c for c in ev if is_metric(c)] + base[-2:] + (["subset"] if "subset" in ev else [])]
+    ev = ev[base[:-2] + [c for c in ev if is_metric(c)] + base[-2:]
+            + [c for c in ("subset", "check") if c in ev]]
     # as the files hold them, mostly: sorting 200,000 names would change nothing
     if _in_order(ev, owners.index, owners.trials):
         return ev

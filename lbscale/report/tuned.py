@@ -52,17 +52,23 @@ def whole_split(df: pd.DataFrame) -> pd.DataFrame:
 def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool,
                     group_by=TRIAL) -> pd.DataFrame:
     """Per group, the first evaluation (by step) whose `col` reaches `threshold` (>= when maximize, else <=):
-    group_by + step, epoch, elapsed_seconds, and step_before (the whole-split evaluation before it: the crossing
-    lies between the two). Groups that never reach it are absent. An evaluation of a subset of
-    the split (`subset`: its images) never reaches it: the trial evaluates the whole split where a subset meets
-    the target, and that evaluation counts (as for the trial's own steps to target)."""
+    group_by + step, epoch, elapsed_seconds, and step_before (the whole-split evaluation before it, or a check of
+    the whole split that stopped early below the threshold, clearly below the trial's target: the crossing lies
+    between the two). Groups that never reach it are absent. An evaluation of a subset of the split (`subset`: its
+    images) never reaches it: the trial evaluates the whole split where a subset meets the target, and that
+    evaluation counts (as for the trial's own steps to target)."""
     keys = list(group_by)
-    evaluated = whole_split(df.dropna(subset=[col]))
+    valued = df.dropna(subset=[col])
+    evaluated = whole_split(valued)
     d = evaluated[reaches(evaluated[col], threshold, maximize)]
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
     hit = _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
-    # the evaluation before the crossing: the steps to target lie in (step_before, step] (NaN: none before it)
-    ev = evaluated[keys + ["step", col]].merge(
+    # the evaluation before the crossing: the steps to target lie in (step_before, step] (NaN: none before it); a
+    # check of the whole split that stopped clearly below the target bounds it as a whole-split miss does
+    stopped = (valued["check"].notna() & valued["subset"].notna() & ~reaches(valued[col], threshold, maximize)
+               if "check" in valued else False)
+    misses = valued[valued["subset"].isna() | stopped] if "check" in valued else evaluated
+    ev = misses[keys + ["step", col]].merge(
         hit[keys + ["step"]].rename(columns={"step": "_hit"}), on=keys)
     ev = ev[ev["step"] < ev["_hit"]].sort_values("step", kind="stable")
     before = _last_per_group(ev, keys)[keys + ["step", col]].rename(columns={"step": "step_before", col: "_before"})

@@ -373,7 +373,7 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
     designed spec's trials by: one that never reaches the target trains its batch's `epochs`), CONFIRM_TOP reruns at the
     optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a start-up
     each."""
-    from lbscale.sweep.estimate import bowl_factor, designed_samples, near_checks, spaced_evals
+    from lbscale.sweep.estimate import bowl_factor, check_share, designed_samples, near_checks, spaced_evals
 
     total = 0.0
     for b in batches:
@@ -383,7 +383,7 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
         examples = 0.0  # evaluated: the step evaluations' subset, each epoch's end and the checks on the whole split
         for n, f in runs:
             checks = (near_checks(ev["first"], ev["spacing"], n / b, e / b, f, ev["near"])
-                      if ev["subset"] < facts.val else 0)
+                      * check_share(ev["target"], ev["subset"], facts.val) if ev["subset"] < facts.val else 0)
             examples += (spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
                          + (n / facts.train + checks) * facts.val)
         total += (sum(n for n, _ in runs) * per_sample_at(costs, b) + examples * costs["per_eval_example"]
@@ -418,25 +418,27 @@ def doubling(lo: int, hi: int) -> list[int]:
     return out
 
 
-def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: DataFacts, near: dict) -> dict:
+def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: DataFacts, near: dict,
+                      target: float) -> dict:
     """The largest evaluation subset and finest spacing whose evaluations inside epochs take at most EVAL_SHARE of
     training at every batch (the smallest batch, most steps for the fewest samples, binds): the step evaluations on
     the subset and, on a subset, the whole split wherever a value comes within its noise of the target (from
     `near[subset]` of the steps to the target on: `estimate.near_evals`; a small subset is noisy, so it checks
-    more often); the first evaluation at a quarter of the fewest steps to the target. Where none fits, the
-    cheapest."""
-    from lbscale.sweep.estimate import near_evals, spaced_evals
+    more often; each check reads `estimate.check_share` of the split, since it stops clearly below the target);
+    the first evaluation at a quarter of the fewest steps to the target. Where none fits, the cheapest."""
+    from lbscale.sweep.estimate import check_share, near_evals, spaced_evals
 
     first = max(1, int(min(samples[b] / b for b in batches) // 4))
     subsets = [facts.val] + [s for s in SUBSETS if s < facts.val]
     tried = []
     for spacing in SPACINGS:
         for subset in subsets:
-            checks = {b: near_evals(first, spacing, samples[b] / b, near[subset]) if subset < facts.val else 0
-                      for b in batches}
+            checks = {b: near_evals(first, spacing, samples[b] / b, near[subset])
+                      * check_share(target, subset, facts.val) if subset < facts.val else 0 for b in batches}
             share = max((spaced_evals(first, spacing, samples[b] / b) * subset + checks[b] * facts.val)
                         * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)) for b in batches)
-            ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "near": near[subset]}
+            ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "near": near[subset],
+                  "target": target}
             if share <= EVAL_SHARE:
                 return ev
             tried.append(ev)
@@ -482,7 +484,7 @@ def plan_for(target: float, stages: dict, pilot: dict, costs: dict, facts: DataF
         batches = doubling(lo, hi)
         samples = {b: predicted_samples(b, guess, mid, s_mid, largest, s_top) for b in batches}
         epochs = {b: max(2, math.ceil(EPOCHS_X * samples[b] / facts.train)) for b in batches}
-        ev = evaluation_choice(batches, samples, costs, facts, near)
+        ev = evaluation_choice(batches, samples, costs, facts, near, target)
         rung = rung_choice(stages["largest"], facts, batches, samples, largest)
         seconds = grid_seconds(batches, samples, costs, facts, ev, rung.value, bowl, ratios, epochs)
         if seconds <= budget or len(batches) <= 4:

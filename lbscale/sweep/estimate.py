@@ -16,6 +16,7 @@ server's start once; a trial whose batch grows is priced at its first batch's se
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import socket
@@ -210,6 +211,36 @@ def near_checks(first: int, spacing: float, steps: float, optimum_steps: float, 
     return near_evals(first, spacing, min(steps, NEAR_REACH * optimum_steps), near)
 
 
+@functools.lru_cache(maxsize=256)
+def check_share(target: float, subset: int, total: int, draws: int = 2000) -> float:
+    """The share of a `total`-example split that a check near `target` reads on average (`Evaluator.check`: the
+    parts of `loader.check_parts`, stopped where `clearly_below`), over the checks a trial on an n-example `subset`
+    makes: their whole values taken evenly from NEAR_SE binomial standard errors of the subset below the target up
+    to it (where the subset's value brings them near). Each part's count ~ Binomial(part, value), seeded: the same
+    inputs, the same share."""
+    import numpy as np
+
+    from lbscale.data.loader import check_parts
+    from lbscale.task import binomial_se
+    from lbscale.train.evaluation import NEAR_SE, clearly_below
+
+    sizes = [len(p) for p in check_parts(total)]
+    if len(sizes) < 2:
+        return 1.0
+    ends = np.cumsum(sizes)
+    rng = np.random.default_rng(0)
+    rules = [np.array([clearly_below(c / int(n), target, int(n), total) for c in range(int(n) + 1)])
+             for n in ends[:-1]]  # at each look, by the count read so far: stop or not
+    shares = []
+    for value in np.linspace(target - NEAR_SE * binomial_se(target, subset), target, 9):
+        counts = np.cumsum(rng.binomial(sizes, min(max(value, 0.0), 1.0), size=(draws, len(sizes))), axis=1)
+        read = np.full(draws, float(total))
+        for k in reversed(range(len(sizes) - 1)):  # the first look that stops decides
+            read[rules[k][counts[:, k]]] = ends[k]
+        shares.append(read.mean() / total)
+    return float(np.mean(shares))
+
+
 def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict | None = None) -> float:
     """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its
     batch's optimum reaches after `samples` (the design's prediction from its pilot), the trial's LR priced on the
@@ -238,6 +269,8 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
     checks = (near_checks(cfg.eval_first or 1, cfg.eval_spacing, steps, optimum / plan.global_batch,
                           1.0 if p.confirms else factor, float(near))
               if near is not None and cfg.eval_spacing and subset < 1.0 else 0)  # the whole split near the target
+    if checks:
+        checks *= check_share(cfg.target, cfg.eval_subset, t.eval_samples)
     epochs = samples / max(plan.train_samples or samples, 1)
     return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
             + step_evals * t.eval_seconds * subset)

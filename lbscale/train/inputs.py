@@ -9,7 +9,7 @@ import torch
 from lbscale.train.config import TrialConfig
 from lbscale.data.decoder import JpegDecoder, default_workers
 from lbscale.data.formats.base import PreparedFile
-from lbscale.data.loader import ShardedLoader
+from lbscale.data.loader import MIN_LOOK, ShardedLoader, check_parts
 from lbscale.data.transforms import AUGMENT, Normalize
 from lbscale.task import Task
 from lbscale.train.plan import Plan
@@ -44,6 +44,11 @@ class TrialInputs:
             self.step = ShardedLoader(data, cfg.eval_split, local_batch=eval_batch, drop_last=False, even=False,
                                       subset=cfg.eval_subset, **common)
             self.step_subset = None if self.step.only is None else len(self.step.only)
+        # a whole-split check near the target (on a subset's value) reads the split in parts, and may stop early
+        self.check = ([ShardedLoader(data, cfg.eval_split, local_batch=eval_batch, drop_last=False, even=False,
+                                     only=part, **common)
+                       for part in check_parts(self.step.n, min_look=max(MIN_LOOK, plan.world_size))]
+                      if self.step_subset is not None else None)
         # the examples a step evaluation's value rests on: its noise at a pruning rung
         self.step_samples = (self.step_subset or self.step.n) if self.step is not None else None
         self.normalize = Normalize(data.mean, data.std, device)

@@ -33,9 +33,14 @@ class TaskMetrics:
         self.collection.update(self.task.scores(logits), target.long())
         self.loss.update(loss.detach().float(), weight=len(target))
 
-    def compute(self) -> dict[str, float]:
+    def peek(self) -> dict[str, float]:
+        """The metrics over what was accumulated so far (collective, as `compute`), accumulating on."""
         out = {f"{self.split}_{k}": float(v) for k, v in self.collection.compute().items()}
         out[f"{self.split}_loss"] = float(self.loss.compute())
+        return out
+
+    def compute(self) -> dict[str, float]:
+        out = self.peek()
         self.collection.reset()
         self.loss.reset()
         return out

@@ -69,6 +69,20 @@ def test_the_crossing_is_interpolated_in_log_steps_between_its_two_evaluations()
     assert down.set_index("trial").loc["a", "crossing"] == pytest.approx(10 * 4 ** (2 / 3))
 
 
+def test_a_check_that_stopped_below_the_target_bounds_the_crossing_from_below():
+    """Whole split at 10 (0.6) and 40 (0.9); subset evaluations between; at 30 a check of the whole split stopped
+    after 200 images (0.7, clearly below 0.8): the crossing lies in (30, 40], interpolated from there. A subset
+    value alone (20, 0.75) bounds nothing, nor does a stopped check past the threshold asked about (0.7 >= 0.65)."""
+    steps = pd.DataFrame({"results": "r", "trial": "a", "step": [10, 20, 30, 40], "epoch": [1.0, 2.0, 3.0, 4.0],
+                          "elapsed_seconds": [1.0, 2.0, 3.0, 4.0], "val_top1": [0.6, 0.75, 0.7, 0.9],
+                          "subset": [None, 100, 200, None], "check": [None, None, 200, 1600]})
+    hit = steps_to_result(steps, "val_top1", 0.8, maximize=True).set_index("trial")
+    assert (hit.loc["a", "step"], hit.loc["a", "step_before"]) == (40, 30)
+    assert hit.loc["a", "crossing"] == pytest.approx(30 * (40 / 30) ** 0.5)
+    low = steps_to_result(steps, "val_top1", 0.65, maximize=True).set_index("trial")
+    assert (low.loc["a", "step"], low.loc["a", "step_before"]) == (40, 10)
+
+
 def test_best_measurement_and_the_epoch_budget_by_hand():
     _, steps = _frame(ROWS)
     best = best_measurement(steps, "val_top1", True, ["trial"]).set_index("trial")

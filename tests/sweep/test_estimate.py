@@ -134,3 +134,31 @@ def test_a_search_point_is_priced_on_the_pilots_bowl_by_hand():
     assert estimate.designed_samples(100.0, None, None, budget=900.0) == 900.0
     assert estimate.designed_samples(100.0, 40.0, 1.5, budget=900.0) == 40.0 + (150.0 - 40.0) / 2
     assert estimate.designed_samples(100.0, 40.0, None, budget=900.0) == 40.0 + (900.0 - 40.0) / 2
+
+
+def test_a_checks_price_is_the_share_of_the_split_it_reads_by_simulation():
+    """check_share (binomial parts) against checks run on permuted 0/1 splits (sampling without replacement) at
+    the same whole values, NEAR_SE subset errors below the target up to it; a split too small to cut is read
+    whole."""
+    import numpy as np
+
+    from lbscale.sweep.estimate import check_share
+    from lbscale.train.evaluation import clearly_below
+
+    rng = np.random.default_rng(11)
+    target, subset, n = 0.8, 100, 1600
+    se = math.sqrt(0.8 * 0.2 / subset)
+    shares = []
+    for value in np.linspace(target - 2 * se, target, 9):
+        ones, read = int(round(value * n)), 0
+        for _ in range(300):
+            x, seen = rng.permutation(np.r_[np.ones(ones), np.zeros(n - ones)]), n
+            for look in (200, 400, 800):
+                if clearly_below(x[:look].mean(), target, look, n):
+                    seen = look
+                    break
+            read += seen
+        shares.append(read / 300 / n)
+    assert check_share(target, subset, n) == pytest.approx(np.mean(shares), abs=0.04)
+    assert 0.3 < check_share(target, subset, n) < 0.8
+    assert check_share(0.8, 100, 30) == 1.0
