@@ -216,7 +216,9 @@ def figure(study: Study, metric: str, target: float | None):
     ev = ev[(ev["kind"] == "step") & (ev["step"] > 0)] if "kind" in ev else ev[ev["step"] > 0]
     on_subset = "subset" in ev and ev["subset"].notna().any()
     if on_subset:  # one kind of evaluation per line: the subset's, evaluated throughout (the whole split only near
-        ev = ev[ev["subset"].notna()]  # the target would make each curve jump where both were taken)
+        ev = ev[ev["subset"].notna()]  # the target would make each curve jump where both were taken; a check that
+        if "check" in ev:  # stopped early read a subset of another size: not the curve's either)
+            ev = ev[ev["check"].isna()]
     keys = [k for k in ("results", "trial") if k in ev and k in t]
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     for i, (label, _, g) in enumerate(grow + fixed):

@@ -47,8 +47,9 @@ from lbscale.train.summary import steady_among, epoch_records, epoch_seconds
 COLUMNS = "metrics.columns.json"
 FORMAT = 2  # raise it whenever `digest` or the copy's layout changes: older copies are then not read (2: packed)
 # the evaluation records' keys Study.steps keeps, and metrics; `subset`: the images of a subset evaluation (none
-# for the whole split), which never counts as reaching a target
-EVALUATED = ("step", "epoch", "elapsed_seconds", "kind", "subset")
+# for the whole split), which never counts as reaching a target; `check`: the images a check of the whole split near
+# the target read (one that stopped early bounds the crossing from below)
+EVALUATED = ("step", "epoch", "elapsed_seconds", "kind", "subset", "check")
 _PARTIAL = methodcaller("get", "partial")
 _READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 _SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

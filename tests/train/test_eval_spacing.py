@@ -74,6 +74,14 @@ def test_a_subset_value_near_the_target_is_checked_on_the_whole_split(tiny_h5, t
     assert whole == {s for s in near if reached is None or s <= max(whole)}
     checks = [r for r in rows if r.get("check") is not None]
     assert any(r["subset"] is not None for r in checks)  # one stopped early (step 2: 0.05 on 20 images)
+    # the report reads the checks from the trial's files: the crossing lies after the last check before it, a
+    # stopped one included (here step 2's), and at the first whole-split value at the target
+    from lbscale.report import load_results
+    from lbscale.report.tuned import steps_to_result
+
+    hit = steps_to_result(load_results([out]).steps, "val_top1", 0.3, True).iloc[0]
+    first = min(r["step"] for r in checks if r["subset"] is None and r["val_top1"] >= 0.3)
+    assert hit["step"] == first and hit["step_before"] == max(r["step"] for r in checks if r["step"] < first)
     # a check reads the split (80 images) in parts of 20, 20, 40; one stopped early is recorded as a subset
     # evaluation of the images it read, clearly below the target (2.5 standard errors, finite-population factor)
     for r in checks:
