@@ -65,9 +65,10 @@ def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     hit = _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
     # the evaluation before the crossing: the steps to target lie in (step_before, step] (NaN: none before it); a
     # check of the whole split that stopped clearly below the target bounds it as a whole-split miss does
-    stopped = (valued["check"].notna() & valued["subset"].notna() & ~reaches(valued[col], threshold, maximize)
-               if "check" in valued else False)
-    misses = valued[valued["subset"].isna() | stopped] if "check" in valued else evaluated
+    misses = evaluated
+    if "check" in valued:
+        stopped = valued["check"].notna() & valued["subset"].notna() & ~reaches(valued[col], threshold, maximize)
+        misses = valued[valued["subset"].isna() | stopped]
     ev = misses[keys + ["step", col]].merge(
         hit[keys + ["step"]].rename(columns={"step": "_hit"}), on=keys)
     ev = ev[ev["step"] < ev["_hit"]].sort_values("step", kind="stable")

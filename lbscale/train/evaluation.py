@@ -39,13 +39,17 @@ class Evaluator:
         """One pass over `split` (or its fixed subset: the step evaluations'); empty where the file has none."""
         if split not in self.inputs.evaluation:
             return {}
+        self._accumulate(split, self.inputs.step if subset else self.inputs.evaluation[split])
+        return self.metrics[split].compute()
+
+    def _accumulate(self, split: str, loader) -> None:
+        """One pass over `loader`'s batches into `split`'s metrics (not computed)."""
         self.module.eval()
-        for batch in (self.inputs.step if subset else self.inputs.evaluation[split]):
+        for batch in loader:
             x, y = self.inputs(batch, train=False)
             with self.autocast():
                 logits = self.module(x)
             self.metrics[split].update(logits, y, self.loss_fn(logits, y))
-        return self.metrics[split].compute()
 
     @torch.no_grad()
     def check(self, split: str, below) -> tuple[dict, int | None]:
@@ -56,14 +60,9 @@ class Evaluator:
         parts = self.inputs.check
         if not parts:
             return self.evaluate(split), None
-        self.module.eval()
         total, read = sum(len(p.only) for p in parts), 0
         for k, part in enumerate(parts):
-            for batch in part:
-                x, y = self.inputs(batch, train=False)
-                with self.autocast():
-                    logits = self.module(x)
-                self.metrics[split].update(logits, y, self.loss_fn(logits, y))
+            self._accumulate(split, part)
             read += len(part.only)
             if k < len(parts) - 1 and below(so_far := self.metrics[split].peek(), read, total):
                 self.metrics[split].compute()  # resets
@@ -238,8 +237,8 @@ class EvalSchedule:
 
         te = time.perf_counter()
         metrics, read = self.evaluator.check(self.cfg.eval_split, below)
-        total = sum(len(p.only) for p in self.evaluator.inputs.check or []) or None
-        return self._record(progress, trained_seconds, samples_seen, {**metrics, "check": read or total},
+        return self._record(progress, trained_seconds, samples_seen,
+                            {**metrics, "check": read or self.evaluator.inputs.step.n},
                             time.perf_counter() - te, read)
 
     def _near(self, progress: Progress, record: dict) -> bool:
