@@ -6,7 +6,9 @@ The pilot (kept in RESULTS-pilot/, reused by a rerun with the same inputs) runs 
    it the pilot's epochs, so that its trials fit max(10% of the budget, 3 minutes);
 2. three LRs (a factor sqrt(10) apart) at the middle batch, evaluated on the whole val split several times an
    epoch (as many as cost half its training, 1 to 8), a fourth past the edge where the best is at one;
-3. three LRs at the largest batch, around the middle batch's best moved by the square-root rule.
+3. where the best's curve still rose at its end, that trial trained on from its checkpoint (up to twice its
+   epochs, with what the pilot has left past the next stage): the plateau, and so the target, lie further on;
+4. three LRs at the largest batch, around the middle batch's best moved by the square-root rule.
 From their curves and timings (analysis/design.py): the plateau and the target, the critical batch's guess and
 the batch range around it, the LR range, the evaluation subset and spacing, the first rung, the epochs. Every
 choice is written with its measured reason as a comment.
@@ -263,13 +265,38 @@ def run_stage(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, nam
     epochs = epochs or pilot["epochs"]
     plans = [sweep_trial(trial_options(o, facts, batch, lr, epochs, folder / lr_name(batch, lr),
                                        pilot["evals"]), facts, lr_name(batch, lr)) for lr in lrs]
+    run_timed(plans, folder, pilot, name)
+    return [(float(f"{lr:.4g}"), curve_of(p.out, facts.metric)) for lr, p in zip(lrs, plans)]
+
+
+def run_timed(plans: list, folder: Path, pilot: dict, name: str) -> None:
+    """Train `plans` (those not yet finished) and add the wall time to the pilot's record, as `name`'s, where any
+    ran: what the pilot used of the budget."""
     t0 = time.monotonic()
-    if run_trials(plans, folder):  # what the pilot used of the budget: the trials this run trained
+    if run_trials(plans, folder):
         took = time.monotonic() - t0
         pilot["seconds"] = round(pilot["seconds"] + took, 1)
         pilot[f"{name}_seconds"] = round(pilot.get(f"{name}_seconds", 0.0) + took, 1)
         write_json(folder / PILOT_FILE, pilot)
-    return [(float(f"{lr:.4g}"), curve_of(p.out, facts.metric)) for lr, p in zip(lrs, plans)]
+
+
+def run_longer(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, lr: float,
+               epochs: int) -> list[tuple[float, float]]:
+    """The middle stage's trial at `lr` trained on from its last epoch's checkpoint to `epochs`, in a folder of its
+    own (kept, reused): a constant LR trained on is the longer trial (bit for bit on CPU), so its curve is the
+    longer trial's. The checkpoint is copied whole or not at all (an interrupted copy leaves no folder)."""
+    from lbscale.results import CHECKPOINT
+
+    source, name = folder / lr_name(pilot["mid"], lr), f"{lr_name(pilot['mid'], lr)}-e{epochs}"
+    out = folder / name
+    if not out.exists():
+        part = folder / f".{name}.part"
+        shutil.rmtree(part, ignore_errors=True)
+        shutil.copytree(source / CHECKPOINT, part / CHECKPOINT)
+        part.rename(out)
+    run_timed([sweep_trial(trial_options(o, facts, pilot["mid"], lr, epochs, out, pilot["evals"]), facts, name)],
+              folder, pilot, "long")
+    return curve_of(out, facts.metric)
 
 
 def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, dict]:
@@ -283,7 +310,14 @@ def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, d
     if best in (0, len(stage) - 1):  # the best at an edge: one more LR past it
         edge = stage[best][0] * (LR_STEP if best else 1 / LR_STEP)
         stage = run_stage(o, facts, folder, pilot, "mid", mid, [s[0] for s in stage] + [edge])
-    lr_mid = max(stage, key=lambda s: final_value(s[1]))[0]
+    lr_mid, curve = max(stage, key=lambda s: final_value(s[1]))
+    if "epochs_long" not in pilot:  # its curve still rose: the plateau (and the target) lie further on
+        rising = bool(curve) and d.plateau([v for _, v in curve], facts.val).rising
+        pilot["epochs_long"] = long_epochs(pilot, len(stage), parse_wall(o.wall)) if rising else 0
+        write_json(folder / PILOT_FILE, pilot)
+    if pilot["epochs_long"]:
+        longer = run_longer(o, facts, folder, pilot, lr_mid, pilot["epochs_long"])
+        stage = [(lr, longer if lr == lr_mid else c) for lr, c in stage]
     moved = lr_mid * math.sqrt(largest / mid)
     if "epochs_largest" not in pilot:
         pilot["epochs_largest"] = largest_epochs(pilot, len(stage), parse_wall(o.wall))
@@ -291,6 +325,19 @@ def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, d
     top = run_stage(o, facts, folder, pilot, "largest", largest, [moved / LR_STEP, moved, moved * LR_STEP],
                     pilot["epochs_largest"])
     return pilot, {"mid": stage, "largest": top}
+
+
+def long_epochs(pilot: dict, trials: int, wall: float) -> int:
+    """Epochs of the middle batch's best LR trained on where its curve still rose at its end (0: none): what the
+    pilot has left once the largest batch's three trials at the middle stage's epochs are set aside, at the middle
+    stage's measured pace per epoch (`trials` of them took mid_seconds), at most as many more epochs as it had (a
+    curve seen twice as long shows whether it levels off); none where not one more epoch fits."""
+    per_trial = pilot.get("mid_seconds", 0.0) / max(trials, 1)
+    startup = pilot["timing"]["startup"]
+    per_epoch = max(per_trial - startup, 1e-9) / pilot["epochs"]
+    left = pilot_limit(wall) - pilot["seconds"] - 3 * per_trial - startup
+    more = min(int(left / per_epoch + 1e-9), pilot["epochs"]) if left > 0 else 0
+    return pilot["epochs"] + more if more >= 1 else 0
 
 
 def largest_epochs(pilot: dict, trials: int, wall: float) -> int:
@@ -524,7 +571,9 @@ def choose_target(o: DesignOptions, stages: dict, pilot: dict, costs: dict, fact
     plan = fitting[0] if fitting else plans[-1]
     how = ("the hardest the budget pays for" if fitting else
            "the easiest allowed; the budget pays for none (the grid alone is priced past its share)")
-    return plan, chance, level, how + ("; the pilot's curve still rose at its end" if rising else "")
+    longer = (f"; batch {pilot['mid']}'s best LR trained on to {pilot['epochs_long']} epochs, its curve having "
+              f"risen at the end of {pilot['epochs']}") if pilot.get("epochs_long") else ""
+    return plan, chance, level, how + longer + ("; the pilot's curve still rose at its end" if rising else "")
 
 
 def lr_choice(stages: dict, pilot: dict) -> tuple[Choice, Choice]:

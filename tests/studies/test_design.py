@@ -95,3 +95,34 @@ def test_a_pilot_that_never_rose_above_chance_places_no_target():
     with pytest.raises(LbscaleError, match="never rose above chance"):
         choose_target(DesignOptions(Path("d.h5"), "m", "20m", Path("o.yaml")), stages, pilot, costs, facts, 500.0,
                       Choice((0.01, 0.2), "the LR range"))
+
+
+def test_the_pilot_trains_on_where_it_has_time_left_past_the_largest_stage():
+    from lbscale.studies.design import long_epochs
+
+    # three middle trials took 90 s (30 s each, 5 s of it the start-up: 25 s for 3 epochs); a 30-minute budget's
+    # pilot has 180 s; the largest stage's three trials at 3 epochs are set aside (90 s) and a start-up (5 s)
+    timing = {"startup": 5.0}
+    assert long_epochs({"mid_seconds": 90.0, "timing": timing, "epochs": 3, "seconds": 60.0}, 3, 1800) == 6  # 25 s
+    assert long_epochs({"mid_seconds": 90.0, "timing": timing, "epochs": 3, "seconds": 75.0}, 3, 1800) == 4  # 10 s
+    assert long_epochs({"mid_seconds": 90.0, "timing": timing, "epochs": 3, "seconds": 80.0}, 3, 1800) == 0  # 5 s
+    assert long_epochs({"mid_seconds": 90.0, "timing": timing, "epochs": 3, "seconds": 100.0}, 3, 1800) == 0
+
+
+def test_a_trial_trained_on_from_its_checkpoint_is_the_longer_trial(tiny_h5, tmp_path):
+    from lbscale.studies.design import DesignOptions, check_inputs, run_longer, run_stage
+
+    o = DesignOptions(data=tiny_h5, model="simple_cnn", wall="60m", out=tmp_path / "x.yaml")
+    facts = check_inputs(o)
+    pilot = {"mid": 32, "epochs": 2, "evals": 2, "seconds": 0.0}
+    (tmp_path / "p").mkdir()
+    (short,) = run_stage(o, facts, tmp_path / "p", pilot, "mid", 32, [0.05])
+    longer = run_longer(o, facts, tmp_path / "p", pilot, 0.05, 4)
+    (tmp_path / "q").mkdir()
+    (direct,) = run_stage(o, facts, tmp_path / "q", {**pilot, "seconds": 0.0}, "mid", 32, [0.05], epochs=4)
+    # the same values at the same sample counts as a 4-epoch trial from the start; its first half the 2-epoch one's
+    assert longer == direct[1] and len(longer) == 2 * len(short[1]) and longer[:len(short[1])] == short[1]
+    assert pilot["long_seconds"] > 0 and (tmp_path / "p" / "b32-lr0.05-e4" / "summary.json").exists()
+    used = pilot["seconds"]
+    assert run_longer(o, facts, tmp_path / "p", pilot, 0.05, 4) == longer and pilot["seconds"] == used  # kept
+    assert not any(p.name.endswith(".part") for p in (tmp_path / "p").iterdir())
