@@ -14,8 +14,9 @@ Binomial(n, m(t)) / n: the noise pruning's margin and the designer's settling ru
 
 A study as the designer writes it and lbscale runs it:
 - evaluations at `train.evaluation.geometric_steps(first, spacing, ...)` on the step subset, the whole split
-  where a subset value is near the target (`train.evaluation.near_target`); the target is met where the whole
-  split reaches it (crossing between the evaluation before and this one);
+  where a subset value is near the target (`train.evaluation.near_target`), read in parts and stopped once clearly
+  below the target as `Evaluator.check` reads it (`Trial.check`); the target is met where the whole split reaches
+  it (crossing between the evaluation before and this one);
 - the LR search: `points` a factor `grid` apart around lr* misjudged by up to half a grid step, the trials of a
   batch run one after another in a random order (a local sweep's arrival order), each judged at its rungs in
   samples (`train.pruning.rung_steps_in_samples`, eta 3) by `train.pruning.judge` against the values published
@@ -35,6 +36,7 @@ A study as the designer writes it and lbscale runs it:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -118,6 +120,29 @@ class Trial:
         m = float(self.curves.value(np.array([step]), self.need, self.diverged)[0])
         return float(self.rng.binomial(n, m)) / n
 
+    def check(self, step: float, n: int, target: float) -> bool:
+        """Whether a whole-split check of `n` examples at `step` meets `target`, read as `Evaluator.check` reads
+        it: in the parts of `data.loader.check_parts`, each part's count Binomial(part, m(step)), stopped after a
+        part where the value so far is `clearly_below` the target (a stopped check misses)."""
+        from lbscale.train.evaluation import clearly_below
+
+        m = float(self.curves.value(np.array([step]), self.need, self.diverged)[0])
+        sizes = part_sizes(n)
+        read = right = 0
+        for k, size in enumerate(sizes):
+            right, read = right + int(self.rng.binomial(size, m)), read + size
+            if k < len(sizes) - 1 and clearly_below(right / read, target, read, n):
+                return False
+        return right / n >= target
+
+
+@functools.lru_cache(maxsize=16)
+def part_sizes(n: int) -> tuple[int, ...]:
+    """The sizes of a check's parts on an n-example split (`data.loader.check_parts`)."""
+    from lbscale.data.loader import check_parts
+
+    return tuple(len(part) for part in check_parts(n))
+
 
 def run_trial(t: Trial, design: Design, first: int, rungs: list[int], published: dict | None) -> tuple:
     """(batch, lr, low, high, diverged) as the report reads the trial: evaluated at the designed steps, judged at
@@ -132,7 +157,7 @@ def run_trial(t: Trial, design: Design, first: int, rungs: list[int], published:
     last = 0.0
     for s in steps:
         value = t.read(s, design.subset)
-        if near_target(value, t.curves.target, design.subset, True) and t.read(s, design.whole) >= t.curves.target:
+        if near_target(value, t.curves.target, design.subset, True) and t.check(s, design.whole, t.curves.target):
             return (t.batch, t.lr, last, float(s), 0.0)
         if published is not None and s in rungs:
             others = published.setdefault(s, [])

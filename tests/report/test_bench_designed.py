@@ -49,3 +49,19 @@ def test_a_trial_far_behind_the_published_values_is_pruned_at_its_rung_and_one_l
     assert b.run_trial(slow, design, 10, [60], {k: list(v) for k, v in at_rung.items()})[2:4] == (60.0, math.inf)
     row = b.run_trial(good, design, 10, [60], at)
     assert math.isfinite(row[3]) and at[60][0][0] > 0.1  # went on to the target, and published its value
+
+
+def test_a_check_in_parts_meets_the_target_as_often_as_a_whole_read_less_the_rare_early_stop():
+    from scipy.stats import binom
+
+    r = Regime("t", s_min=100.0, b_crit=32.0, sigma=(0.0, 0.0), samples_budget=3.0)
+    c = b.Curves(chance=0.1, plateau=0.9, fraction=0.8)  # the target 0.74, met at exactly `need` steps
+    t = b.Trial(np.random.default_rng(3), r, c, 32.0, 0.1, 0.1, 1000.0)
+    n, draws = 1600, 4000
+    for step, lo_slack in ((t.need, 0.03), (t.need * 1.3, 0.01)):  # at the target; past it
+        m = float(c.value(np.array([step]), t.need, False)[0])
+        whole = binom.sf(math.ceil(c.target * n) - 1, n, m)  # P(Binomial(n, m) / n >= the target)
+        met = np.mean([t.check(step, n, c.target) for _ in range(draws)])
+        assert whole - lo_slack - 3 * math.sqrt(whole * (1 - whole) / draws) <= met <= whole + 0.02
+    far = float(c.value(np.array([t.need * 0.5]), t.need, False)[0])
+    assert far < c.target - 0.1 and not any(t.check(t.need * 0.5, n, c.target) for _ in range(200))
