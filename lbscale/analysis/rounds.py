@@ -6,7 +6,9 @@ The rules, in order (each action says why it was taken):
 1. stop where B_crit is an interval with hi / lo <= ratio (resolved), where the budget is spent, or where no batch
    reached the target (nothing to fit: a longer budget or an easier target would);
 2. an open side gets a batch past it: the next doubling above the largest batch where the upper end is open (a
-   lower bound, or not resolved), half the smallest where the lower end is; never past a batch that missed the
+   lower bound, or not resolved) or an interval's upper end lies more than a doubling past it (extrapolated: seeds
+   at the batches run narrow it slowly), half the smallest where the lower end is open or lies more than a halving
+   below it (an interval's ends only where the curve fits, MISFIT_P); never past a batch that missed the
    target (a larger one would miss it too) nor past the limits the data set. Where the largest batch ran its whole
    budget without reaching the target, the trial that came closest runs again with twice the epochs instead (with a
    constant LR a longer budget does not move the steps to the target: docs/reproducing.md); that run is its point
@@ -89,10 +91,10 @@ def plan_round(answer: Answer, batches: list[BatchState], ratio: float = 4.0, tr
         return Round("no batch reached the target: nothing to fit (a longer budget in epochs, or an easier target, "
                      "would give one)")
     actions, notes = [], []
-    sides = _sides(answer, batches, min_batch, max_batch, notes)
+    misfit = answer.lack_of_fit_p is not None and answer.lack_of_fit_p < MISFIT_P
+    sides = _sides(answer, batches, min_batch, max_batch, notes, misfit)
     actions += sides
     actions += _edges(reached)
-    misfit = answer.lack_of_fit_p is not None and answer.lack_of_fit_p < MISFIT_P
     if (answer.kind == "none" or (answer.kind == "interval") or not sides) and not misfit:
         actions += _seeds(answer, reached)
     if not actions and misfit:  # seeds narrow the noise within a batch, not the batches' scatter about the curve
@@ -120,11 +122,18 @@ def _said(answer: Answer) -> str:
 
 
 def _sides(answer: Answer, batches: list[BatchState], min_batch: int, max_batch: int | None,
-           notes: list) -> list[Action]:
+           notes: list, misfit: bool = False) -> list[Action]:
     out = []
     largest, smallest = batches[-1], batches[0]
-    if answer.kind in ("lower", "none"):
+    # an interval's end more than a doubling past the batches is extrapolated, not measured: as an open end (where
+    # the curve fits the batches; where it does not, its interval's ends say little about where to measure)
+    extrapolated = answer.kind == "interval" and not misfit
+    past_top = extrapolated and answer.hi > 2 * largest.batch
+    past_bottom = extrapolated and answer.lo < smallest.batch / 2
+    if answer.kind in ("lower", "none") or past_top:
         new = largest.batch * 2
+        why = (f"its upper end lies more than a doubling past batch {largest.batch}, the largest measured"
+               if past_top else f"its upper end is open past batch {largest.batch}")
         if not largest.reached and largest.short:
             out.append(Action("budget", largest.batch, f"B_crit {_said(answer)}, and batch {largest.batch} ran its "
                                                        "budget without reaching the target: its closest trial "
@@ -135,15 +144,15 @@ def _sides(answer: Answer, batches: list[BatchState], min_batch: int, max_batch:
         elif max_batch is not None and new > max_batch:
             notes.append(f"{largest.batch} is the largest batch the data allow here: no larger one is added")
         else:
-            out.append(Action("batch", new, f"B_crit {_said(answer)}: its upper end is open past batch "
-                                            f"{largest.batch}"))
-    if answer.kind in ("upper", "none"):
+            out.append(Action("batch", new, f"B_crit {_said(answer)}: {why}"))
+    if answer.kind in ("upper", "none") or past_bottom:
         new = smallest.batch // 2
+        why = (f"its lower end lies more than a halving below batch {smallest.batch}, the smallest measured"
+               if past_bottom else f"its lower end is open below batch {smallest.batch}")
         if new < max(min_batch, 1) or smallest.batch % 2:
             notes.append(f"{smallest.batch} is the smallest batch here: no smaller one is added")
         else:
-            out.append(Action("batch", new, f"B_crit {_said(answer)}: its lower end is open below batch "
-                                            f"{smallest.batch}"))
+            out.append(Action("batch", new, f"B_crit {_said(answer)}: {why}"))
     return out
 
 

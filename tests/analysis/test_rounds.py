@@ -152,3 +152,22 @@ def test_seeds_are_not_added_where_the_curve_misfits_the_batches_beyond_doubt():
     # an open side is still closed by a batch past it, misfit or not
     r = plan_round(Answer("lower", 300.0, math.inf, lack_of_fit_p=0.0002), STUDY, trials_per_batch=4)
     assert r.stop is None and ("batch", 512) in _kinds(r)
+
+
+def test_an_interval_end_more_than_a_doubling_past_the_batches_gets_a_batch_toward_it():
+    """The class-folder study designed by `lbscale design` (30 min): B_crit [52, 364] .. [55, 606] on batches
+    16..256 for 16 rounds of seeds, the steps still falling 23% a doubling at 256; an end more than a doubling past
+    the batches is extrapolated, and the next doubling measures it."""
+    r = plan_round(Answer("interval", 50.0, 600.0), STUDY, trials_per_batch=4)
+    assert _kinds(r)[0] == ("batch", 512) and "more than a doubling past batch 256" in r.actions[0].why
+    assert {a.batch for a in r.actions if a.kind == "seeds"} == {32, 64, 128, 256}  # seeds as before
+    # within a doubling of the batches: seeds only (on the adaptive benchmark, a batch added wherever an end lay
+    # past the largest resolved fewer studies where B_crit lies past the batches: 63% against 72%)
+    assert all(a.kind == "seeds" for a in plan_round(Answer("interval", 40.0, 500.0), STUDY).actions)
+    # a lower end more than a halving below the smallest batch: half the smallest
+    r = plan_round(Answer("interval", 10.0, 200.0), STUDY, trials_per_batch=4)
+    assert _kinds(r)[0] == ("batch", 16) and "more than a halving below batch 32" in r.actions[0].why
+    assert all(a.kind == "seeds" for a in plan_round(Answer("interval", 17.0, 200.0), STUDY).actions)
+    # never past the data's limit
+    r = plan_round(Answer("interval", 50.0, 600.0), STUDY, max_batch=256)
+    assert all(a.kind == "seeds" for a in r.actions) and any("largest batch the data allow" in n for n in r.notes)
