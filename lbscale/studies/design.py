@@ -73,6 +73,7 @@ class DataFacts:
     task: str
     metric: str
     chance: float | None
+    test: int = 0  # the test split each finished trial evaluates once at its end (0: none)
 
 
 def check_inputs(o: DesignOptions) -> DataFacts:
@@ -98,7 +99,7 @@ def check_inputs(o: DesignOptions) -> DataFacts:
             raise LbscaleError(f"{o.data}: no val split; the designer measures on it (prepare with --val-fraction "
                                "0.1)")
         task, classes = get_task(data.task), data.num_classes
-        facts = (data.size("train"), data.size("val"))
+        facts = (data.size("train"), data.size("val"), data.size("test") if data.has_split("test") else 0)
     metric = o.metric or task.primary_on("val")
     task.check_target_metric(metric, classes, option="--metric")
     if not task.higher_is_better(metric):
@@ -109,7 +110,7 @@ def check_inputs(o: DesignOptions) -> DataFacts:
     base = metric.split("_", 1)[1]
     chance = (min(1.0, int(base[3:]) / classes) if task.name == "multiclass" and base.startswith("top")
               and base[3:].isdigit() else None)
-    return DataFacts(facts[0], facts[1], classes, task.name, metric, chance)
+    return DataFacts(facts[0], facts[1], classes, task.name, metric, chance, facts[2])
 
 
 def pilot_limit(wall: float) -> float:
@@ -418,8 +419,8 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
     """The grid and its confirmation priced from the pilot: per batch, each search point (its LR `ratios` x the
     pilot's best) priced by `estimate.designed_samples` on the pilot's `bowl` (the rule `--estimate` prices the
     designed spec's trials by: one that never reaches the target trains its batch's `epochs`), CONFIRM_TOP reruns at the
-    optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; a start-up
-    each."""
+    optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; the test split
+    once at each trial's end; a start-up each."""
     from lbscale.sweep.estimate import bowl_factor, check_share, designed_samples, near_checks, spaced_evals
 
     total = 0.0
@@ -433,6 +434,7 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
                       * check_share(ev["target"], ev["subset"], facts.val) if ev["subset"] < facts.val else 0)
             examples += (spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
                          + (n / facts.train + checks) * facts.val)
+        examples += len(runs) * facts.test  # each trial's test split, once at its end
         total += (sum(n for n, _ in runs) * per_sample_at(costs, b) + examples * costs["per_eval_example"]
                   + len(runs) * costs["startup"])
     return total

@@ -9,7 +9,8 @@ window of 5 steps used to decide it, and a disturbed one moved a plan's estimate
 start-up is the process's wall time beyond its steady steps and its evaluations: the first window's extra time is
 in it, paid once by every trial. The sweep's duration is the sum over the trials still to run, and the
 confirmation trials still to come, of steps x seconds per step, their evaluations (the whole split after each
-epoch, and the step evaluations they ask for, by their subset) and one start-up each, plus the warm-start
+epoch, the step evaluations they ask for, by their subset, and the test split once at the end of each) and one
+start-up each, plus the warm-start
 server's start once; a trial whose batch grows is priced at its first batch's seconds per sample, an upper bound
 (`trial_seconds`).
 """
@@ -57,6 +58,12 @@ class ShapeTiming:
     steps: tuple[int, int]  # timed from this step to that
     step_range: tuple[float, float] = (math.nan, math.nan)  # the fastest and slowest window's seconds per step
     windows: int = 1
+    final_samples: int = 0  # the test split a finished trial evaluates once at its end (`Evaluator.test_figures`;
+    # 0 where the file has none or it is the evaluation split): not in the timing run, which stops before its end
+
+    def final_seconds(self) -> float:
+        """The seconds of that last evaluation, at the evaluation split's pace per example."""
+        return self.eval_seconds * self.final_samples / self.eval_samples if self.eval_samples else 0.0
 
     @property
     def spread(self) -> float:
@@ -112,7 +119,8 @@ def print_estimate(plans: list[SweepTrial], retry_failed: bool, warm: bool = Fal
     print(f"expected duration: about {clock(total + server)} ({clock(fastest + server)}..{clock(slowest + server)} "
           f"at the fastest and slowest window's pace) for {len(todo)} trials one after another"
           f"{f' ({done} finished already)' if done else ''}: steps x seconds per step, the evaluations after "
-          "every epoch and during training, a start-up each (a trial whose batch grows: its first batch's seconds per "
+          "every epoch and during training and of the test split at its end, a start-up each (a trial whose batch "
+          "grows: its first batch's seconds per "
           "sample, an upper bound); timed here, so another machine (a SLURM node) runs at its own pace; pruning and "
           "stopping at a target end trials sooner")
     if design and design.get("samples_to_target"):
@@ -273,7 +281,7 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
         checks *= check_share(cfg.target, cfg.eval_subset, t.eval_samples)
     epochs = samples / max(plan.train_samples or samples, 1)
     return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
-            + step_evals * t.eval_seconds * subset)
+            + step_evals * t.eval_seconds * subset + t.final_seconds())
 
 
 def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:
@@ -299,7 +307,7 @@ def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:
         step_evals = 0
     subset = min(1.0, cfg.eval_subset / t.eval_samples) if cfg.eval_subset and t.eval_samples else 1.0
     return (t.startup + plan.total_steps * t.step_seconds + cfg.epochs * t.eval_seconds
-            + step_evals * t.eval_seconds * subset)
+            + step_evals * t.eval_seconds * subset + t.final_seconds())
 
 
 def time_shape(p: SweepTrial, warm: bool = False) -> tuple[ShapeTiming, float]:
@@ -328,7 +336,8 @@ def time_shape(p: SweepTrial, warm: bool = False) -> tuple[ShapeTiming, float]:
         raise LbscaleError(f"--estimate: trial {p.trial_id} did not run here: {why}")
     with open_prepared(p.config.data) as data:
         eval_samples = data.size(p.config.eval_split) if data.has_split(p.config.eval_split) else 0
-    return timing_from(records, wall, eval_samples), started
+        final = data.size("test") if data.has_split("test") and p.config.eval_split != "test" else 0
+    return replace(timing_from(records, wall, eval_samples), final_samples=final), started
 
 
 def timing_steps(steps_per_epoch: int, batch_schedule: bool) -> tuple[int, int]:

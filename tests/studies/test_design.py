@@ -4,6 +4,8 @@ one line and exit 2 before anything runs."""
 
 import shutil
 
+import pytest
+
 import yaml
 
 from lbscale.results import read_json
@@ -126,3 +128,20 @@ def test_a_trial_trained_on_from_its_checkpoint_is_the_longer_trial(tiny_h5, tmp
     used = pilot["seconds"]
     assert run_longer(o, facts, tmp_path / "p", pilot, 0.05, 4) == longer and pilot["seconds"] == used  # kept
     assert not any(p.name.endswith(".part") for p in (tmp_path / "p").iterdir())
+
+
+def test_the_grid_price_counts_each_trials_test_split_once_at_its_end():
+    from dataclasses import replace
+
+    from lbscale.studies.design import CONFIRM_TOP, DataFacts, grid_seconds
+
+    facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
+    costs = {"per_sample": {64: 1e-3, 256: 8e-4}, "per_eval_example": 2e-4, "startup": 0.5}
+    ev = {"subset": 100, "spacing": 0.3, "first": 5, "near": 0.5, "target": 0.8}
+    ratios, batches = [0.5, 1.0, 2.0], [32, 64, 128]
+    args = (batches, {32: 3000.0, 64: 4000.0, 128: 6000.0}, costs)
+    rest = (ev, None, {0.5: 1.5, 1: 1.0, 2: 1.6}, ratios, {32: 3, 64: 4, 128: 6})
+    without = grid_seconds(*args, facts, *rest)
+    # three search points and the confirmation's reruns a batch, each evaluating 10,000 test images at 2e-4 s
+    extra = len(batches) * (len(ratios) + CONFIRM_TOP) * 10_000 * 2e-4
+    assert grid_seconds(*args, replace(facts, test=10_000), *rest) == pytest.approx(without + extra)

@@ -1,7 +1,9 @@
 """`sweep --dry-run --estimate`: the pace as the median of timed windows with its spread, the first window's extra
 time paid once per trial, and the confirmation trials still to come counted in the total (by hand, no training)."""
 
+import dataclasses
 import math
+
 import pytest
 
 from lbscale.sweep import estimate
@@ -111,6 +113,11 @@ def test_a_designed_spec_is_priced_stopped_at_its_target_and_pruned_as_designed(
     # 13, 19 (spacing 0.5 from 4, below 31 = the 30 steps to the target + 1) on half the split (40 of 80)
     by_hand = 1.0 + 20 * 0.1 + 640 / 560 * 0.2 + 5 * 0.2 * 0.5
     assert estimate.designed_seconds(plans[0], t, 960.0) == pytest.approx(by_hand)
+    # a file with a test split of 400: each finished trial evaluates it once at its end, 400 / 80 x 0.2 s
+    # (unpriced before: a Fashion-MNIST grid's 40 trials x about 1.8 s for 10,000 test images, a third of its price)
+    tested = dataclasses.replace(t, final_samples=400)
+    assert estimate.designed_seconds(plans[0], tested, 960.0) == pytest.approx(by_hand + 400 / 80 * 0.2)
+    assert trial_seconds(plans[0], tested) == pytest.approx(trial_seconds(plans[0], t) + 1.0)
     monkeypatch.setattr(estimate, "time_shape", lambda p, warm: (t, 0.0))
     estimate.print_estimate(plans, retry_failed=False, design=spec.design, wall=spec.sweep_wall)
     last = capsys.readouterr().out.splitlines()[-1]
