@@ -328,15 +328,20 @@ def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, d
     return pilot, {"mid": stage, "largest": top}
 
 
+def mid_pace(pilot: dict, trials: int) -> tuple[float, float]:
+    """(seconds a trial, seconds an epoch past its start-up) of the middle stage, whose `trials` took mid_seconds:
+    the pace the later stages are planned at."""
+    per_trial = pilot.get("mid_seconds", 0.0) / max(trials, 1)
+    return per_trial, max(per_trial - pilot["timing"]["startup"], 1e-9) / pilot["epochs"]
+
+
 def long_epochs(pilot: dict, trials: int, wall: float) -> int:
     """Epochs of the middle batch's best LR trained on where its curve still rose at its end (0: none): what the
     pilot has left once the largest batch's three trials at the middle stage's epochs are set aside, at the middle
     stage's measured pace per epoch (`trials` of them took mid_seconds), at most as many more epochs as it had (a
     curve seen twice as long shows whether it levels off); none where not one more epoch fits."""
-    per_trial = pilot.get("mid_seconds", 0.0) / max(trials, 1)
-    startup = pilot["timing"]["startup"]
-    per_epoch = max(per_trial - startup, 1e-9) / pilot["epochs"]
-    left = pilot_limit(wall) - pilot["seconds"] - 3 * per_trial - startup
+    per_trial, per_epoch = mid_pace(pilot, trials)
+    left = pilot_limit(wall) - pilot["seconds"] - 3 * per_trial - pilot["timing"]["startup"]
     more = min(int(left / per_epoch + 1e-9), pilot["epochs"]) if left > 0 else 0
     return pilot["epochs"] + more if more >= 1 else 0
 
@@ -345,8 +350,7 @@ def largest_epochs(pilot: dict, trials: int, wall: float) -> int:
     """Epochs of the largest batch's three trials: what the pilot has left, at the middle stage's measured pace
     per epoch (a larger batch costs no more a sample), at least the middle stage's and at most 12. The largest
     batch needs the most samples to a target, and its LRs' order is what the first rung rests on."""
-    per_trial = pilot.get("mid_seconds", 0.0) / max(trials, 1)
-    per_epoch = max(per_trial - pilot["timing"]["startup"], 1e-9) / pilot["epochs"]
+    _, per_epoch = mid_pace(pilot, trials)
     left = pilot_limit(wall) - pilot["seconds"]
     fit = int((left / 3 - pilot["timing"]["startup"]) // per_epoch)
     return min(max(fit, pilot["epochs"]), 12)

@@ -5,7 +5,6 @@ one line and exit 2 before anything runs."""
 import shutil
 
 import pytest
-
 import yaml
 
 from lbscale.results import read_json
