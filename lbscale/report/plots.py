@@ -15,7 +15,7 @@ from lbscale.report.load import Study  # noqa: E402
 from lbscale.report.numbers import estimate_cell, estimate_text, tick, whole  # noqa: E402
 from lbscale.report.scaling import scaling_series, speedup_efficiency  # noqa: E402
 from lbscale.report.scaling_model import series_rows  # noqa: E402
-from lbscale.report.critical_batch import arm_models  # noqa: E402
+from lbscale.report.critical_batch import arm_models, unstable  # noqa: E402
 from lbscale.report import steps_model  # noqa: E402
 from lbscale.report.tables import batch_label, metric_label  # noqa: E402
 from lbscale.report.tuned import whole_split  # noqa: E402
@@ -452,7 +452,8 @@ def _fit_of(fits: pd.DataFrame, variant):
 def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float,
                     easier: dict | None = None):
     """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
-    caret at its last evaluation where it did not: censored, it would have needed more), each batch's optimum,
+    caret at its last evaluation where it did not: censored, it would have needed more; a cross where it diverged
+    or never learned past an LR that learned: it bounds the LR, not the steps), each batch's optimum,
     a batch no trial of which reached it marked at its budget; the model's curve (`steps_model.curve`, with its
     knee) with B_crit's interval shaded, or the bound the data allow (in the title); perfect scaling from the
     smallest reached batch.
@@ -469,9 +470,16 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
         line = ax.plot(hit["global_batch"], hit["steps_to_target"], ".", alpha=0.35,
                        label=f"{variant}: trials that reached it")[0]
         color = line.get_color()
-        miss = o[~o["reached"].astype(bool)]
+        # a trial past the stability edge (diverged, or never learned above an LR that learned) measured no steps:
+        # the model reads it as a bound on lr*, not as censored steps, and so does the figure
+        bad = unstable(o, o["peak_lr"].to_numpy(float) if "peak_lr" in o else None)
+        bad = np.zeros(len(o), bool) if bad is None else bad
+        miss = o[~o["reached"].astype(bool) & ~bad]
         ax.plot(miss["global_batch"], miss["last_step"], "^", mfc="none", color=color, alpha=0.5,
                 label=f"{variant}: stopped before it (censored)" if len(miss) else None)
+        edge = o[bad]
+        ax.plot(edge["global_batch"], edge["last_step"], "x", color=color, alpha=0.5,
+                label=f"{variant}: diverged or never learned (bounds its LR, not the steps)" if len(edge) else None)
         opt = optima[(optima["variant"].fillna("-") == variant)] if len(optima) else optima
         got = opt[opt["reached"]].sort_values("global_batch")
         b, s = got["global_batch"].to_numpy(float), got["steps_star"].to_numpy(float)

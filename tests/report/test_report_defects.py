@@ -308,3 +308,25 @@ def test_no_perfect_scaling_entry_for_a_variant_reached_at_one_batch():
     assert labels == ["sgd-linear", "sgd-linear: perfect scaling", "sgd-linear-warmup"]
     perfect = ax.get_lines()[1]
     assert list(perfect.get_xdata()) == [32, 128] and list(perfect.get_ydata()) == [190.0, 190.0 * 32 / 128]
+
+
+def test_the_steps_figure_draws_a_diverged_or_never_learned_trial_apart_from_the_censored_ones():
+    # a fm-a designed study's figure drew its diverged trial (batch 64, last evaluation at step 28) and its
+    # never-learned ones as "stopped before it (censored)": the model reads them as bounds on the LR, not steps
+    outcomes = pd.DataFrame({
+        "variant": "sgd", "global_batch": [64, 64, 64, 64, 128, 128],
+        "peak_lr": [0.01, 0.03, 0.1, 0.3, 0.03, 0.003],
+        "reached": [True, True, False, False, True, False],
+        "steps_to_target": [90.0, 70.0, np.nan, np.nan, 50.0, np.nan],
+        "last_step": [90, 70, 28, 300, 50, 400],
+        "state": ["completed", "completed", "diverged", "completed", "completed", "completed"],
+        "never_learned": [False, False, False, True, False, False]})
+    optima = pd.DataFrame({"variant": "sgd", "global_batch": [64, 128], "reached": True,
+                           "steps_star": [70.0, 50.0]})
+    ax = plots.steps_to_result(optima, outcomes, pd.DataFrame({"variant": []}), "val_top1", 0.8).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    censored = lines["sgd: stopped before it (censored)"]
+    # by hand: censored is only batch 128's trial at 0.003 (below every learner there: too small to learn in time)
+    assert list(zip(censored.get_xdata(), censored.get_ydata())) == [(128, 400)]
+    bounds = lines["sgd: diverged or never learned (bounds its LR, not the steps)"]
+    assert sorted(zip(bounds.get_xdata(), bounds.get_ydata())) == [(64, 28), (64, 300)]
