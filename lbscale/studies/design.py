@@ -478,10 +478,14 @@ def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: Dat
     the subset and, on a subset, the whole split wherever a value comes within its noise of the target (from
     `near[subset]` of the steps to the target on: `estimate.near_evals`; a small subset is noisy, so it checks
     more often; each check reads `estimate.check_share` of the split, since it stops clearly below the target);
-    the first evaluation at a quarter of the fewest steps to the target. Where none fits, the cheapest."""
+    the first evaluation at a quarter of the fewest steps to the target. Where none fits, the cheapest, with
+    `floor`: (the share the crossing's own whole-split evaluation takes of the optimum's training, at its batch)."""
     from lbscale.sweep.estimate import check_share, near_evals, spaced_evals
 
     first = max(1, int(min(samples[b] / b for b in batches) // 4))
+    # the crossing's own evaluation of the whole split, which no subset or spacing avoids, over the optimum's
+    # training: where it alone takes most of EVAL_SHARE, nothing fits, and the spec says why
+    floor = max((facts.val * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)), b) for b in batches)
     subsets = [facts.val] + [s for s in SUBSETS if s < facts.val]
     tried = []
     for spacing in SPACINGS:
@@ -491,7 +495,7 @@ def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: Dat
             share = max((spaced_evals(first, spacing, samples[b] / b) * subset + checks[b] * facts.val)
                         * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)) for b in batches)
             ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "near": near[subset],
-                  "target": target}
+                  "target": target, "floor": floor}
             if share <= EVAL_SHARE:
                 return ev
             tried.append(ev)
@@ -657,7 +661,10 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
         f"  eval_batch: {EVAL_BATCH}  # evaluation keeps no activations: a large batch is cheap",
         f"  eval_subset: {ev['subset']}  # step evaluations predicted at {ev['share']:.1%} of training time "
         f"(at most {EVAL_SHARE:.0%}; {pilot['timing']['eval_seconds']:.3g} s for {pilot['timing']['eval_samples']:,} "
-        "images); a value near the target is checked on the whole split",
+        "images); a value near the target is checked on the whole split"
+        + ("" if ev["share"] <= EVAL_SHARE else
+           f"; none tried fits {EVAL_SHARE:.0%}: the crossing's own check of the whole split costs "
+           f"{ev['floor'][0]:.1%} of the optimum's training at batch {ev['floor'][1]}"),
     ]
     if rung.value:
         lines += [f"  prune: asha  # {rung.why}", f"  prune_min_samples: {rung.value}", "  prune_eta: 3"]

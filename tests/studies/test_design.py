@@ -144,3 +144,21 @@ def test_the_grid_price_counts_each_trials_test_split_once_at_its_end():
     # three search points and the confirmation's reruns a batch, each evaluating 10,000 test images at 2e-4 s
     extra = len(batches) * (len(ratios) + CONFIRM_TOP) * 10_000 * 2e-4
     assert grid_seconds(*args, replace(facts, test=10_000), *rest) == pytest.approx(without + extra)
+
+
+def test_where_no_evaluation_fits_its_share_the_choice_says_what_the_crossings_own_check_costs():
+    from lbscale.studies.design import DataFacts, evaluation_choice
+
+    # a step costs 0.01 s fixed + 1e-4 s a sample; the whole 1,500-image split 0.375 s (2.5e-4 s an image)
+    costs = {"per_sample": {64: (0.01 + 64e-4) / 64, 256: (0.01 + 256e-4) / 256}, "per_eval_example": 2.5e-4,
+             "startup": 0.5}
+    facts = DataFacts(3000, 1500, 10, "multiclass", "val_top1", 0.1)
+    near = {n: 0.5 for n in (1500, 1000, 500, 250, 100)}
+    # batch 32 reaches the target after 3,200 samples: 100 steps of 0.0132 s = 1.32 s, 0.375 / 1.32 = 28.4%;
+    # batch 64 after 4,800: 75 steps of 0.0164 s = 1.23 s, 30.5%: batch 64 binds
+    ev = evaluation_choice([32, 64], {32: 3200.0, 64: 4800.0}, costs, facts, near, 0.8)
+    assert ev["share"] > 0.10
+    assert ev["floor"] == (pytest.approx(0.375 / 1.23), 64)
+    # a long training: the subset fits, and the floor is small
+    ev = evaluation_choice([32, 64], {32: 320_000.0, 64: 480_000.0}, costs, facts, near, 0.8)
+    assert ev["share"] <= 0.10 and ev["floor"] == (pytest.approx(0.375 / 123), 64)
