@@ -449,6 +449,24 @@ def _fit_of(fits: pd.DataFrame, variant):
     return fits.loc[variant] if variant in fits.index else None
 
 
+def _trial_marks(ax, variant: str, o: pd.DataFrame) -> str:
+    """Every trial of one variant on the steps figure: a dot where it reached the target, a caret at its last
+    evaluation where it stopped short (censored), a cross where it was past the stability edge (diverged, or never
+    learned above an LR that learned: the model reads it as a bound on lr*, not as censored steps); its colour."""
+    hit = o[o["reached"].astype(bool)]
+    color = ax.plot(hit["global_batch"], hit["steps_to_target"], ".", alpha=0.35,
+                    label=f"{variant}: trials that reached it")[0].get_color()
+    bad = unstable(o, o["peak_lr"].to_numpy(float) if "peak_lr" in o else None)
+    bad = np.zeros(len(o), bool) if bad is None else bad
+    miss = o[~o["reached"].astype(bool) & ~bad]
+    ax.plot(miss["global_batch"], miss["last_step"], "^", mfc="none", color=color, alpha=0.5,
+            label=f"{variant}: stopped before it (censored)" if len(miss) else None)
+    edge = o[bad]
+    ax.plot(edge["global_batch"], edge["last_step"], "x", color=color, alpha=0.5,
+            label=f"{variant}: diverged or never learned (bounds its LR, not the steps)" if len(edge) else None)
+    return color
+
+
 def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataFrame, metric: str, target: float,
                     easier: dict | None = None):
     """Steps to target per batch (log-log): every trial of the search (a dot where it reached the target; a
@@ -466,20 +484,7 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
             ax.plot(g["global_batch"], g["steps_star"], "s--", ms=4, alpha=0.6,
                     label=f"{variant}: optimum, {metric} {t:g}")
     for variant, o in _by_variant(outcomes):
-        hit = o[o["reached"].astype(bool)]
-        line = ax.plot(hit["global_batch"], hit["steps_to_target"], ".", alpha=0.35,
-                       label=f"{variant}: trials that reached it")[0]
-        color = line.get_color()
-        # a trial past the stability edge (diverged, or never learned above an LR that learned) measured no steps:
-        # the model reads it as a bound on lr*, not as censored steps, and so does the figure
-        bad = unstable(o, o["peak_lr"].to_numpy(float) if "peak_lr" in o else None)
-        bad = np.zeros(len(o), bool) if bad is None else bad
-        miss = o[~o["reached"].astype(bool) & ~bad]
-        ax.plot(miss["global_batch"], miss["last_step"], "^", mfc="none", color=color, alpha=0.5,
-                label=f"{variant}: stopped before it (censored)" if len(miss) else None)
-        edge = o[bad]
-        ax.plot(edge["global_batch"], edge["last_step"], "x", color=color, alpha=0.5,
-                label=f"{variant}: diverged or never learned (bounds its LR, not the steps)" if len(edge) else None)
+        color = _trial_marks(ax, variant, o)
         opt = optima[(optima["variant"].fillna("-") == variant)] if len(optima) else optima
         got = opt[opt["reached"]].sort_values("global_batch")
         b, s = got["global_batch"].to_numpy(float), got["steps_star"].to_numpy(float)
