@@ -11,6 +11,8 @@ the fit's views are `report.critical_batch`'s.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -52,11 +54,12 @@ def whole_split(df: pd.DataFrame) -> pd.DataFrame:
 def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool,
                     group_by=TRIAL) -> pd.DataFrame:
     """Per group, the first evaluation (by step) whose `col` reaches `threshold` (>= when maximize, else <=):
-    group_by + step, epoch, elapsed_seconds, and step_before (the whole-split evaluation before it, or a check of
-    the whole split that stopped early below the threshold, clearly below the trial's target: the crossing lies
-    between the two). Groups that never reach it are absent. An evaluation of a subset of the split (`subset`: its
-    images) never reaches it: the trial evaluates the whole split where a subset meets the target, and that
-    evaluation counts (as for the trial's own steps to target)."""
+    group_by + step, epoch, elapsed_seconds, and step_before (the whole-split evaluation before it, a check of
+    the whole split that stopped early below the threshold, clearly below the trial's target, or a subset's value
+    clearly below the threshold, `below_on_subset`: the crossing lies between the two). Groups that never reach
+    it are absent. An evaluation of a subset of the split (`subset`: its images) never reaches it: the trial
+    evaluates the whole split where a subset meets the target, and that evaluation counts (as for the trial's own
+    steps to target)."""
     keys = list(group_by)
     valued = df.dropna(subset=[col])
     evaluated = whole_split(valued)
@@ -64,11 +67,14 @@ def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     d = d.sort_values(["step", "elapsed_seconds"], kind="stable")
     hit = _first_per_group(d, keys)[keys + ["step", "epoch", "elapsed_seconds"]]
     # the evaluation before the crossing: the steps to target lie in (step_before, step] (NaN: none before it); a
-    # check of the whole split that stopped clearly below the target bounds it as a whole-split miss does
+    # check of the whole split that stopped clearly below the target bounds it as a whole-split miss does, and so
+    # does a subset's value clearly below the threshold (`below_on_subset`)
     misses = evaluated
-    if "check" in valued:
-        stopped = valued["check"].notna() & valued["subset"].notna() & ~reaches(valued[col], threshold, maximize)
-        misses = valued[valued["subset"].isna() | stopped]
+    if "subset" in valued:
+        part = valued["subset"].notna()
+        stopped = (valued["check"].notna() & part & ~reaches(valued[col], threshold, maximize) if "check" in valued
+                   else False)
+        misses = valued[~part | stopped | below_on_subset(valued, col, threshold, maximize)]
     ev = misses[keys + ["step", col]].merge(
         hit[keys + ["step"]].rename(columns={"step": "_hit"}), on=keys)
     ev = ev[ev["step"] < ev["_hit"]].sort_values("step", kind="stable")
@@ -77,6 +83,22 @@ def steps_to_result(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     out = hit.merge(before, on=keys, how="left").merge(at, on=keys, how="left")
     out["crossing"] = crossing(out["step_before"], out["_before"], out["step"], out["_at"], threshold)
     return out.drop(columns=["_before", "_at"])
+
+
+def below_on_subset(df: pd.DataFrame, col: str, threshold: float, maximize: bool) -> np.ndarray:
+    """Per row: a step evaluation on a subset (`subset`: its images, not a check) whose value lies clearly below
+    `threshold` (higher is better): more than CHECK_SE binomial standard errors on its images, the rule that stops
+    a check (`train.evaluation.clearly_below`; the subset is a random sample of the split, as a check's first part
+    is; without the finite-population factor, so no looser). A loss has no such error: never."""
+    from lbscale.train.evaluation import clearly_below
+
+    if not maximize or "subset" not in df:
+        return np.zeros(len(df), bool)
+    plain = df["check"].isna() if "check" in df else pd.Series(True, index=df.index)
+    n = pd.to_numeric(df["subset"], errors="coerce")
+    value = pd.to_numeric(df[col], errors="coerce")
+    return np.array([bool(p) and pd.notna(k) and k >= 1 and clearly_below(float(v), threshold, int(k), math.inf)
+                     for p, k, v in zip(plain, n, value)], bool)
 
 
 def crossing(s0, v0, s1, v1, threshold: float) -> np.ndarray:

@@ -72,7 +72,8 @@ def test_the_crossing_is_interpolated_in_log_steps_between_its_two_evaluations()
 def test_a_check_that_stopped_below_the_target_bounds_the_crossing_from_below():
     """Whole split at 10 (0.6) and 40 (0.9); subset evaluations between; at 30 a check of the whole split stopped
     after 200 images (0.7, clearly below 0.8): the crossing lies in (30, 40], interpolated from there. A subset
-    value alone (20, 0.75) bounds nothing, nor does a stopped check past the threshold asked about (0.7 >= 0.65)."""
+    value within its noise of the threshold (20, 0.75 on 100 images) bounds nothing, nor does a stopped check past
+    the threshold asked about (0.7 >= 0.65)."""
     steps = pd.DataFrame({"results": "r", "trial": "a", "step": [10, 20, 30, 40], "epoch": [1.0, 2.0, 3.0, 4.0],
                           "elapsed_seconds": [1.0, 2.0, 3.0, 4.0], "val_top1": [0.6, 0.75, 0.7, 0.9],
                           "subset": [None, 100, 200, None], "check": [None, None, 200, 1600]})
@@ -81,6 +82,28 @@ def test_a_check_that_stopped_below_the_target_bounds_the_crossing_from_below():
     assert hit.loc["a", "crossing"] == pytest.approx(30 * (40 / 30) ** 0.5)
     low = steps_to_result(steps, "val_top1", 0.65, maximize=True).set_index("trial")
     assert (low.loc["a", "step"], low.loc["a", "step_before"]) == (40, 10)
+
+
+def test_a_subset_value_clearly_below_the_threshold_bounds_the_crossing_as_a_stopped_check_does():
+    """A step evaluation's fixed subset is a random sample of the split, as a stopped check's first part is: a value
+    more than 2.5 binomial standard errors below the threshold on its n images bounds the crossing from below (the
+    same rule, without the finite-population factor). 0.5 on 100 images: 0.5 + 2.5 x 0.05 = 0.625 < 0.8, a bound;
+    0.72 on 100: 0.72 + 2.5 x 0.0449 = 0.832, none; the whole split reaches 0.8 at step 40. Digits, 2026-12-05: 9
+    of 32 crossings had a subset value clearly below the target as the evaluation before them, unchecked, and
+    the bracket reached back to an earlier check."""
+    steps = pd.DataFrame({"results": "r", "trial": "a", "step": [10, 20, 30, 40], "epoch": [1.0, 2.0, 3.0, 4.0],
+                          "elapsed_seconds": [1.0, 2.0, 3.0, 4.0], "val_top1": [0.4, 0.5, 0.72, 0.85],
+                          "subset": [None, 100, 100, None], "check": [None, None, None, 1500]})
+    hit = steps_to_result(steps, "val_top1", 0.8, maximize=True).set_index("trial")
+    assert (hit.loc["a", "step"], hit.loc["a", "step_before"]) == (40, 20)
+    assert hit.loc["a", "crossing"] == pytest.approx(20 * 2 ** ((0.8 - 0.5) / (0.85 - 0.5)))
+    # for an easier threshold 0.6 the subset value 0.5 is not clearly below (0.625 > 0.6): the whole split's 0.4
+    low = steps_to_result(steps, "val_top1", 0.6, maximize=True).set_index("trial")
+    assert (low.loc["a", "step"], low.loc["a", "step_before"]) == (40, 10)
+    # a loss has no binomial error: its subset values bound nothing
+    loss = steps.assign(val_loss=1 - steps["val_top1"])
+    down = steps_to_result(loss, "val_loss", 0.2, maximize=False).set_index("trial")
+    assert down.loc["a", "step_before"] == 10
 
 
 def test_best_measurement_and_the_epoch_budget_by_hand():
