@@ -425,7 +425,8 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
     designed spec's trials by: one that never reaches the target trains its batch's `epochs`), CONFIRM_TOP reruns at the
     optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; the test split
     once at each trial's end; a start-up each."""
-    from lbscale.sweep.estimate import bowl_factor, check_share, designed_samples, near_checks, spaced_evals
+    from lbscale.sweep.estimate import (bowl_factor, check_reads, check_share, designed_samples, near_checks,
+                                        spaced_evals)
 
     total = 0.0
     for b in batches:
@@ -434,9 +435,10 @@ def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFact
         runs = [(designed_samples(e, rung, f, budget), f) for f in searched] + [(e, 1.0)] * CONFIRM_TOP
         examples = 0.0  # evaluated: the step evaluations' subset, each epoch's end and the checks on the whole split
         for n, f in runs:
-            checks = (near_checks(ev["first"], ev["spacing"], n / b, e / b, f, ev["near"])
-                      * check_share(ev["target"], ev["subset"], facts.val) if ev["subset"] < facts.val else 0)
-            examples += (spaced_evals(ev["first"], ev["spacing"], n / b) * ev["subset"]
+            share = check_share(ev["target"], ev["subset"], facts.val)
+            checks = (check_reads(near_checks(ev["first"][b], ev["spacing"], n / b, e / b, f, ev["near"]), share)
+                      if ev["subset"] < facts.val else 0)
+            examples += (spaced_evals(ev["first"][b], ev["spacing"], n / b) * ev["subset"]
                          + (n / facts.train + checks) * facts.val)
         examples += len(runs) * facts.test  # each trial's test split, once at its end
         total += (sum(n for n, _ in runs) * per_sample_at(costs, b) + examples * costs["per_eval_example"]
@@ -471,18 +473,30 @@ def doubling(lo: int, hi: int) -> list[int]:
     return out
 
 
+FIRST_SHARE = 0.25  # a batch's first step evaluation at this share of its predicted steps to the target
+
+
+def first_step(steps: float) -> int:
+    """A batch's first step evaluation: FIRST_SHARE of its predicted steps to the target (each batch evaluated from
+    the same share of its training on: with one first step for all, a quarter of the largest batch's, the smallest
+    batch was evaluated from a thirtieth of its steps on: digits, 2026-12-05, batch 16 from step 4 of about 130,
+    and the subset's evaluations were three quarters of the 11% its evaluations took)."""
+    return max(1, int(steps * FIRST_SHARE))
+
+
 def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: DataFacts, near: dict,
                       target: float) -> dict:
     """The largest evaluation subset and finest spacing whose evaluations inside epochs take at most EVAL_SHARE of
-    training at every batch (the smallest batch, most steps for the fewest samples, binds): the step evaluations on
-    the subset and, on a subset, the whole split wherever a value comes within its noise of the target (from
-    `near[subset]` of the steps to the target on: `estimate.near_evals`; a small subset is noisy, so it checks
-    more often; each check reads `estimate.check_share` of the split, since it stops clearly below the target);
-    the first evaluation at a quarter of the fewest steps to the target. Where none fits, the cheapest, with
-    `floor`: (the share the crossing's own whole-split evaluation takes of the optimum's training, at its batch)."""
-    from lbscale.sweep.estimate import check_share, near_evals, spaced_evals
+    training at every batch: the step evaluations on the subset from each batch's first (a quarter of its predicted
+    steps to the target, `first_step`) and, on a subset, the whole split wherever a value comes within its noise
+    of the target (from `near[subset]` of the steps to the target on: `estimate.near_evals`; a small subset is
+    noisy, so it checks more often; the crossing's own check reads all of the split, each miss before it
+    `estimate.check_share` of it, since it stops clearly below the target: `estimate.check_reads`). Where none
+    fits, the cheapest, with `floor`: (the share the crossing's own whole-split evaluation takes of the optimum's
+    training, at the batch where it weighs most)."""
+    from lbscale.sweep.estimate import check_reads, check_share, near_evals, spaced_evals
 
-    first = max(1, int(min(samples[b] / b for b in batches) // 4))
+    first = {b: first_step(samples[b] / b) for b in batches}
     # the crossing's own evaluation of the whole split, which no subset or spacing avoids, over the optimum's
     # training: where it alone takes most of EVAL_SHARE, nothing fits, and the spec says why
     floor = max((facts.val * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)), b) for b in batches)
@@ -490,9 +504,10 @@ def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: Dat
     tried = []
     for spacing in SPACINGS:
         for subset in subsets:
-            checks = {b: near_evals(first, spacing, samples[b] / b, near[subset])
-                      * check_share(target, subset, facts.val) if subset < facts.val else 0 for b in batches}
-            share = max((spaced_evals(first, spacing, samples[b] / b) * subset + checks[b] * facts.val)
+            checks = {b: check_reads(near_evals(first[b], spacing, samples[b] / b, near[subset]),
+                                     check_share(target, subset, facts.val)) if subset < facts.val else 0
+                      for b in batches}
+            share = max((spaced_evals(first[b], spacing, samples[b] / b) * subset + checks[b] * facts.val)
                         * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)) for b in batches)
             ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "near": near[subset],
                   "target": target, "floor": floor}
@@ -656,8 +671,8 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
         f"plateau ({plateau:.3f})",
         "  stop_at_target: true",
         f"  eval_spacing: {ev['spacing']:g}  # a crossing bracketed within {ev['spacing']:.0%} of its steps",
-        f"  eval_first: {ev['first']}  # a quarter of the fewest predicted steps to the target "
-        f"(batch {top}: {plan['samples'][top] / top:,.0f})",
+        f"  eval_first: {{{', '.join(f'{b}: {f}' for b, f in ev['first'].items())}}}  # each batch's: a quarter of "
+        f"its predicted steps to the target (batch {top}: {plan['samples'][top] / top:,.0f})",
         f"  eval_batch: {EVAL_BATCH}  # evaluation keeps no activations: a large batch is cheap",
         f"  eval_subset: {ev['subset']}  # step evaluations predicted at {ev['share']:.1%} of training time "
         f"(at most {EVAL_SHARE:.0%}; {pilot['timing']['eval_seconds']:.3g} s for {pilot['timing']['eval_samples']:,} "

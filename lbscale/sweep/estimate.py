@@ -219,6 +219,13 @@ def near_checks(first: int, spacing: float, steps: float, optimum_steps: float, 
     return near_evals(first, spacing, min(steps, NEAR_REACH * optimum_steps), near)
 
 
+def check_reads(checks: int, share: float) -> float:
+    """The whole splits `checks` checks near the target read in a trial that reaches the target: the crossing's own
+    reads all of it (its value is at the target or past it: no look stops it), each miss before it `share` of it
+    on average (`check_share`)."""
+    return min(checks, 1) + max(checks - 1, 0) * share
+
+
 @functools.lru_cache(maxsize=256)
 def check_share(target: float, subset: int, total: int, draws: int = 2000) -> float:
     """The share of a `total`-example split that a check near `target` reads on average (`Evaluator.check`: the
@@ -278,7 +285,7 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
                           1.0 if p.confirms else factor, float(near))
               if near is not None and cfg.eval_spacing and subset < 1.0 else 0)  # the whole split near the target
     if checks:
-        checks *= check_share(cfg.target, cfg.eval_subset, t.eval_samples)
+        checks = check_reads(checks, check_share(cfg.target, cfg.eval_subset, t.eval_samples))
     epochs = samples / max(plan.train_samples or samples, 1)
     return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
             + step_evals * t.eval_seconds * subset + t.final_seconds())

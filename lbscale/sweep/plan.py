@@ -269,17 +269,30 @@ def _points_of(spec: SweepSpec, variant: str, options: dict, grid_sets: dict) ->
     return list(enumerate(space.points()))
 
 
-def epochs_at(by_batch: dict, batch: int) -> int:
-    """A batch's epochs from `epochs: {batch: epochs}`: its own; else the next larger batch's (the samples to a
-    target grow with the batch, so a larger one's budget is enough); past the largest, the largest's times
-    batch / largest (samples grow at most in proportion to the batch): a batch the rounds add beyond the grid."""
+def _at_batch(by_batch: dict, batch: int, past) -> int:
+    """A batch's value from a `{batch: value}` mapping: its own; else the next larger batch's; past the largest,
+    past(the largest's value, the largest batch)."""
     if batch in by_batch:
         return by_batch[batch]
     larger = [b for b in by_batch if b > batch]
     if larger:
         return by_batch[min(larger)]
     top = max(by_batch)
-    return math.ceil(by_batch[top] * batch / top)
+    return past(by_batch[top], top)
+
+
+def epochs_at(by_batch: dict, batch: int) -> int:
+    """A batch's epochs from `epochs: {batch: epochs}`: its own; else the next larger batch's (the samples to a
+    target grow with the batch, so a larger one's budget is enough); past the largest, the largest's times
+    batch / largest (samples grow at most in proportion to the batch): a batch the rounds add beyond the grid."""
+    return _at_batch(by_batch, batch, lambda n, top: math.ceil(n * batch / top))
+
+
+def first_at(by_batch: dict, batch: int) -> int:
+    """A batch's first evaluation step from `eval_first: {batch: step}`: its own; else the next larger batch's (a
+    larger batch takes fewer steps to a target, so its first step is no later a share of the smaller's); past the
+    largest, the largest's x largest / batch (no later a share of the steps even under perfect scaling)."""
+    return _at_batch(by_batch, batch, lambda step, top: max(1, step * top // batch))
 
 
 def _sweep_trial(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, variant: tuple, w, point: tuple,
@@ -299,6 +312,8 @@ def _sweep_trial(spec: SweepSpec, results: Path, cell: _Cell, dataset: tuple, va
         options["epochs"] = epochs
     elif spec.epochs_by_batch:
         options["epochs"] = epochs_at(spec.epochs_by_batch, cell.batch)
+    if spec.first_by_batch and "eval_first" not in voptions and "eval_first" not in values:
+        options["eval_first"] = first_at(spec.first_by_batch, cell.batch)
     if w is not None:
         options["warmup_epochs"] = str(w)
     if cell.local is not None:

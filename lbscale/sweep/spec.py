@@ -39,6 +39,7 @@ class SweepSpec:
     wall: float | None = None  # `wall:` the study's wall-clock budget in seconds (lbscale design writes it)
     design: dict = field(default_factory=dict)  # `design:` what the designer's pilot measured and used of `wall`
     epochs_by_batch: dict = field(default_factory=dict)  # `epochs: {batch: epochs}`: each batch's own budget
+    first_by_batch: dict = field(default_factory=dict)  # `trial.eval_first: {batch: step}`: each batch's own
 
     @property
     def sweep_wall(self) -> float | None:
@@ -48,9 +49,9 @@ class SweepSpec:
         return max(self.wall - float(self.design.get("pilot_seconds") or 0.0), 0.0)
 
 
-def _epochs_by_batch(value, path) -> dict:
-    """`epochs: {16: 6, 32: 8}` (each batch its own budget, as `lbscale design` writes it): {batch: epochs};
-    {} for one value for every batch."""
+def _by_batch(value, where: str) -> dict:
+    """`epochs: {16: 6, 32: 8}` or `eval_first: {16: 32, 256: 4}` (each batch its own, as `lbscale design` writes
+    them): {batch: count}; {} for one value for every batch. `where` names the key and what a value is."""
     if not isinstance(value, dict):
         return {}
     try:
@@ -59,7 +60,7 @@ def _epochs_by_batch(value, path) -> dict:
         out = {}
     if (not out or any(e < 1 for e in out.values()) or any(not float(e).is_integer() for e in value.values())
             or any(not float(b).is_integer() for b in value)):
-        raise LbscaleError(f"{path}: epochs must be a count, or a mapping of batches to counts like {{16: 6, 32: 8}}")
+        raise LbscaleError(where)
     return out
 
 
@@ -131,7 +132,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
         raise LbscaleError(f"{path}: give grid.batch (with gpus or local_batch) or grid.points, one of them")
     points = _checked_points(grid.get("points"), path)
     trial = _check_trial_keys(raw.get("trial"), f"{path}: trial")
-    by_batch = _epochs_by_batch(raw.get("epochs"), path)
+    by_batch = _by_batch(raw.get("epochs"), f"{path}: epochs must be a count, or a mapping of batches to counts "
+                                            "like {16: 6, 32: 8}")
+    first_by_batch = _by_batch(trial.get("eval_first"), f"{path}: trial.eval_first must be a step, or a mapping "
+                                                        "of batches to steps like {16: 32, 256: 4}")
+    if first_by_batch:  # the trial's own: checked as any trial option is, per batch at planning
+        trial["eval_first"] = min(first_by_batch.values())
     for key in ("data", "model", "epochs"):
         if key in raw:
             trial[key] = max(by_batch.values()) if key == "epochs" and by_batch else raw[key]
@@ -157,7 +163,8 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
                            "{warmup: '64@0,128@2ep,256@5ep'}")
     schedules = {str(k): _schedule_arm(v, f"{path}: grid.batch_schedule.{k}") for k, v in schedules.items()}
     wall, design = _wall_of(raw, path)
-    return SweepSpec(wall=wall, design=design, epochs_by_batch=by_batch, name=str(raw.get("name") or path.stem),
+    return SweepSpec(wall=wall, design=design, epochs_by_batch=by_batch, first_by_batch=first_by_batch,
+                     name=str(raw.get("name") or path.stem),
                      trial=trial, batch=grid.get("batch"), points=points, batch_schedules=schedules,
                      gpus=grid.get("gpus"),
                      local_batch=grid.get("local_batch"), variants=variants,

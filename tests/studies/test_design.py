@@ -136,7 +136,7 @@ def test_the_grid_price_counts_each_trials_test_split_once_at_its_end():
 
     facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
     costs = {"per_sample": {64: 1e-3, 256: 8e-4}, "per_eval_example": 2e-4, "startup": 0.5}
-    ev = {"subset": 100, "spacing": 0.3, "first": 5, "near": 0.5, "target": 0.8}
+    ev = {"subset": 100, "spacing": 0.3, "first": {32: 23, 64: 15, 128: 11}, "near": 0.5, "target": 0.8}
     ratios, batches = [0.5, 1.0, 2.0], [32, 64, 128]
     args = (batches, {32: 3000.0, 64: 4000.0, 128: 6000.0}, costs)
     rest = (ev, None, {0.5: 1.5, 1: 1.0, 2: 1.6}, ratios, {32: 3, 64: 4, 128: 6})
@@ -159,6 +159,8 @@ def test_where_no_evaluation_fits_its_share_the_choice_says_what_the_crossings_o
     ev = evaluation_choice([32, 64], {32: 3200.0, 64: 4800.0}, costs, facts, near, 0.8)
     assert ev["share"] > 0.10
     assert ev["floor"] == (pytest.approx(0.375 / 1.23), 64)
+    # each batch evaluated from a quarter of its own predicted steps on: 100 / 4 and 75 / 4
+    assert ev["first"] == {32: 25, 64: 18}
     # a long training: the subset fits, and the floor is small
     ev = evaluation_choice([32, 64], {32: 320_000.0, 64: 480_000.0}, costs, facts, near, 0.8)
     assert ev["share"] <= 0.10 and ev["floor"] == (pytest.approx(0.375 / 123), 64)

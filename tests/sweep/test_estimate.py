@@ -169,3 +169,13 @@ def test_a_checks_price_is_the_share_of_the_split_it_reads_by_simulation():
     assert check_share(target, subset, n) == pytest.approx(np.mean(shares), abs=0.04)
     assert 0.3 < check_share(target, subset, n) < 0.8
     assert check_share(0.8, 100, 30) == 1.0
+
+
+def test_a_trials_checks_read_the_whole_split_at_the_crossing_and_a_share_of_it_before():
+    from lbscale.sweep.estimate import check_reads
+
+    # none; the crossing's own (its value at the target or past it: no look stops it); it and three misses at
+    # 0.55 of the split each
+    assert check_reads(0, 0.55) == 0.0
+    assert check_reads(1, 0.55) == 1.0
+    assert check_reads(4, 0.55) == pytest.approx(1 + 3 * 0.55)

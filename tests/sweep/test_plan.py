@@ -376,3 +376,24 @@ def test_each_batch_can_have_its_own_epochs_and_a_bad_mapping_is_one_line(tmp_pa
     for bad in ("{8192: 0}", "{8192: 2.5}", "{big: 2}", "{}"):
         with pytest.raises(LbscaleError, match="epochs must be a count"):
             _spec(tmp_path, SPEC.replace("epochs: 3", f"epochs: {bad}"))
+
+
+def test_each_batch_can_have_its_own_first_evaluation_and_a_bad_mapping_is_one_line(tmp_path):
+    # `lbscale design` writes eval_first as a quarter of each batch's predicted steps to the target: a small batch,
+    # with many steps, would otherwise evaluate from the largest batch's first step on
+    spaced = "eval_spacing: 0.2, eval_first: {8192: 40, 16384: 24, 32768: 12, 65536: 8}, "
+    text = SPEC.replace("trial: {", "trial: {" + spaced)
+    plans = build_plan(_spec(tmp_path, text), tmp_path / "r", 4)
+    assert {p.plan.global_batch: p.config.eval_first for p in plans} == {8192: 40, 16384: 24, 32768: 12, 65536: 8}
+    # a batch the mapping lacks (the rounds add one past the grid): the next larger batch's step (fewer steps to a
+    # target, so no later a share of the smaller batch's); past the largest, the largest's x largest / batch (no
+    # later than its share even under perfect scaling)
+    short = SPEC.replace("trial: {", "trial: {eval_spacing: 0.2, eval_first: {16384: 24, 32768: 12}, ")
+    plans = build_plan(_spec(tmp_path, short), tmp_path / "r", 4)
+    assert {p.plan.global_batch: p.config.eval_first for p in plans} == {8192: 24, 16384: 24, 32768: 12, 65536: 6}
+    # a variant's own first evaluation stands
+    own = text.replace("  batch: 8k..65k", "  batch: 8k..65k\n  variants: {own: {eval_first: 3}}")
+    assert {p.config.eval_first for p in build_plan(_spec(tmp_path, own), tmp_path / "r", 4)} == {3}
+    for bad in ("{8192: 0}", "{8192: 2.5}", "{big: 2}", "{}"):
+        with pytest.raises(LbscaleError, match="eval_first must be a step"):
+            _spec(tmp_path, SPEC.replace("trial: {", f"trial: {{eval_spacing: 0.2, eval_first: {bad}, "))
