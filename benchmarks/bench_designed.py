@@ -13,10 +13,14 @@ steps; a diverged trial (its LR above `diverge` x lr*) stays at chance. Each eva
 Binomial(n, m(t)) / n: the noise pruning's margin and the designer's settling rule reason about.
 
 A study as the designer writes it and lbscale runs it:
-- evaluations at `train.evaluation.geometric_steps(first, spacing, ...)` on the step subset, the whole split
-  where a subset value is near the target (`train.evaluation.near_target`), read in parts and stopped once clearly
-  below the target as `Evaluator.check` reads it (`Trial.check`); the target is met where the whole split reaches
-  it (crossing between the evaluation before and this one);
+- evaluations at `train.evaluation.geometric_steps(first, spacing, ...)` from each batch's first step (a quarter
+  of its steps as the designer predicts them, `studies.design.first_step`, the prediction off by up to a factor 2
+  either way) on the step subset, the whole split where a subset value is near the target
+  (`train.evaluation.near_target`), read in parts and stopped once clearly below the target as `Evaluator.check`
+  reads it (`Trial.check`); the target is met where the whole split reaches it, the crossing between the last
+  whole-split miss, stopped check or subset value clearly below the target before it (as
+  `report.tuned.steps_to_result` reads them; no epoch ends: the lower end is, if anything, earlier than a
+  study's) and this one;
 - the LR search: `points` a factor `grid` apart around lr* misjudged by up to half a grid step, the trials of a
   batch run one after another in a random order (a local sweep's arrival order), each judged at its rungs in
   samples (`train.pruning.rung_steps_in_samples`, eta 3) by `train.pruning.judge` against the values published
@@ -62,7 +66,9 @@ class Design:
     subset: int = 500  # the step evaluations' examples
     whole: int = 1500  # the val split's
     rung: float | str | None = "designed"  # samples; 'designed': the designer's rule from a simulated pilot
-    first: str = "quarter"  # the first evaluation: a quarter of the fewest optimal steps ('quarter') or step 1
+    # the first evaluation: at each batch a quarter of its steps as the designer predicts them, within a factor 2 of
+    # its optimum's ('own'); a quarter of the fewest optimal steps at every batch ('quarter'); or step 1 ('one')
+    first: str = "own"
     budget: str = "own"  # each batch 3x its own optimal samples ('own', the designer's epochs) or the largest's
 
 
@@ -147,25 +153,35 @@ def part_sizes(n: int) -> tuple[int, ...]:
 def run_trial(t: Trial, design: Design, first: int, rungs: list[int], published: dict | None) -> tuple:
     """(batch, lr, low, high, diverged) as the report reads the trial: evaluated at the designed steps, judged at
     its rungs against `published` (rung -> [(value, examples)], appended to), stopped at the target."""
-    from lbscale.train.evaluation import geometric_steps, near_target
+    from lbscale.train.evaluation import clearly_below, geometric_steps, near_target
     from lbscale.train.pruning import judge
 
     total = max(2, int(math.floor(t.budget)))
     if t.diverged:
         return (t.batch, t.lr, 5.0, math.inf, 1.0)
     steps = sorted(set(geometric_steps(first, design.spacing, total + 1)) | set(rungs))
+    # the crossing's lower end, as the report reads it (`report.tuned.steps_to_result`): the last whole-split miss,
+    # stopped check or subset value clearly below the target
     last = 0.0
     for s in steps:
         value = t.read(s, design.subset)
-        if near_target(value, t.curves.target, design.subset, True) and t.check(s, design.whole, t.curves.target):
-            return (t.batch, t.lr, last, float(s), 0.0)
+        if design.subset >= design.whole:  # the step evaluations read the whole split: each miss bounds
+            if value >= t.curves.target:
+                return (t.batch, t.lr, last, float(s), 0.0)
+            bound = True
+        elif near_target(value, t.curves.target, design.subset, True):
+            if t.check(s, design.whole, t.curves.target):
+                return (t.batch, t.lr, last, float(s), 0.0)
+            bound = True  # a checked miss, whole or stopped
+        else:
+            bound = clearly_below(value, t.curves.target, design.subset, math.inf)
         if published is not None and s in rungs:
             others = published.setdefault(s, [])
             decision = judge(value, design.subset, list(others), ETA, METRIC, True)["decision"]
             others.append((value, design.subset))
             if decision == "prune":
                 return (t.batch, t.lr, float(s), math.inf, 0.0)
-        last = float(s)
+        last = float(s) if bound else last
     return (t.batch, t.lr, last, math.inf, 0.0)
 
 
@@ -190,6 +206,7 @@ def designed_rung(rng, r: Regime, c: Curves, lr_star_top: float, guess: float, w
 
 def simulate_designed(rng, r: Regime, c: Curves, design: Design):
     """One study as the module's note says: arrays (batch, lr, low, high, diverged) of its trials."""
+    from lbscale.studies.design import first_step
     from lbscale.train.pruning import rung_steps_in_samples
 
     b = np.array(r.batches, dtype=float)
@@ -199,9 +216,12 @@ def simulate_designed(rng, r: Regime, c: Curves, design: Design):
     if rung == "designed":
         rung = designed_rung(rng, r, c, coef * b[-1] ** r.alpha, r.grid ** math.log(guess, 2), design.whole)
     top_samples = r.samples_budget * float(r.curve(b[-1])) * b[-1]
-    first = 1 if design.first == "one" else max(1, int(min(float(r.curve(x)) for x in b) // 4))
+    fewest = 1 if design.first == "one" else max(1, int(min(float(r.curve(x)) for x in b) // 4))
     rows = []
     for batch in b:
+        # the designer's prediction of a batch's steps (from two pilot batches) is off by up to a factor 2
+        first = (first_step(float(r.curve(batch)) * 2.0 ** rng.uniform(-1, 1)) if design.first == "own"
+                 else fewest)
         star = coef * batch ** r.alpha
         centre = star * r.grid ** math.log(guess, 2)
         lrs = centre * r.grid ** (np.arange(r.points) - (r.points - 1) / 2)

@@ -65,3 +65,17 @@ def test_a_check_in_parts_meets_the_target_as_often_as_a_whole_read_less_the_rar
         assert whole - lo_slack - 3 * math.sqrt(whole * (1 - whole) / draws) <= met <= whole + 0.02
     far = float(c.value(np.array([t.need * 0.5]), t.need, False)[0])
     assert far < c.target - 0.1 and not any(t.check(t.need * 0.5, n, c.target) for _ in range(200))
+
+
+def test_a_crossing_is_bounded_below_as_the_report_reads_it():
+    # the report's steps_to_result: the lower end is the last whole-split miss, stopped check or subset value
+    # clearly below the target (2.5 SE); a subset of a million (2 SE ~8e-4) is near the target only at the
+    # crossing: the evaluation before it (step 187 of 200, about 0.012 below) is not checked, yet clearly below
+    r = Regime("t", s_min=100.0, b_crit=32.0, sigma=(0.0, 0.0), samples_budget=3.0)
+    exact = dict(spacing=0.15, subset=10 ** 6, rung=None)
+    t = b.Trial(np.random.default_rng(0), r, b.Curves(), 32.0, 0.1, 0.1, budget_steps=1000.0)
+    low, high = b.run_trial(t, b.Design("subset", whole=10 ** 6 + 1, **exact), 10, [], None)[2:4]
+    assert (low, high) == (187.0, 215.0)
+    # the same evaluations on the whole split: each miss bounds it
+    low, high = b.run_trial(t, b.Design("whole", whole=10 ** 6, **exact), 10, [], None)[2:4]
+    assert low < 200.0 <= high <= math.floor(low * 1.15) + 1
