@@ -164,3 +164,21 @@ def test_where_no_evaluation_fits_its_share_the_choice_says_what_the_crossings_o
     # a long training: the subset fits, and the floor is small
     ev = evaluation_choice([32, 64], {32: 320_000.0, 64: 480_000.0}, costs, facts, near, 0.8)
     assert ev["share"] <= 0.10 and ev["floor"] == (pytest.approx(0.375 / 123), 64)
+
+
+def test_the_lr_range_widens_to_cover_every_lr_fastest_to_the_chosen_target():
+    from lbscale.studies.design import Choice, fastest_lrs, widened
+
+    # make demo-real, 2026-12-05: at batch 64 the pilot's 0.01581 and 0.05 reached val_top1 0.77 at the same
+    # evaluation (6,000 samples), 0.005 later, 0.1581 never; the range, 4x either side of the best final value
+    # (0.01581), was [0.00395, 0.0632], and the optima at batches 64 and 128 sat on its top edge
+    stage = [(0.005, [(3000, 0.6), (6000, 0.72), (9000, 0.78)]), (0.01581, [(3000, 0.7), (6000, 0.775)]),
+             (0.05, [(3000, 0.69), (6000, 0.771)]), (0.1581, [(3000, 0.5), (6000, 0.6)])]
+    assert fastest_lrs(stage, 0.77) == [0.01581, 0.05]
+    assert fastest_lrs(stage, 0.99) == []
+    rng = widened(Choice((0.00395, 0.0632), "4x either side of 0.01581"), [0.01581, 0.05], 64)
+    assert rng.value == (0.00395, 0.2)
+    assert "widened to 4x past 0.01581 and 0.05, the pilot's LRs fastest to the target at batch 64" in rng.why
+    # inside already: unchanged, reason and all
+    same = Choice((0.001, 0.5), "r")
+    assert widened(same, [0.01581, 0.05], 64) is same
