@@ -56,13 +56,25 @@ def samples_to(curve: list[tuple[float, float]], target: float) -> float | None:
     return None
 
 
+def crossing_samples(curve: list[tuple[float, float]], level: float) -> float | None:
+    """The samples at which `curve` first reaches `level` (higher is better), read linearly between the evaluation
+    before and the first at or past it (that evaluation's where it is the first); None where none reaches it."""
+    before = None
+    for s, v in curve:
+        if v >= level:
+            return float(s) if before is None else before[0] + (s - before[0]) * (level - before[1]) / (v - before[1])
+        before = (s, v)
+    return None
+
+
 def near_fraction(curve: list[tuple[float, float]], target: float, n: int, z: float) -> float:
     """Where a step evaluation on an n-example subset starts to be checked on the whole split: the samples at which
     `curve` first reaches within z binomial standard errors (on n examples, at the target) of `target`, over the
-    samples at which it reaches the target (1.0 where it reaches both at once; higher is better). A trial runs its
-    whole-split checks from there to its crossing."""
-    at = samples_to(curve, target)
-    near = samples_to(curve, target - z * binomial_se(target, n))
+    samples at which it reaches the target, both read between the pilot's evaluations (`crossing_samples`: a
+    pilot evaluates a few times an epoch, and both often lie between the same two); 1.0 where it reaches both at
+    once. A trial runs its whole-split checks from there to its crossing."""
+    at = crossing_samples(curve, target)
+    near = crossing_samples(curve, target - z * binomial_se(target, n))
     if at is None or near is None or at <= 0:
         return 1.0
     return min(near / at, 1.0)

@@ -3,7 +3,8 @@ choices depend on, and writes the tuned spec `lbscale sweep --until-resolved` ru
 
 The pilot (kept in RESULTS-pilot/, reused by a rerun with the same inputs) runs through the normal trial path:
 1. a timing run of the middle batch (`sweep --estimate`'s): seconds per step, per evaluation, the start-up; from
-   it the pilot's epochs, so that its trials fit max(10% of the budget, 3 minutes);
+   it the pilot's epochs, so that its trials fit max(10% of the budget, 3 minutes); and one of the smallest batch
+   the design may choose (SMALLEST), whose steps' fixed cost the larger batches' pace does not show;
 2. three LRs (a factor sqrt(10) apart) at the middle batch, evaluated on the whole val split several times an
    epoch (as many as cost half its training, 1 to 8), a fourth past the edge where the best is at one;
 3. where the best's curve still rose at its end, that trial trained on from its checkpoint (up to twice its
@@ -250,10 +251,11 @@ def pilot_state(o: DesignOptions, facts: DataFacts, folder: Path) -> dict:
     lr = o.lr if o.lr is not None else DEFAULT_LR[o.optimizer]
     t0 = time.monotonic()
     timing = timing_of(o, facts, folder, mid, lr)
+    small = small_pace(o, facts, folder, mid, lr)
     used = time.monotonic() - t0
     epochs = pilot_epochs(timing, facts, mid, pilot_limit(parse_wall(o.wall)) - used, used)
     pilot = {"inputs": inputs, "mid": mid, "largest": largest, "lr": lr, "epochs": epochs, "timing": timing,
-             "host": socket.gethostname(),
+             "small": small, "host": socket.gethostname(),
              "evals": pilot_evals(timing, facts, mid), "seconds": round(used, 1)}
     write_json(folder / PILOT_FILE, pilot)
     return pilot
@@ -300,10 +302,26 @@ def run_longer(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, lr
     return curve_of(out, facts.metric)
 
 
+def small_pace(o: DesignOptions, facts: DataFacts, folder: Path, mid: int, lr: float) -> dict | None:
+    """A step's seconds at SMALLEST, timed as `timing_of` times the middle batch (at the middle batch's LR moved by
+    the square-root rule); None where the middle batch is no larger. make demo-real, 2026-12-06, priced batch 8
+    from batches 64 and 256 alone (0.000587 and 0.000586 s a sample, no fixed cost between them) at 0.000596 s a
+    sample; its trials took 0.00194 (15.5 ms a step), and the grid ran 1.58x its price."""
+    if SMALLEST >= mid:
+        return None
+    t = timing_of(o, facts, folder, SMALLEST, lr * math.sqrt(SMALLEST / mid))
+    return {"batch": SMALLEST, "step_seconds": t["step_seconds"]}
+
+
 def run_pilot(o: DesignOptions, facts: DataFacts, folder: Path) -> tuple[dict, dict]:
     """The pilot (see the module's note): its record and each stage's (lr, curve) list."""
     pilot = pilot_state(o, facts, folder)
     mid, largest, lr = pilot["mid"], pilot["largest"], pilot["lr"]
+    if "small" not in pilot:  # kept from before the smallest batch was timed: timed now, once
+        t0 = time.monotonic()
+        pilot["small"] = small_pace(o, facts, folder, mid, lr)
+        pilot["seconds"] = round(pilot["seconds"] + time.monotonic() - t0, 1)
+        write_json(folder / PILOT_FILE, pilot)
     print(f"design: pilot of {pilot['epochs']} epochs a trial at batch {mid}, then batch {largest}, in {folder}",
           flush=True)
     stage = run_stage(o, facts, folder, pilot, "mid", mid, [lr / LR_STEP, lr, lr * LR_STEP])
@@ -357,14 +375,16 @@ def largest_epochs(pilot: dict, trials: int, wall: float) -> int:
 
 
 def costs_of(folder: Path, pilot: dict, stages: dict, facts: DataFacts) -> dict:
-    """Seconds per training sample at the two batches (the trials' own images/s, median), per evaluated
-    example, and the start-up."""
+    """Seconds per training sample at the two batches (the trials' own images/s, median) and at the smallest (its
+    timing run), per evaluated example, and the start-up."""
     per_sample = {}
     for name, batch in (("mid", pilot["mid"]), ("largest", pilot["largest"])):
         ips = sorted((read_json(folder / lr_name(batch, lr) / SUMMARY) or {}).get("images_per_second") or math.nan
                      for lr, _ in stages[name])
         ips = [x for x in ips if math.isfinite(x) and x > 0]
         per_sample[batch] = 1 / ips[len(ips) // 2] if ips else pilot["timing"]["step_seconds"] / pilot["mid"]
+    if pilot.get("small"):  # the smallest batch's timing run
+        per_sample[pilot["small"]["batch"]] = pilot["small"]["step_seconds"] / pilot["small"]["batch"]
     t = pilot["timing"]
     return {"per_sample": per_sample, "per_eval_example": t["eval_seconds"] / max(t["eval_samples"], 1),
             "startup": t["startup"]}
@@ -404,18 +424,21 @@ def predicted_samples(batch: float, guess: tuple[str, float], mid: int, s_mid: f
 
 
 def per_sample_at(costs: dict, batch: float) -> float:
-    """Seconds per training sample at `batch`: a step's seconds a + c B through the two measured batches (a fixed
-    cost per step, the Python and optimizer work a small batch pays as often as a large one, and a cost per
-    sample), over B; where the two give no positive fixed cost, log-linear between them and flat outside."""
-    (b1, c1), (b2, c2) = sorted(costs["per_sample"].items())
-    if b1 == b2:
-        return c1
-    slope = (c2 * b2 - c1 * b1) / (b2 - b1)
-    fixed = c1 * b1 - slope * b1
-    if fixed > 0 and slope > 0:
-        return (fixed + slope * batch) / batch
-    w = min(max(math.log(batch / b1) / math.log(b2 / b1), 0.0), 1.0)
-    return math.exp((1 - w) * math.log(c1) + w * math.log(c2))
+    """Seconds per training sample at `batch`: a step's seconds run straight between the batches the pilot timed
+    (a fixed cost per step, the Python and optimizer work a small batch pays as often as a large one, and a cost per
+    sample); outside them the nearest two's line a + c B goes on where it has a positive fixed cost, else a sample
+    costs what it cost at the nearest timed batch."""
+    points = sorted(costs["per_sample"].items())
+    if len(points) == 1 or batch <= points[0][0] or batch >= points[-1][0]:
+        end = points[0] if batch <= points[0][0] else points[-1]
+        if len(points) == 1:
+            return end[1]
+        (b1, c1), (b2, c2) = points[:2] if end is points[0] else points[-2:]
+        slope = (c2 * b2 - c1 * b1) / (b2 - b1)
+        fixed = c1 * b1 - slope * b1
+        return (fixed + slope * batch) / batch if fixed > 0 and slope > 0 else end[1]
+    (b1, c1), (b2, c2) = next((p, q) for p, q in zip(points, points[1:]) if p[0] <= batch <= q[0])
+    return (c1 * b1 + (c2 * b2 - c1 * b1) * (batch - b1) / (b2 - b1)) / batch
 
 
 def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFacts, ev: dict,
@@ -494,7 +517,7 @@ def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: Dat
     `estimate.check_share` of it, since it stops clearly below the target: `estimate.check_reads`). Where none
     fits, the cheapest, with `floor`: (the share the crossing's own whole-split evaluation takes of the optimum's
     training, at the batch where it weighs most)."""
-    from lbscale.sweep.estimate import check_reads, check_share, near_evals, spaced_evals
+    from lbscale.sweep.estimate import check_reads, check_share, evals_to, near_evals
 
     first = {b: first_step(samples[b] / b) for b in batches}
     # the crossing's own evaluation of the whole split, which no subset or spacing avoids, over the optimum's
@@ -507,10 +530,10 @@ def evaluation_choice(batches: list[int], samples: dict, costs: dict, facts: Dat
             checks = {b: check_reads(near_evals(first[b], spacing, samples[b] / b, near[subset]),
                                      check_share(target, subset, facts.val)) if subset < facts.val else 0
                       for b in batches}
-            share = max((spaced_evals(first[b], spacing, samples[b] / b) * subset + checks[b] * facts.val)
-                        * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)) for b in batches)
-            ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "near": near[subset],
-                  "target": target, "floor": floor}
+            share, at = max(((len(evals_to(first[b], spacing, samples[b] / b)) * subset + checks[b] * facts.val)
+                             * costs["per_eval_example"] / (samples[b] * per_sample_at(costs, b)), b) for b in batches)
+            ev = {"subset": subset, "spacing": spacing, "first": first, "share": share, "share_at": at,
+                  "near": near[subset], "target": target, "floor": floor}
             if share <= EVAL_SHARE:
                 return ev
             tried.append(ev)
@@ -695,9 +718,10 @@ def spec_text(o: DesignOptions, facts: DataFacts, folder: Path, pilot: dict, pla
         f"  eval_first: {{{', '.join(f'{b}: {f}' for b, f in ev['first'].items())}}}  # each batch's: a quarter of "
         f"its predicted steps to the target (batch {top}: {plan['samples'][top] / top:,.0f})",
         f"  eval_batch: {EVAL_BATCH}  # evaluation keeps no activations: a large batch is cheap",
-        f"  eval_subset: {ev['subset']}  # step evaluations predicted at {ev['share']:.1%} of training time "
-        f"(at most {EVAL_SHARE:.0%}; {pilot['timing']['eval_seconds']:.3g} s for {pilot['timing']['eval_samples']:,} "
-        "images); a value near the target is checked on the whole split"
+        f"  eval_subset: {ev['subset']}  # step evaluations predicted at {ev['share']:.1%} of the optimum's training "
+        f"at batch {ev['share_at']}, where they weigh most (at most {EVAL_SHARE:.0%}; "
+        f"{pilot['timing']['eval_seconds']:.3g} s for {pilot['timing']['eval_samples']:,} images); a value near the "
+        "target is checked on the whole split"
         + ("" if ev["share"] <= EVAL_SHARE else
            f"; none tried fits {EVAL_SHARE:.0%}: the crossing's own check of the whole split costs "
            f"{ev['floor'][0]:.1%} of the optimum's training at batch {ev['floor'][1]}"),

@@ -192,8 +192,20 @@ def designed_samples(samples: float, rung: float | None, factor: float | None = 
     return need
 
 
+def evals_to(first: int, spacing: float, steps: float) -> list[int]:
+    """The steps `--eval-spacing` evaluates at from step `first` in a trial whose target lies after `steps` steps, up
+    to the first at or past them, where the trial finds its crossing and stops."""
+    from lbscale.train.evaluation import geometric_steps
+
+    out = geometric_steps(first, spacing, max(2, math.ceil(steps) + 1))
+    if not out or out[-1] < steps:
+        out.append(max(out[-1] + 1, math.floor(out[-1] * (1 + spacing) + 1e-9)) if out else first)
+    return out
+
+
 def spaced_evals(first: int, spacing: float, steps: float) -> int:
-    """The step evaluations of `--eval-spacing` from step `first` in a trial that ends after `steps` steps."""
+    """The step evaluations of `--eval-spacing` from step `first` in a trial that ends after `steps` steps (one
+    that stops at its target makes one more where `steps` falls between two: `evals_to`)."""
     from lbscale.train.evaluation import geometric_steps
 
     return len(geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
@@ -202,10 +214,9 @@ def spaced_evals(first: int, spacing: float, steps: float) -> int:
 def near_evals(first: int, spacing: float, steps: float, near: float) -> int:
     """The step evaluations of `--eval-spacing` from step `first` to a crossing after `steps` steps that a
     subset's value brings within its noise of the target, so that the whole split is evaluated too: those from
-    `near` x `steps` on (`analysis.design.near_fraction`), the crossing's own included."""
-    from lbscale.train.evaluation import geometric_steps
-
-    return sum(s >= near * steps for s in geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
+    `near` x `steps` on (`analysis.design.near_fraction`), the crossing's own (the first at or past `steps`)
+    included."""
+    return sum(s >= near * steps for s in evals_to(first, spacing, steps))
 
 
 def near_checks(first: int, spacing: float, steps: float, optimum_steps: float, factor: float | None,

@@ -76,3 +76,22 @@ def test_a_range_the_budget_cannot_pay_for_loses_its_top_batch_unless_the_top_mu
     assert design.trimmed(16, 256, ("value", 50.0)) == (16, 128)  # 128 is still a doubling past 50
     assert design.trimmed(16, 256, ("value", 75.0)) == (32, 256)  # 128 would be < 2 x 75: the smallest goes
     assert design.trimmed(16, 256, ("above", 256.0)) == (16, 128)  # no value to stay past
+
+
+def test_where_a_subset_comes_near_the_target_is_read_between_the_pilots_evaluations():
+    # the pilot evaluates every 1,500 samples; at 250 images the binomial SE at 0.78 is 0.0262, so the subset comes
+    # within 2 SE from 0.7276 on: between 3,000 (0.70) and 4,500 (0.75), at 3,000 + 1,500 x 0.0276 / 0.05 = 3,829;
+    # the target between 4,500 (0.75) and 6,000 (0.79), at 5,625: 0.681. Read at the evaluations alone it was
+    # 4,500 / 6,000 = 0.75; make demo-real of 2026-12-06 read 1.0 (its curve passed both between two evaluations)
+    # and had its whole split checked 2 - 3 times a trial where the designer counted one
+    curve = [(1500, 0.60), (3000, 0.70), (4500, 0.75), (6000, 0.79)]
+    se = (0.78 * 0.22 / 250) ** 0.5
+    near, at = 3000 + 1500 * (0.78 - 2 * se - 0.70) / 0.05, 4500 + 1500 * 0.03 / 0.04
+    assert design.near_fraction(curve, 0.78, 250, 2.0) == pytest.approx(near / at)
+    # both between the same two evaluations: still apart
+    jump = [(1500, 0.60), (3000, 0.70), (4500, 0.80)]
+    assert design.near_fraction(jump, 0.78, 250, 2.0) == pytest.approx(
+        (3000 + 1500 * (0.78 - 2 * se - 0.70) / 0.10) / (3000 + 1500 * 0.08 / 0.10))
+    # reached at the first evaluation: nothing before it to read between
+    assert design.near_fraction([(1500, 0.80)], 0.78, 250, 2.0) == 1.0
+    assert design.near_fraction(curve, 0.95, 250, 2.0) == 1.0  # never reached

@@ -2,6 +2,7 @@
 whose every choice carries its reason, that `sweep` plans; the same inputs give the same bytes; and bad input is
 one line and exit 2 before anything runs."""
 
+import json
 import shutil
 
 import pytest
@@ -40,11 +41,19 @@ def test_design_writes_a_spec_the_sweep_plans_and_a_rerun_writes_it_again_byte_f
     batches = spec["design"]["samples_to_target"]
     assert set(spec["epochs"]) == set(batches) and all(e >= 2 for e in spec["epochs"].values())
     assert spec["design"]["bowl_lr"] > 0 and 1 in spec["design"]["bowl"].values()
+    # the pace priced at the smallest batch it may choose (8) as well as at the pilot's two (16 and 64 here)
+    assert record["small"]["batch"] == 8 and record["small"]["step_seconds"] > 0
+    assert set(spec["design"]["seconds_per_sample"]) == {8, record["mid"], record["largest"]}
     plan = lbscale("sweep", out, "--results", results, "--dry-run").stdout
     assert "trials planned" in plan
     # the same inputs: the kept pilot is reused (nothing trained again) and the spec is the same bytes
     again = lbscale(*args, "--force").stdout
     assert "completed" not in again and out.read_text() == text
+    # a pilot kept from before the smallest batch was timed: timed once, then kept
+    old = {k: v for k, v in record.items() if k != "small"}
+    (pilot / "pilot.json").write_text(json.dumps(old))
+    lbscale(*args, "--force")
+    assert read_json(pilot / "pilot.json")["small"]["batch"] == 8
     # --out over an existing spec needs --force
     refused = lbscale(*args, check=False)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--force" in refused.stderr
@@ -182,3 +191,26 @@ def test_the_lr_range_widens_to_cover_every_lr_fastest_to_the_chosen_target():
     # inside already: unchanged, reason and all
     same = Choice((0.001, 0.5), "r")
     assert widened(same, [0.01581, 0.05], 64) is same
+
+
+def test_a_steps_price_runs_through_every_batch_the_pilot_timed():
+    import pytest
+
+    from lbscale.studies.design import per_sample_at
+
+    # make demo-real, 2026-12-06: the pilot's trials ran 0.000587 s a sample at batch 64 and 0.000586 at 256 (no
+    # fixed cost between them), and the designer priced batch 8 at 0.000596; the sweep's batch-8 trials took 15.5
+    # ms a step, 0.00194 a sample (3.3x). Timed at batch 8 too (16 ms a step), a step's seconds run straight
+    # between the timed batches: at 16, 16 ms + 8 / 56 of the way to 64's 38.4 ms = 19.2 ms, 0.0012 s a sample;
+    # at 128, a third of the way from 38.4 to 153.6 ms = 76.8 ms, 0.0006 a sample
+    costs = {"per_sample": {8: 0.002, 64: 0.0006, 256: 0.0006}}
+    assert per_sample_at(costs, 8) == pytest.approx(0.002)
+    assert per_sample_at(costs, 16) == pytest.approx(0.0192 / 16)
+    assert per_sample_at(costs, 32) == pytest.approx((0.016 + 0.0224 * 24 / 56) / 32)
+    assert per_sample_at(costs, 128) == pytest.approx(0.0006)
+    # outside the timed batches the nearest two's line goes on where it has a fixed cost (8 to 64: 12.8 ms + 0.4 ms
+    # a sample; at 4, 14.4 ms a step), else a sample costs what it cost at the nearest (64 to 256 have none)
+    assert per_sample_at(costs, 4) == pytest.approx(0.0144 / 4) and per_sample_at(costs, 1024) == pytest.approx(0.0006)
+    # two timed batches as before: a fixed cost a step and one a sample through them (10 ms + 1e-4 s a sample)
+    two = {"per_sample": {64: (0.01 + 64e-4) / 64, 256: (0.01 + 256e-4) / 256}}
+    assert per_sample_at(two, 128) == pytest.approx((0.01 + 128e-4) / 128)

@@ -179,3 +179,19 @@ def test_a_trials_checks_read_the_whole_split_at_the_crossing_and_a_share_of_it_
     assert check_reads(0, 0.55) == 0.0
     assert check_reads(1, 0.55) == 1.0
     assert check_reads(4, 0.55) == pytest.approx(1 + 3 * 0.55)
+
+
+def test_a_trial_stopped_at_its_target_is_evaluated_up_to_the_crossings_own_evaluation():
+    from lbscale.sweep.estimate import evals_to, near_evals, spaced_evals
+
+    # first at step 23, each at most 30% after the last (floor): 23, 29, 37, 48, 62, 80, 104. A batch whose crossing
+    # lies at step 94 finds it at step 104, the first evaluation past it. make demo-real, 2026-12-06: the designer
+    # counted no whole-split check where its subset came near the target only at the crossing (near_from 1), not
+    # even the crossing's own, and predicted 10.0% where its evaluations took 21%
+    assert evals_to(23, 0.3, 94) == [23, 29, 37, 48, 62, 80, 104]
+    assert near_evals(23, 0.3, 94, 1.0) == 1  # the crossing's own check
+    assert near_evals(23, 0.3, 94, 0.75) == 2  # from step 70.5 on: 80 and 104
+    # a crossing on an evaluation's step is found there
+    assert evals_to(23, 0.3, 80)[-1] == 80 and near_evals(23, 0.3, 80, 1.0) == 1
+    # a trial that ends after 94 steps without its target (pruned, or out of epochs) is evaluated below them
+    assert spaced_evals(23, 0.3, 94) == 6
