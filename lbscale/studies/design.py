@@ -17,6 +17,7 @@ choice is written with its measured reason as a comment.
 
 from __future__ import annotations
 
+import bisect
 import math
 import shutil
 import socket
@@ -401,8 +402,13 @@ class Choice:
 def fastest(stage: list[tuple[float, list]], target: float) -> tuple[float | None, float | None]:
     """(LR, samples) of the stage's LR that reached `target` in the fewest samples (the study tunes the LR per
     batch: its optimum is the fastest, not the one with the highest plateau); (None, None) where none did."""
-    reached = [(s, lr) for lr, c in stage if (s := d.samples_to(c, target)) is not None]
+    reached = reached_at(stage, target)
     return (min(reached)[1], min(reached)[0]) if reached else (None, None)
+
+
+def reached_at(stage: list[tuple[float, list]], target: float) -> list[tuple[float, float]]:
+    """(samples, LR) of each of the stage's LRs that reached `target`, at the first evaluation at or past it."""
+    return [(s, lr) for lr, c in stage if (s := d.samples_to(c, target)) is not None]
 
 
 def best_of(stage: list[tuple[float, list]]) -> tuple[float, list]:
@@ -429,16 +435,15 @@ def per_sample_at(costs: dict, batch: float) -> float:
     sample); outside them the nearest two's line a + c B goes on where it has a positive fixed cost, else a sample
     costs what it cost at the nearest timed batch."""
     points = sorted(costs["per_sample"].items())
-    if len(points) == 1 or batch <= points[0][0] or batch >= points[-1][0]:
-        end = points[0] if batch <= points[0][0] else points[-1]
-        if len(points) == 1:
-            return end[1]
-        (b1, c1), (b2, c2) = points[:2] if end is points[0] else points[-2:]
-        slope = (c2 * b2 - c1 * b1) / (b2 - b1)
-        fixed = c1 * b1 - slope * b1
-        return (fixed + slope * batch) / batch if fixed > 0 and slope > 0 else end[1]
-    (b1, c1), (b2, c2) = next((p, q) for p, q in zip(points, points[1:]) if p[0] <= batch <= q[0])
-    return (c1 * b1 + (c2 * b2 - c1 * b1) * (batch - b1) / (b2 - b1)) / batch
+    if len(points) == 1:
+        return points[0][1]
+    i = min(max(bisect.bisect_left([b for b, _ in points], batch), 1), len(points) - 1)
+    (b1, c1), (b2, c2) = points[i - 1], points[i]  # the segment holding `batch`, or the nearest end's
+    slope = (c2 * b2 - c1 * b1) / (b2 - b1)
+    fixed = c1 * b1 - slope * b1
+    if b1 <= batch <= b2 or (fixed > 0 and slope > 0):
+        return (fixed + slope * batch) / batch
+    return c1 if batch < b1 else c2
 
 
 def grid_seconds(batches: list[int], samples: dict, costs: dict, facts: DataFacts, ev: dict,
@@ -643,7 +648,7 @@ def lr_choice(stages: dict, pilot: dict) -> tuple[Choice, Choice]:
 def fastest_lrs(stage: list[tuple[float, list]], target: float) -> list[float]:
     """The stage's LRs that reached `target` in the fewest samples, ties included (reached at the same evaluation:
     the pilot cannot tell them apart), in order; [] where none did."""
-    reached = [(s, lr) for lr, c in stage if (s := d.samples_to(c, target)) is not None]
+    reached = reached_at(stage, target)
     return sorted(lr for s, lr in reached if s == min(reached)[0]) if reached else []
 
 

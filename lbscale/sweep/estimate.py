@@ -197,10 +197,8 @@ def evals_to(first: int, spacing: float, steps: float) -> list[int]:
     to the first at or past them, where the trial finds its crossing and stops."""
     from lbscale.train.evaluation import geometric_steps
 
-    out = geometric_steps(first, spacing, max(2, math.ceil(steps) + 1))
-    if not out or out[-1] < steps:
-        out.append(max(out[-1] + 1, math.floor(out[-1] * (1 + spacing) + 1e-9)) if out else first)
-    return out
+    out = geometric_steps(first, spacing, max(first + 1, math.ceil(steps * (1 + spacing)) + 2))
+    return out[:next(i for i, s in enumerate(out) if s >= steps) + 1]
 
 
 def spaced_evals(first: int, spacing: float, steps: float) -> int:
