@@ -46,7 +46,26 @@ def _context(module: str):
     prepare_process()
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([module, *PRELOAD])
+    _start_deaf(ctx)
     return ctx
+
+
+def _start_deaf(ctx) -> None:
+    """Start the server with Ctrl-C ignored from its first instruction: multiprocessing ignores SIGINT in the
+    server only once its preload is imported, and a Ctrl-C during those seconds printed the import's 49-line
+    KeyboardInterrupt traceback after the sweep's own one line. The disposition passes through the server's exec;
+    its trials take the default back (`_child`). From the main thread only (signal's rule); elsewhere as before."""
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _nothing() -> None:
@@ -63,6 +82,9 @@ def ready(module: str) -> None:
 def _child(module: str, args: list[str], log_path: str, env: dict, pdeathsig) -> None:
     """In the forked trial: output to the log, the sweep's environment, then the command module's main (`lbscale
     train`'s), as `python -m MODULE ARGS` would run it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh `lbscale train`: Ctrl-C stops it
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

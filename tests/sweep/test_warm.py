@@ -73,3 +73,44 @@ def test_only_the_trial_command_is_started_warm():
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *train[1:]]
     assert warm.command(torchrun, TRAIN_MODULE) is None
     assert warm.command(["srun", *train], TRAIN_MODULE) is None
+
+
+def test_ctrl_c_while_the_server_imports_prints_no_traceback(tmp_path):
+    """Ctrl-C in the first seconds of a design or a sweep (the warm-start server importing torch and timm) printed
+    the sweep's one line and then the server's 49-line KeyboardInterrupt traceback: multiprocessing ignores SIGINT
+    in its server only once the preload is imported. Here the whole process group gets SIGINT while the server is
+    still importing."""
+    import signal
+    import time
+
+    script = tmp_path / "start.py"
+    script.write_text("from lbscale.sweep import warm\n\nif __name__ == '__main__':\n    warm.ready('lbscale.cli')\n"
+                      "    print('ready')\n")
+    proc = subprocess.Popen([sys.executable, "-m", "lbscale.cli", "--version"], stdout=subprocess.PIPE)
+    proc.communicate()  # warm the page cache a little: the import below is still seconds long
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    server, t0 = None, time.monotonic()
+    while server is None and time.monotonic() - t0 < 30:
+        for pid in os.listdir("/proc"):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            except (OSError, IndexError):
+                continue
+            if pid.isdigit() and b"forkserver" in cmd and int(ppid) == proc.pid:
+                server = int(pid)
+        time.sleep(0.05)
+    assert server is not None, "no server started"
+    time.sleep(0.5)  # inside its imports (several seconds on this machine)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "ready" not in out and proc.returncode != 0  # the Ctrl-C stopped the starter
+    assert "Traceback" not in err.replace(_own_traceback(err), ""), err[-2000:]
+
+
+def _own_traceback(err: str) -> str:
+    """The starter script's own KeyboardInterrupt (a bare script has no lbscale CLI to make it one line)."""
+    lines = err.splitlines()
+    return "\n".join(lines[:next((i + 1 for i, ln in enumerate(lines) if ln.startswith("KeyboardInterrupt")),
+                                  0)])
