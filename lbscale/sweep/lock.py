@@ -16,15 +16,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lbscale.errors import LbscaleError
-from lbscale.results import read_json, write_json
+from lbscale.results import read_json, remove_leftovers, write_json
 
 LOCK = "sweep.lock"
 POLL_SECONDS = 2.0  # --wait-for-lock: how often the lock is looked at again
 
 
 @contextmanager
-def sweep_lock(results: Path, wait: bool = False):
-    """Hold the results directory's lock while the body runs (created with the directory where needed)."""
+def sweep_lock(results: Path, wait: bool = False, busy: str | None = None):
+    """Hold the results directory's lock while the body runs (created with the directory where needed). `busy`:
+    what a refusal says of the holder where another command than a sweep takes the lock (it then cannot wait)."""
     results = Path(results)
     results.mkdir(parents=True, exist_ok=True)
     mine = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid()),
@@ -32,7 +33,7 @@ def sweep_lock(results: Path, wait: bool = False):
     announced = False
     while (held := _take(results, mine)) is not None:
         if not wait:
-            raise LbscaleError(_busy(results, held))
+            raise LbscaleError(_busy(results, held, busy))
         if not announced:
             print(f"{results}: waiting for the sweep of pid {held.get('pid')} on {held.get('host')} (since "
                   f"{held.get('started')}) to finish", flush=True)
@@ -53,9 +54,13 @@ def live_sweep(results: Path) -> bool:
 
 
 def _take(results: Path, mine: dict) -> dict | None:
-    """Write our lock unless a live sweep holds one: None once taken, else the holder's lock."""
+    """Write our lock unless a live sweep holds one: None once taken, else the holder's lock. Under the directory's
+    flock every lock file is written whole or not at all, so a temp file of the lock found there is a killed
+    process's leftover, however young, and goes."""
     path = results / LOCK
-    with _guard(results):
+    with _guard(results) as exclusive:
+        if exclusive:
+            remove_leftovers(results, (LOCK,))
         held = read_json(path)
         if held:
             if held.get("host") != mine["host"] or _alive(held):
@@ -66,9 +71,12 @@ def _take(results: Path, mine: dict) -> dict | None:
     return None
 
 
-def _busy(results: Path, held: dict) -> str:
+def _busy(results: Path, held: dict, busy: str | None = None) -> str:
     what = f"{held.get('started')}: {held.get('command')}"
     if held.get("host") == socket.gethostname():
+        if busy:
+            return (f"{results}: {busy} (pid {held.get('pid')}, since {what}); wait for it to finish, or give "
+                    "another --results")
         return (f"{results}: another sweep runs into this results directory (pid {held.get('pid')} on "
                 f"{held.get('host')}, since {what}); wait for it with --wait-for-lock, or give another --results")
     return (f"{results / LOCK}: a sweep of pid {held.get('pid')} on {held.get('host')} holds this results directory "
@@ -78,17 +86,19 @@ def _busy(results: Path, held: dict) -> str:
 
 @contextmanager
 def _guard(results: Path):
-    """Look and write as one step for the processes of this host: an flock on the directory itself. Where the
-    file system refuses flock (some Lustre mounts), two sweeps started in the same instant may both pass."""
+    """Look and write as one step for the processes of this host: an flock on the directory itself; yields
+    whether it holds one. Where the file system refuses flock (some Lustre mounts), two sweeps started in the same
+    instant may both pass."""
     fd = os.open(results, os.O_RDONLY)
     try:
         try:
             import fcntl
 
             fcntl.flock(fd, fcntl.LOCK_EX)
+            exclusive = True
         except (ImportError, OSError):
-            pass
-        yield
+            exclusive = False
+        yield exclusive
     finally:
         os.close(fd)  # releases the flock
 

@@ -70,17 +70,20 @@ def test_a_dead_sweeps_lock_is_taken_over_and_released(tmp_path, run_cli, tiny_h
 
 
 def test_temp_files_a_killed_sweep_left_are_removed_by_age(tmp_path, run_cli, tiny_h5):
-    """kill -9 while a sweep wrote its lock or an sbatch script left write_atomic's temp file for good; they go as
-    the rounds' do: once older than any write takes (a young one may be another sweep's write in flight)."""
+    """kill -9 while a sweep wrote its lock or an sbatch script left write_atomic's temp file for good; an sbatch
+    script's goes as the rounds' do: once older than any write takes (a young one may be another sweep's write in
+    flight); the lock's at once, however young: it is only ever written under the directory's flock, which the
+    sweep holds while it looks."""
     results = tmp_path / "res"
     (results / "slurm").mkdir(parents=True)
     old = [results / ".sweep.lock.k2j3h4g5.tmp", results / "slurm" / ".small-g1.sh.a1b2c3d4.tmp",
-           results / "slurm" / ".small-g8.sh.zz_9yy8x.tmp"]  # of a grid since changed: any script's
-    young = [results / ".sweep.lock.inflight.tmp", results / "slurm" / ".small-g1.sh.inflight.tmp"]
+           results / "slurm" / ".small-g8.sh.zz_9yy8x.tmp",  # of a grid since changed: any script's
+           results / ".sweep.lock.inflight.tmp"]  # young, but a lock's
+    young = [results / "slurm" / ".small-g1.sh.inflight.tmp"]
     mine = [results / "slurm" / ".notes.txt.abcdefgh.tmp", results / "slurm" / "small-g1-17_0.out"]
     for path in old + young + mine:
         path.write_text("x")
-    for path in old:
+    for path in old[:-1]:
         os.utime(path, (time.time() - 300, time.time() - 300))
     rc, out, err = run_cli("sweep", _spec(tmp_path, tiny_h5, gpus=1), "--results", results, "--launcher", "slurm",
                            "--no-submit", "--quiet")
@@ -163,3 +166,34 @@ def test_wait_for_lock_runs_after_the_first_sweep(tmp_path, tiny_h5):
     _log_lines_once(results)
     assert not (results / "sweep.lock").exists()
     assert os.listdir(results)  # the trials are there
+
+
+def test_a_sweep_killed_while_it_writes_its_lock_leaves_nothing_a_rerun_does_not_remove(tmp_path, tiny_h5):
+    """kill -9 8 s after start left `.sweep.lock.XXXXXXXX.tmp`, and a full rerun (exit 0) left it there too (too
+    young for the age rule). A real sweep process is held inside the lock's write (its fsync blocks on the temp
+    file) and killed there; the rerun holds the directory's lock while it looks, so any lock temp is a leftover."""
+    import signal
+
+    results = tmp_path / "res"
+    spec = _spec(tmp_path, tiny_h5, gpus=1)
+    hold = ("import os, sys, time\n"
+            "real = os.fsync\n"
+            "def fsync(fd):\n"
+            "    if '.sweep.lock.' in os.readlink(f'/proc/self/fd/{fd}'):\n"
+            "        time.sleep(600)\n"
+            "    return real(fd)\n"
+            "os.fsync = fsync\n"
+            "from lbscale.cli import main\n"
+            f"sys.exit(main(['sweep', {str(spec)!r}, '--results', {str(results)!r}, '--batch', '64', '--seeds', '1',"
+            " '--quiet']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", hold], env={**os.environ, **_env()})
+    t0 = time.monotonic()
+    while not list(results.glob(".sweep.lock.*.tmp")) and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    assert list(results.glob(".sweep.lock.*.tmp")), "the sweep never wrote its lock"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rerun = subprocess.run([LBSCALE, "sweep", spec, "--results", results, "--batch", "64", "--seeds", "1",
+                            "--quiet"], capture_output=True, text=True, env={**os.environ, **_env()})
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert not list(results.glob(".*.tmp")), sorted(p.name for p in results.iterdir())
