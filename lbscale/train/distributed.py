@@ -71,7 +71,7 @@ def process_age(pid: int) -> float | None:
 
 
 # this process's age once torch and the package up to here are imported (a fresh trial's import; a warm-started
-# trial's fork inherits the server's value and imports nothing: `Trial.note_startup` leaves it out)
+# trial's fork inherits the server's value and imports nothing: `monitors.StartupClock` leaves it out)
 IMPORTED = process_age(os.getpid())
 
 

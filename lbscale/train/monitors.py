@@ -230,3 +230,23 @@ class PaceMeter:
         per_step = steady / max(self.steps - self.warmup_steps, 1) if self.mark else 0.0
         self.compile_seconds, self.compile_pending = max(self.first_step - per_step, 0.0), False
         return ips, self.compile_seconds
+
+
+class StartupClock:
+    """The seconds from a process's launch to its first step (imports, data, network, process group), added once
+    to the progress, which sums them over a resumed trial's processes; and this process's own import where it did
+    not start warm. The training clock starts after it, so the start-up is never also training time."""
+
+    def __init__(self, env: dist.DistEnv):
+        launched = dist.launched_seconds_ago(env)
+        self.at = None if launched is None else time.perf_counter() - launched  # unknown: no start-up recorded
+
+    def note(self, progress) -> None:
+        from lbscale.train.provenance import started_warm
+
+        if self.at is None:
+            return
+        progress.startup = (progress.startup or 0.0) + time.perf_counter() - self.at
+        self.at = None
+        if dist.IMPORTED is not None and not started_warm():
+            progress.imports = (progress.imports or 0.0) + dist.IMPORTED

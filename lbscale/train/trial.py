@@ -4,11 +4,8 @@ The story of `Trial.run`: check the options against the data and resolve the pla
 model, optimizer and inputs, maybe resume (or start a branch from its parent's checkpoint), then epoch by epoch:
 train (micro-batches grouped into optimizer steps, an LR per step, a cross-rank check every few steps for divergence
 and signals, evaluations the schedule asks for), evaluate, record, checkpoint. Result files (config.json,
-metrics.jsonl, summary.json) are written by rank 0, atomically, summary last. The small parts live beside it: the
-checks (data_checks.py), the inputs (inputs.py), the step (step.py) and its grouping (grouping.py: a batch schedule's or
-a branch's), a branch (branching.py), evaluation and its schedule (evaluation.py), the record book (summary.py), the
-monitors (monitors.py), the checkpoint's state (checkpoint.py), the process entry (entry.py).
-"""
+metrics.jsonl, summary.json) are written by rank 0, atomically, summary last. Each part lives in a module beside
+it (docs/architecture.md names them)."""
 
 from __future__ import annotations
 
@@ -26,7 +23,6 @@ from lbscale.data.loader import Prefetcher
 from lbscale.progress import bar
 from lbscale.results import CHECKPOINT, CONFIG, PREEMPTED, REQUEUE_EXIT, SUMMARY, TARGET, WAITING, write_json
 from lbscale.train import checkpoint, provenance
-from lbscale.train.provenance import started_warm
 from lbscale.train.columns import write_columns
 from lbscale.train import distributed as dist
 from lbscale.train.branching import Branch
@@ -36,8 +32,8 @@ from lbscale.train.evaluation import EvalSchedule, Evaluator, NoiseAtTarget
 from lbscale.train.grouping import StepGrouping
 from lbscale.train.inputs import TrialInputs
 from lbscale.train.models import build_model, check_model
-from lbscale.train.monitors import (CrossRankCheck, DivergenceMonitor, EpochClock, PaceMeter, TrainLoss,
-                                   split_exposed_wait)
+from lbscale.train.monitors import (CrossRankCheck, DivergenceMonitor, EpochClock, PaceMeter, StartupClock,
+                                   TrainLoss, split_exposed_wait)
 from lbscale.train.plan import keep_steps, resolve_plan
 from lbscale.train.pruning import make_pruner
 from lbscale.train.step import TrainStep
@@ -72,8 +68,7 @@ class Trial:
         self.inputs = self.train_step = self.stop_signal = self.stopped = None
         self.in_step = 0  # the samples of the current optimizer step on this rank
         self.t_start = time.perf_counter()
-        launched = dist.launched_seconds_ago(env)
-        self.launched_at = None if launched is None else self.t_start - launched  # unknown: no start-up recorded
+        self.startup = StartupClock(env)
 
     # --- building -------------------------------------------------------------------------------
     def build(self) -> None:
@@ -125,8 +120,7 @@ class Trial:
         return state
 
     def restore(self, resumed: bool) -> None:
-        """Resumed: from the trial's own checkpoint. A branch: from its parent's kept checkpoint (its divergence
-        monitor too), continued at this trial's batch (branching.py)."""
+        """Resumed: from its own checkpoint; a branch: from its parent's kept one, at its own batch (branching.py)."""
         if resumed:
             state = self.load(self.monitors())
             self.progress, self.book.records = state.progress, state.records
@@ -148,7 +142,7 @@ class Trial:
         batches = Prefetcher(self.inputs.train.iterate(p.batch), pin_memory=self.device.type == "cuda")
         progress = bar(total=n_micro, desc=f"epoch {p.epoch + 1}/{self.cfg.epochs}", unit="batch", log_every=None,
                        start=p.batch, shown=self.env.is_main)
-        self.note_startup()
+        self.startup.note(self.progress)
         self.pace.start()
         data_seconds, verdict, images = 0.0, None, 0
         try:
@@ -166,16 +160,6 @@ class Trial:
         progress.close()
         ips, compiled = self.pace.close(self.clock, data_seconds, self.train_step.take_comm_seconds)  # into the clock
         return verdict, self.epoch_timing(ips, compiled)
-
-    def note_startup(self) -> None:
-        """Once per process, as its first step starts: the seconds since launch (imports, data, network, process
-        group) into the progress, which sums them over a resumed trial's processes. The training clock starts
-        here, so the start-up is never also training time."""
-        if self.launched_at is not None:
-            self.progress.startup = (self.progress.startup or 0.0) + time.perf_counter() - self.launched_at
-            self.launched_at = None
-            if dist.IMPORTED is not None and not started_warm():  # this process's own import, part of it
-                self.progress.imports = (self.progress.imports or 0.0) + dist.IMPORTED
 
     def micro_batch(self, batch) -> int:
         p = self.progress
@@ -242,11 +226,6 @@ class Trial:
         self.schedule.note_target(record, p)
         self.at_target.after(before, p)  # after the epoch's record: outside its time
 
-    def record_partial_epoch(self, timing: dict) -> None:
-        p = self.progress
-        self.book.partial_epoch(p.epoch + 1, p.step, p.batch / self.plan.micro_batches_per_epoch,
-                                self.loss.epoch_mean(), timing)
-
     def run(self) -> int:
         cfg = self.cfg
         self.build()
@@ -260,8 +239,8 @@ class Trial:
                                         self.data.size(cfg.eval_split) if self.data.has_split(cfg.eval_split) else None)
         if self.env.is_main:
             write_json(self.out / CONFIG, described)
-        for signum in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(signum, self._on_signal)
+        for signum in (signal.SIGTERM, signal.SIGUSR1):  # checkpoint and stop at the next cross-rank check
+            signal.signal(signum, lambda sig, frame: setattr(self, "stop_signal", sig))
         if self.pruner and self.pruner.pending and (verdict := self.rung_decision()):  # resumed at a rung: decided
             return self.stop_early(verdict, self.epoch_timing())
         if resumed and cfg.stop_at_target and self.progress.target_hit:  # checkpointed at the target, not ended
@@ -269,7 +248,8 @@ class Trial:
         while self.progress.epoch < cfg.epochs:
             verdict, timing = self.train_epoch()
             if verdict == "diverged":
-                self.record_partial_epoch(timing)
+                self.book.partial_epoch(self.progress.epoch + 1, self.progress.step, self.progress.batch
+                                        / self.plan.micro_batches_per_epoch, self.loss.epoch_mean(), timing)
                 return self.finish("diverged")
             if verdict == "stop":  # every rank has its part of the checkpoint before any exits (barriers)
                 self.save_checkpoint(PREEMPTED)
@@ -292,16 +272,14 @@ class Trial:
         if timing is not None and p.batch == self.plan.micro_batches_per_epoch:
             self.end_epoch(timing)  # its last step: a whole epoch, evaluated and recorded as one
         elif timing is not None and p.batch:
-            self.record_partial_epoch(timing)
+            self.book.partial_epoch(p.epoch + 1, p.step, p.batch / self.plan.micro_batches_per_epoch,
+                                    self.loss.epoch_mean(), timing)
         if verdict in ("target", "window"):
             self.stopped = verdict
             if verdict == "target" and timing is not None:  # inside an epoch: its weights where it reached the
                 self.save_checkpoint(TARGET)  # target, for lbscale gns and branch --at target (epochs' ends have one)
             return self.finish("diverged" if p.diverged_at else "completed")
         return self.finish("pruned")
-
-    def _on_signal(self, signum, frame):
-        self.stop_signal = signum
 
     # --- results --------------------------------------------------------------------------------
     def finish(self, status: str, error: str | None = None) -> int:
