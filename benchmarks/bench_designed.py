@@ -13,8 +13,8 @@ steps; a diverged trial (its LR above `diverge` x lr*) stays at chance. Each eva
 Binomial(n, m(t)) / n: the noise pruning's margin and the designer's settling rule reason about.
 
 A study as the designer writes it and lbscale runs it:
-- evaluations at `train.evaluation.geometric_steps(first, spacing, ...)` from each batch's first step (a quarter
-  of its steps as the designer predicts them, `studies.design.first_step`, the prediction off by up to a factor 2
+- evaluations at `analysis.evaluations.geometric_steps(first, spacing, ...)` from each batch's first step (a quarter
+  of its steps as the designer predicts them, `analysis.pricing.first_step`, the prediction off by up to a factor 2
   either way) on the step subset, the whole split where a subset value is near the target
   (`train.evaluation.near_target`), read in parts and stopped once clearly below the target as `Evaluator.check`
   reads it (`Trial.check`); the target is met where the whole split reaches it, the crossing between the last
@@ -27,7 +27,7 @@ A study as the designer writes it and lbscale runs it:
   there before it; a pruned trial is right-censored at its rung, as the report reads it;
 - the first rung: where the designer's rule puts it, from a simulated pilot (three LRs a factor sqrt(10) apart at
   the largest batch, the whole split evaluated 16 times, log-spaced from 2% to 150% of that batch's optimal samples,
-  `analysis.design.settled_samples`), no pruning where the ranking never settles or settles past half the fewest
+  `analysis.curves.settled_samples`), no pruning where the ranking never settles or settles past half the fewest
   samples to the target; the template's: a fixed rung in samples, the whole split as the subset;
 - a budget of 3x each batch's own optimal samples (the designer's epochs; the template's: 3x the largest
   batch's at every batch); the two best points of each batch again with one more seed, unpruned (the
@@ -128,9 +128,9 @@ class Trial:
 
     def check(self, step: float, n: int, target: float) -> bool:
         """Whether a whole-split check of `n` examples at `step` meets `target`, read as `Evaluator.check` reads
-        it: in the parts of `data.loader.check_parts`, each part's count Binomial(part, m(step)), stopped after a
-        part where the value so far is `clearly_below` the target (a stopped check misses)."""
-        from lbscale.train.evaluation import clearly_below
+        it: in the parts of `analysis.evaluations.check_parts`, each part's count Binomial(part, m(step)), stopped
+        after a part where the value so far is `clearly_below` the target (a stopped check misses)."""
+        from lbscale.analysis.evaluations import clearly_below
 
         m = float(self.curves.value(np.array([step]), self.need, self.diverged)[0])
         sizes = part_sizes(n)
@@ -144,8 +144,8 @@ class Trial:
 
 @functools.lru_cache(maxsize=16)
 def part_sizes(n: int) -> tuple[int, ...]:
-    """The sizes of a check's parts on an n-example split (`data.loader.check_parts`)."""
-    from lbscale.data.loader import check_parts
+    """The sizes of a check's parts on an n-example split (`analysis.evaluations.check_parts`)."""
+    from lbscale.analysis.evaluations import check_parts
 
     return tuple(len(part) for part in check_parts(n))
 
@@ -153,7 +153,8 @@ def part_sizes(n: int) -> tuple[int, ...]:
 def run_trial(t: Trial, design: Design, first: int, rungs: list[int], published: dict | None) -> tuple:
     """(batch, lr, low, high, diverged) as the report reads the trial: evaluated at the designed steps, judged at
     its rungs against `published` (rung -> [(value, examples)], appended to), stopped at the target."""
-    from lbscale.train.evaluation import clearly_below, geometric_steps, near_target
+    from lbscale.analysis.evaluations import clearly_below, geometric_steps
+    from lbscale.train.evaluation import near_target
     from lbscale.train.pruning import judge
 
     total = max(2, int(math.floor(t.budget)))
@@ -187,8 +188,8 @@ def run_trial(t: Trial, design: Design, first: int, rungs: list[int], published:
 
 def designed_rung(rng, r: Regime, c: Curves, lr_star_top: float, guess: float, whole: int) -> float | None:
     """The designer's first rung from a simulated pilot at the largest batch (see the module's note)."""
-    from lbscale.analysis.design import settled_samples
-    from lbscale.studies.design import LR_STEP as LR_STEP_PILOT
+    from lbscale.analysis.curves import settled_samples
+    from lbscale.analysis.pilot import LR_STEP as LR_STEP_PILOT
 
     top = float(r.batches[-1])
     optimal = float(r.curve(top)) * top
@@ -206,7 +207,7 @@ def designed_rung(rng, r: Regime, c: Curves, lr_star_top: float, guess: float, w
 
 def simulate_designed(rng, r: Regime, c: Curves, design: Design):
     """One study as the module's note says: arrays (batch, lr, low, high, diverged) of its trials."""
-    from lbscale.studies.design import first_step
+    from lbscale.analysis.pricing import first_step
     from lbscale.train.pruning import rung_steps_in_samples
 
     b = np.array(r.batches, dtype=float)

@@ -181,3 +181,13 @@ def test_no_private_name_crosses_a_module():
                 crossing += [f"{_where(module, [node.lineno])}: {node.module or '.'}.{a.name}"
                              for a in node.names if a.name.startswith("_") and a.name != "__version__"]
     assert not crossing, "private names imported from another module:\n" + "\n".join(crossing)
+
+
+# the files that read as a story of small calls, and how long each may grow (docs/architecture.md)
+STORY_FILES = {"train/trial.py": 300, "studies/design.py": 300}
+
+
+def test_the_story_files_stay_short():
+    long = [f"lbscale/{name}: {n} lines (at most {limit})" for name, limit in STORY_FILES.items()
+            if (n := len((PACKAGE / name).read_text().splitlines())) > limit]
+    assert not long, "story files past their length:\n" + "\n".join(long)

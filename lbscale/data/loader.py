@@ -43,19 +43,6 @@ def _as_tensor(a: np.ndarray) -> torch.Tensor:
 
 RESEED = 0xB7  # a re-drawn order's stream (`ShardedLoader.reorder`): never one the original order draws from
 SUBSET_SEED = 0x5EED  # the evaluation subset's draw: fixed, so every trial of a study sees the same samples
-CHECK_SEED = 0xC4EC  # the order a whole-split check near the target reads the split in (`check_parts`)
-CHECK_LOOKS = (8, 4, 2)  # a check looks after 1/8, 1/4 and 1/2 of the split (those of at least MIN_LOOK images)
-MIN_LOOK = 20
-
-
-def check_parts(n: int, looks=CHECK_LOOKS, min_look: int = MIN_LOOK) -> list[np.ndarray]:
-    """A split of `n` samples cut, in one fixed random order (CHECK_SEED), into parts read one after another by a
-    whole-split check near the target: the first ends at n / looks[0], each next at n / looks[k], the last at n;
-    a look of fewer than `min_look` samples is skipped. Every prefix of parts is a random sample of the split, so
-    the check can stop after any part where the value so far is clearly below the target."""
-    order = np.random.default_rng(CHECK_SEED).permutation(n)
-    ends = sorted({n // k for k in looks if n // k >= min_look} | {n})
-    return [order[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
 
 class ShardedLoader:
@@ -83,7 +70,7 @@ class ShardedLoader:
         self.labels = self.file.labels(split, label_key)
         self.n = self.file.size(split)
         # a fixed subset (step evaluations): the same samples every time and in every trial of a study; or the
-        # samples `only` names (a part of a whole-split check, `check_parts`)
+        # samples `only` names (a part of a whole-split check, `analysis.evaluations.check_parts`)
         self.only = (np.sort(np.asarray(only, dtype=np.int64)) if only is not None
                      else None if subset is None or subset >= self.n
                      else np.sort(np.random.default_rng(SUBSET_SEED).choice(self.n, subset, replace=False)))

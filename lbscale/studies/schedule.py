@@ -14,14 +14,13 @@ best fixed batch and the schedule's last batch (`lbscale sweep SPEC`, then `lbsc
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lbscale.errors import LbscaleError
-from lbscale.results import CONFIG, read_json, read_jsonl
+from lbscale.results import CONFIG, read_json
 
 TABLE, FIGURE, SPEC = "over-training.csv", "over-training.png", "schedule.yaml"
 SHARES = (8, 4, 2)  # the reference's kept checkpoints: 1/8, 1/4, 1/2 of its steps to the target (and the target)
@@ -150,6 +149,8 @@ def measure(results: Path, best: pd.DataFrame, o: ScheduleOptions) -> Path:
         print(run_study(ref.out, BranchOptions(factors=o.factors, window=o.window, rule="auto" if lrs else o.rule,
                                                tolerance=o.tolerance, results=branches, repeats=o.repeats, lrs=lrs)),
               flush=True)
+    from lbscale.report.over_training import measured_at
+
     for folder in measured_at(ref.out).values():
         if not (folder / "gns.json").is_file() or o.force:
             measure_trial(ref.out, kept=folder)
@@ -191,307 +192,6 @@ def _same_branches(branches: Path, o: ScheduleOptions) -> None:
         write_json(branches / OPTIONS_FILE, {k: getattr(o, k) for k in BRANCH_OPTIONS})
 
 
-def _evaluations(trial: Path, metric: str) -> pd.DataFrame:
-    rows = [r for r in read_jsonl(trial / "metrics.jsonl") if r.get("kind") == "step" and r.get(metric) is not None]
-    return pd.DataFrame(rows, columns=["step", "samples_seen", metric, "subset"])
-
-
-def _first_reach(ev: pd.DataFrame, metric: str, target: float, maximize: bool) -> float | None:
-    hit = ev[ev[metric] >= target] if maximize else ev[ev[metric] <= target]
-    return float(hit["samples_seen"].iloc[0]) if len(hit) else None
-
-
-def local_rows(branches: Path) -> pd.DataFrame:
-    """The local critical batch per checkpoint of the branch study, with its interval (`report.branch_study`)."""
-    from lbscale.report.branch_study import per_checkpoint, read
-
-    table = read([branches])
-    most = int(table["factor"].max())
-    return pd.DataFrame([{"method": "local critical batch", "label": r["checkpoint"], "samples": float(r["samples"]),
-                          "value": r["critical_batch"], "lo": r["lo"], "hi": r["hi"], "kind": r["kind"],
-                          "rests_on": f"branches at 1..{most} x the reference's batch, {int(r['repeats'])} repeats "
-                                      f"each; {r['why']}"} for _, r in per_checkpoint(table).iterrows()])
-
-
-def gns_rows(reference: Path) -> pd.DataFrame:
-    """B_simple at each kept checkpoint of the reference and at its target, with Fieller's interval."""
-
-    rows = []
-    for label, folder in measured_at(reference).items():
-        g, info = read_json(folder / "gns.json"), read_json(folder / "info.json") or {}
-        if not g:
-            continue
-        lo, hi = g.get("b_simple_lo"), g.get("b_simple_hi")
-        value = g.get("b_simple")
-        kind = "none" if value is None or lo is None else ("interval" if hi is not None else "lower")
-        rows.append({"method": "B_simple", "label": label, "samples": float(info.get("samples_seen", math.nan)),
-                     "value": value, "lo": lo, "hi": hi if hi is not None else math.inf, "kind": kind,
-                     "rests_on": f"gradient noise scale, {g.get('groups')} groups of {g.get('k')} x "
-                                 f"{g.get('micro_batch')} (Fieller 90%)"})
-    return pd.DataFrame(rows)
-
-
-def measured_at(reference: Path) -> dict[str, Path]:
-    """The reference's checkpoints the noise scale is measured at, by label: the kept ones and its target's."""
-    from lbscale.train.kept import kept as kept_checkpoints
-
-    return {**kept_checkpoints(reference), "target": reference / "checkpoint"}
-
-
-def ladder(reference: Path, ev: pd.DataFrame, metric: str, target: float, maximize: bool) -> list[float]:
-    """The targets of the B_crit ladder: the reference run's `metric` at its last evaluation at or before each
-    kept checkpoint (rounded to 0.01), and the sweep's own target; none in the first quarter of the way from its
-    first evaluation to the target (near chance every batch takes a step or two: B_crit there says nothing)."""
-    from lbscale.train.kept import kept as kept_checkpoints
-
-    out = []
-    floor = float(ev[metric].iloc[0]) + 0.25 * (target - float(ev[metric].iloc[0])) if len(ev) else target
-    for folder in kept_checkpoints(reference).values():
-        step = (read_json(folder / "info.json") or {}).get("step", 0)
-        before = ev[ev["step"] <= step]
-        if len(before):
-            x = float(before[metric].iloc[-1])  # to 0.01 toward the curve's start: a value it had reached there
-            v = math.floor(x * 100 + 1e-9) / 100 if maximize else math.ceil(x * 100 - 1e-9) / 100
-            if ((floor <= v < target) if maximize else (floor >= v > target)):  # not at the curve's start
-                out.append(v)
-    return sorted(set(out), reverse=not maximize) + [target]
-
-
-def bcrit_rows(study, metric: str, target: float, maximize: bool, reference: Path, variant) -> pd.DataFrame:
-    """B_crit of the tuned sweep at each target of the ladder (each its own fit of the report's steps model),
-    placed at the samples where the reference run first reached it. Below the sweep's own target the trials'
-    evaluations of a subset count too (they were evaluated on the whole split only near their target); said."""
-    from lbscale.analysis.intervals import LEVEL
-    from lbscale.report import steps_model
-    from lbscale.report.critical_batch import observations
-    from lbscale.report.tuned import trial_outcomes
-
-    ev, rows = _evaluations(reference, metric), []
-    subset = "subset" in study.steps and study.steps["subset"].notna().any()
-    for t in ladder(reference, ev, metric, target, maximize):
-        steps = study.steps.drop(columns=["subset"]) if (t != target and subset) else study.steps
-        outcomes = trial_outcomes(study.trials, steps, metric, t, maximize)
-        if variant is not None:
-            outcomes = outcomes[outcomes["variant"] == variant]
-        model = steps_model.fit(observations(outcomes, "peak_lr"), LEVEL, quantities=("b_crit",))  # the report's
-        e = model.estimates.get("b_crit") if model is not None else None  # B_crit, only its profile computed
-        fit = {"b_crit": e.value, "b_crit_lo": e.lo, "b_crit_hi": e.hi, "b_crit_kind": e.kind} if e else {}
-        n = int(outcomes["reached"].astype(bool).sum())
-        on = "their subset and whole-split evaluations" if (t != target and subset) else "whole-split evaluations"
-        placed = ev if t != target or "subset" not in ev else ev[ev["subset"].isna()]  # as its fit: whole split
-        rows.append({"method": "B_crit", "label": f"{metric} {t:g}", "samples": _first_reach(placed, metric, t,
-                                                                                              maximize),
-                     "value": fit.get("b_crit"), "lo": fit.get("b_crit_lo"), "hi": fit.get("b_crit_hi"),
-                     "kind": fit.get("b_crit_kind") or "none",
-                     "rests_on": f"the tuned sweep's fit at {metric} {t:g}: {n} trials reached it ({on}); placed "
-                                 "where the reference run reached it"})
-    return pd.DataFrame(rows)
-
-
-def disagreements(table: pd.DataFrame) -> list[str]:
-    """Where two estimates at (about) the same place in training have intervals that do not overlap."""
-    def span(r):
-        lo = r["lo"] if pd.notna(r["lo"]) else 0.0
-        hi = r["hi"] if pd.notna(r["hi"]) else math.inf
-        return lo, hi
-
-    out = []
-    at = table[table["kind"] != "none"]
-    local = at[at["method"] == "local critical batch"]
-    for _, r in local.iterrows():
-        for method in ("B_simple", "B_crit"):
-            other = at[at["method"] == method].dropna(subset=["samples"])
-            if other.empty:
-                continue
-            o = other.iloc[(other["samples"] - r["samples"]).abs().argsort().iloc[0]]
-            (a0, a1), (b0, b1) = span(r), span(o)
-            if a1 < b0 or b1 < a0:
-                out.append(f"at {r['samples']:,.0f} samples ({r['label']}) the local critical batch "
-                           f"{_cell(r)} and {method} {_cell(o)} ({o['label']}) disagree beyond their intervals")
-    return out
-
-
-def _cell(r) -> str:
-    from lbscale.report.numbers import estimate_cell, whole
-
-    if r["kind"] == "none" or r["value"] is None or (isinstance(r["value"], float) and math.isnan(r["value"])):
-        return "not resolved"
-    return estimate_cell(r["value"], r["lo"], r["hi"], r["kind"], whole)
-
-
-def over_training(results: Path, o: ScheduleOptions, parts) -> pd.DataFrame:
-    """The three estimates over training, one table (method, label, samples, value, lo, hi, kind, rests_on)."""
-    study, metric, target, maximize, best = parts
-    folder = _folder(results, o)
-    reference = folder / "reference"
-    frames = [bcrit_rows(study, metric, target, maximize, reference, o.variant), local_rows(branches_of(results, o)),
-              gns_rows(reference)]
-    return pd.concat([f for f in frames if len(f)], ignore_index=True)
-
-
-# trial options the spec leaves out: the grid, the search and the sweep set them, or they name this machine
-LEFT_OUT = {"out", "global_batch", "seed", "data", "model", "epochs", "resume", "prune", "prune_group",
-            "prune_min_steps", "prune_min_samples", "prune_eta", "prune_metric", "keep_checkpoints", "gns_every",
-            "preempt_after_steps", "batch_schedule", "branch_from", "branch_samples", "branch_reseed", "branch_ema",
-            "gns_at_target"}
-
-
-def _trial_options(config: dict) -> dict:
-    """A trial's options that differ from lbscale's defaults (what a spec's trial block writes)."""
-    from lbscale.train.config import FIELDS
-
-    def same(a, b):
-        return a == b or (isinstance(a, (list, tuple)) and list(a) == list(b or []))
-    return {k: v for k, v in config.items() if k in FIELDS and k not in LEFT_OUT
-            and not same(v, FIELDS[k].default)}
-
-
-def _lr_of(best: pd.DataFrame, batch: int) -> tuple[float, float]:
-    row = best[best["global_batch"] == batch].iloc[0]
-    return float(row["peak_lr"]), float(row["base_lr"])
-
-
-def plan_schedule(table: pd.DataFrame, best: pd.DataFrame, o: ScheduleOptions):
-    """(switches, notes, the best fixed batch, the LR per batch): the schedule that follows the local critical
-    batch's lower ends (`analysis.schedule.derive`) up to the largest batch the sweep tuned, each batch at its
-    best trial's LR."""
-    from lbscale.analysis.schedule import Checkpoint, derive
-
-    local = table[table["method"] == "local critical batch"]
-    cps = [Checkpoint(r["label"], int(r["samples"]), None if pd.isna(r["lo"]) else float(r["lo"]),
-                      None if pd.isna(r["hi"]) else float(r["hi"]), r["kind"]) for _, r in local.iterrows()]
-    tuned = best[best["global_batch"] >= o.batch]
-    largest = int(tuned["global_batch"].max())
-    switches, notes = derive(cps, o.batch, o.fraction, largest)
-    missing = [s.batch for s in switches if s.batch not in set(best["global_batch"])]
-    if missing:  # a doubling of --batch the sweep never tuned (its grid is not in doublings of it)
-        raise LbscaleError(f"the schedule reaches batch {missing[0]:,}, where the sweep tuned no LR (its batches: "
-                           f"{', '.join(f'{b:,}' for b in best['global_batch'])}): give a --batch whose doublings "
-                           "are the sweep's batches")
-    at_target = local.loc[local["label"] == "target", "samples"]
-    for sw in switches[1:]:
-        if len(at_target) and sw.samples >= float(at_target.iloc[0]):
-            notes.append(f"the switch to {sw.batch:,} at {sw.samples:,} samples is where the reference reached the "
-                         "target: a run to this target gains little from it (a longer run, to a harder target, may)")
-    fewest = int(best.loc[best["steps_to_target"].astype(float).idxmin(), "global_batch"])
-    lrs = {int(b): _lr_of(best, int(b))[0] for b in best["global_batch"]}
-    return switches, notes, fewest, lrs
-
-
-def spec_text(results: Path, o: ScheduleOptions, parts, table: pd.DataFrame, planned) -> str:
-    """The check's sweep spec: the derived schedule as an arm (a comment per switch naming its measurement), the
-    best fixed batch, the schedule's last batch and its first as fixed controls, each at its tuned LR, `--seeds`
-    seeds each
-    (fresh seeds: the sweep's best trials were picked at seed 0), stopped at the sweep's target, unpruned."""
-    import yaml
-
-    from lbscale.analysis.schedule import cost_at_fraction, schedule_text
-
-    study, metric, target, maximize, best = parts
-    switches, notes, fewest, lrs = planned
-    row = best[best["global_batch"] == fewest].iloc[0]
-    config = (read_json(Path(row["results"]) / row["trial"] / CONFIG) or {})["config"]
-    trial = {"optimizer": config["optimizer"], **_trial_options(config), "base_lr": _lr_of(best, fewest)[1]}
-    if "momentum" in config and config["optimizer"] in ("sgd", "lars"):
-        trial["momentum"] = config["momentum"]
-    trial.update({"stop_at_target": True, "target": target, "target_metric": metric})
-    last = switches[-1].batch
-    arms = {"derived": {"schedule": schedule_text(switches, lrs), "base_lr": _lr_of(best, o.batch)[1]}}
-    for b in dict.fromkeys((last, o.batch)):  # its last batch, and its first (Merrill et al.'s comparison)
-        if b != fewest:
-            arms[f"fixed-{b}"] = {"schedule": f"{b}@0", "base_lr": _lr_of(best, b)[1]}
-    steps, samples = cost_at_fraction(o.fraction)
-    lines = [f"# The batch-size schedule derived by `lbscale schedule {results} --batch {o.batch} --fraction "
-             f"{o.fraction:g}`, beside the fixed batches it must beat, {o.seeds} seeds each, stopped at {metric} "
-             f"{target:g}:",
-             f"#   lbscale sweep {o.out or _folder(results, o) / SPEC} && lbscale report {check_results(results, o)}",
-             "# The schedule follows the local critical batch of a reference run (batch "
-             f"{o.batch}'s best trial again, checkpoints at 1/8, 1/4, 1/2 of its steps to the target): the batch"
-             f" doubles where {o.fraction:g} x the interval's lower end allows (Merrill et al. 2025). For comparison, "
-             f"on McCandlish et al.'s curve a batch at {o.fraction:g} x B_crit (theirs, another quantity: "
-             f"docs/studies.md) takes {steps:g} x the minimum steps and {samples:g} x the minimum samples.",
-             "# Every batch at the sweep's best LR there (peak LR; base LR under the sweep's scaling rule)."]
-    for s in switches:
-        lines.append(f"#   {s.batch:,} from {s.samples:,} samples, LR {lrs[s.batch]:.4g}: {s.reason}")
-    lines += [f"#   {n}" for n in notes]
-    lines += [f"# Beside it: {d}" for d in disagreements(table)]
-    lines.append(f"# Controls: batch {fewest:,} (the sweep's fewest steps to the target, "
-                 f"{int(row['steps_to_target'])} at seed {int(row.get('seed', 0) or 0)}), LR {lrs[fewest]:.4g}"
-                 + (f"; batch {last:,} (the schedule's last), LR {lrs[last]:.4g}" if last != fewest else "")
-                 + (f"; batch {o.batch:,} (its first, the reference's), LR {lrs[o.batch]:.4g}"
-                    if o.batch not in (fewest, last) else ""))
-    body = {"name": f"{Path(results).name}-schedule", "data": config["data"], "model": config["model"],
-            "epochs": config["epochs"], "results": str(check_results(results, o)),
-            "trial": trial, "grid": {"batch": [fewest], "gpus": [int(row.get("gpus") or 1)],
-                                     "seeds": fresh_seeds(study, o.seeds),
-                                     "batch_schedule": arms}}
-    import textwrap
-
-    wrapped = [w for line in lines for w in textwrap.wrap(line, 116, break_on_hyphens=False, subsequent_indent=
-                                                          "#     " if line.startswith("#   ") else "# ")]
-    return "\n".join(wrapped) + "\n" + yaml.safe_dump(body, sort_keys=False, width=1000)
-
-
-def fresh_seeds(study, n: int) -> list[int]:
-    """`n` seeds none of the sweep's trials used: its best trials were picked for their steps, partly their seed's
-    luck, and a control run at that seed again would keep the luck."""
-    used = pd.to_numeric(study.trials.get("seed", pd.Series(dtype=float)), errors="coerce").max()
-    start = int(used) + 1 if pd.notna(used) else 1
-    return list(range(start, start + n))
-
-
-def check_results(results: Path, o: ScheduleOptions) -> Path:
-    """Where the check's trials go: beside the sweep's results, RESULTS-schedule-bB (with -fF and -RULE where not
-    the defaults): one folder per derivation, so that another --batch, --fraction or --rule never runs into the
-    trials of this one."""
-    tags = [f"b{o.batch}"] + ([f"f{o.fraction:g}"] if o.fraction != 1 else []) + \
-        ([o.rule] if o.rule != "tuned" else [])
-    return Path(results).parent / f"{Path(results).name}-schedule-{'-'.join(tags)}"
-
-
-def draw(table: pd.DataFrame, switches, batches: list[int], path: Path, title: str) -> None:
-    """The three estimates against the reference run's samples (log-log): a point with its interval, an open
-    triangle at a bound's end (up: at least, down: below), nothing where not resolved; the derived schedule as a
-    step line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.2, 4.6))
-    styles = {"B_crit": ("C0", "s", -0.03), "local critical batch": ("C1", "o", 0.0), "B_simple": ("C2", "D", 0.03)}
-    shown = table[(table["kind"] != "none") & table["samples"].notna()]
-    floor, ceil = batches[0] / 4, batches[-1] * 4
-    for method, (color, marker, shift) in styles.items():
-        g = shown[shown["method"] == method]
-        for _, r in g.iterrows():
-            x = r["samples"] * 10 ** shift
-            lo = r["lo"] if pd.notna(r["lo"]) and r["lo"] > 0 else floor
-            hi = r["hi"] if pd.notna(r["hi"]) and math.isfinite(r["hi"]) else ceil
-            ax.plot([x, x], [lo, hi], color=color, lw=2, alpha=0.45)
-            at, m = {"lower": (r["lo"], "^"), "upper": (r["hi"], "v")}.get(r["kind"], (r["value"], marker))
-            ax.plot([x], [at], m, color=color, mfc="none" if m in "^v" else color)
-        ax.plot([], [], marker, color=color, label=f"{method} (90% interval)")
-    xs = [s.samples for s in switches[1:]] or [shown["samples"].min()]
-    right = max(shown["samples"].max(), max(xs)) * 1.5
-    left = shown["samples"].min() / 1.5
-    steps_x = [left] + [s.samples for s in switches[1:]] + [right]
-    steps_y = [s.batch for s in switches] + [switches[-1].batch]
-    ax.step(steps_x, steps_y, where="post", color="k", lw=1.2, label="the derived schedule")
-    ax.set_xscale("log")
-    ax.set_yscale("log", base=2)
-    ax.set_ylim(floor, ceil)
-    ticks = [b for b in (2 ** i for i in range(30)) if floor <= b <= ceil]
-    ax.set_yticks(ticks, [f"{b:,}" for b in ticks])
-    ax.set_xlabel("training samples of the reference run (B_crit: where it reached that target)")
-    ax.set_ylabel("batch")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def _measured(results: Path, o: ScheduleOptions) -> None:
     """What the derivation reads is there, measured with these options; one line where not."""
     other = _other_options(branches_of(results, o), o)
@@ -506,11 +206,34 @@ def _measured(results: Path, o: ScheduleOptions) -> None:
                                "without --no-measure to measure it")
 
 
+def over_training(results: Path, o: ScheduleOptions, parts) -> pd.DataFrame:
+    """The three estimates over training, one table (method, label, samples, value, lo, hi, kind, rests_on)."""
+    study, metric, target, maximize, best = parts
+    folder = _folder(results, o)
+    reference = folder / "reference"
+    from lbscale.report.over_training import bcrit_rows, gns_rows, local_rows
+
+    frames = [bcrit_rows(study, metric, target, maximize, reference, o.variant), local_rows(branches_of(results, o)),
+              gns_rows(reference)]
+    return pd.concat([f for f in frames if len(f)], ignore_index=True)
+
+
+def check_results(results: Path, o: ScheduleOptions) -> Path:
+    """Where the check's trials go: beside the sweep's results, RESULTS-schedule-bB (with -fF and -RULE where not
+    the defaults): one folder per derivation, so that another --batch, --fraction or --rule never runs into the
+    trials of this one."""
+    tags = [f"b{o.batch}"] + ([f"f{o.fraction:g}"] if o.fraction != 1 else []) + \
+        ([o.rule] if o.rule != "tuned" else [])
+    return Path(results).parent / f"{Path(results).name}-schedule-{'-'.join(tags)}"
+
+
 def run_schedule(results: Path, o: ScheduleOptions) -> str:
     """Measure what is missing (unless --no-measure), derive, write the table, the figure and the spec; the
     outcome line."""
-    from lbscale.analysis.schedule import schedule_text
+    from lbscale.analysis.schedule import plan, schedule_text
+    from lbscale.report.over_training import cell, disagreements, draw
     from lbscale.report.render import markdown
+    from lbscale.studies.schedule_spec import spec_text
 
     results = Path(results)
     parts = _study(results, o)
@@ -523,12 +246,12 @@ def run_schedule(results: Path, o: ScheduleOptions) -> str:
         measure(results, parts[4], o)
     _measured(results, o)
     table = over_training(results, o, parts)
-    planned = plan_schedule(table, parts[4], o)
+    planned = plan(table, parts[4], o.batch, o.fraction)
     folder = _folder(results, o)
     table.to_csv(folder / TABLE, index=False)
     draw(table, planned[0], sorted(int(b) for b in parts[4]["global_batch"]), folder / FIGURE,
          f"Critical batch over training: {results.name}, from batch {o.batch} (open triangles: bounds)")
-    shown = table.assign(estimate=[_cell(r) for _, r in table.iterrows()])
+    shown = table.assign(estimate=[cell(r) for _, r in table.iterrows()])
     print(markdown(shown[["method", "label", "samples", "estimate", "rests_on"]]), end="")
     for line in disagreements(table) + planned[1]:
         print(f"- {line}")
@@ -539,7 +262,7 @@ def run_schedule(results: Path, o: ScheduleOptions) -> str:
         return (f"no schedule from batch {o.batch} for {results.name}: at no checkpoint did the local critical "
                 f"batch's interval have a lower end above {o.batch} (more --repeats, with --force, would resolve it, "
                 f"or another --batch); the three estimates in {folder / TABLE} and {folder / FIGURE}; no check written")
-    text = spec_text(results, o, parts, table, planned)
+    text = spec_text(results, o, parts, table, planned, out, check_results(results, o))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text)

@@ -45,12 +45,20 @@ def budget_warnings(plans) -> list[str]:
     return short_budgets(reached, budgets)
 
 
+UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "day": 86400, "days": 86400}
+LONGEST = 366 * 86400  # a budget longer than a year is a typo
+
+
 def parse_wall(text: str, option: str = "--wall") -> float:
-    """A wall-clock duration: '20m', '20min', '90s', '1.5h' (wall hours, not GPU-hours) -> seconds."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h)\s*", str(text).lower())
-    if not m or float(m.group(1)) <= 0:
-        raise LbscaleError(f"{option} {text!r}: give a wall-clock time with its unit (20m, 90min, 1.5h, 600s)")
-    return float(m.group(1)) * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+    """A wall-clock duration: '20m', '20min', '90s', '1.5h', '2d' (wall hours, not GPU-hours) -> seconds, at most
+    a year."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", str(text).lower())
+    if not m or m.group(2) not in UNITS or float(m.group(1)) <= 0:
+        raise LbscaleError(f"{option} {text!r}: give a wall-clock time with its unit (20m, 90min, 1.5h, 600s, 2d)")
+    seconds = float(m.group(1)) * UNITS[m.group(2)]
+    if seconds > LONGEST:
+        raise LbscaleError(f"{option} {text!r}: more than a year ({seconds / 86400:,.0f} days); give at most 366d")
+    return seconds
 
 
 GRACE = 1.1  # a trial still running at this multiple of the wall budget is checkpointed and stopped
@@ -137,3 +145,21 @@ class WallBudget:
 
     def line(self) -> str:
         return f"{self.spent() / 60:.1f} of {self.seconds / 60:.1f} min"
+
+
+class Deadline:
+    """A deadline as the local launcher reads a wall budget (`over`, `deadline`, `save`): no trial starts past it,
+    and a running one is stopped there (SIGTERM: it checkpoints and exits). `lbscale design`'s pilot runs under
+    one."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def over(self) -> bool:
+        return time.monotonic() >= self.end
+
+    def deadline(self) -> float:
+        return self.end
+
+    def save(self) -> None:
+        """Nothing to record: the one who set the deadline counts its own time."""

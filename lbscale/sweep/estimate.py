@@ -17,7 +17,6 @@ server's start once; a trial whose batch grows is priced at its first batch's se
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import socket
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from lbscale.analysis.evaluations import check_reads, check_share, geometric_steps, near_checks, spaced_evals
+from lbscale.analysis.pricing import OFF_OPTIMUM, bowl_factor, designed_samples
 from lbscale.train.config import NO_PRUNING, to_dict
 from lbscale.data.formats import open_prepared
 from lbscale.errors import LbscaleError, error_line
@@ -148,123 +149,6 @@ def designed_line(timed: list[tuple[SweepTrial, ShapeTiming]], design: dict, ser
             f"pace{rounds}{where}")
 
 
-NEAR_REACH = 1.5  # a search point within this x the optimum's samples is priced with its checks near the target
-OFF_OPTIMUM = 1.6  # an unpruned search point trains this many times the optimum's samples (LRs off it need more)
-
-
-def bowl_factor(bowl: dict, lr_ratio: float) -> float | None:
-    """Samples to the target of an LR `lr_ratio` x the pilot's best over the best's, from the pilot's LRs
-    (`bowl`: LR ratio -> samples ratio, None where that LR did not reach the target in the pilot): log-linear
-    between the LRs that reached it; past them, up to half the pilot's LR step, rising as steeply as the nearest
-    measured segment falls (a bowl in log LR; one reached LR: to OFF_OPTIMUM at the half step); None further out
-    (such a point does not reach the target: it trains its whole budget)."""
-    keys = sorted(math.log(float(r)) for r in bowl)
-    reached = sorted((math.log(float(r)), math.log(float(c))) for r, c in bowl.items() if c)
-    if not reached:
-        return None
-    half = min((b - a for a, b in zip(keys, keys[1:])), default=math.log(10.0) / 2) / 2
-    x, (x0, y0), (x1, y1) = math.log(lr_ratio), reached[0], reached[-1]
-    if x0 <= x <= x1:
-        for (ax, ay), (bx, by) in zip(reached, reached[1:]):
-            if ax <= x <= bx:
-                return math.exp(ay + (by - ay) * (x - ax) / (bx - ax) if bx > ax else ay)
-        return math.exp(y0)
-    out = x0 - x if x < x0 else x - x1
-    if out > half + 1e-9:
-        return None
-    if len(reached) == 1:
-        return math.exp(y0) * (1 + (OFF_OPTIMUM - 1) * out / half)
-    (ax, ay), (bx, by) = (reached[0], reached[1]) if x < x0 else (reached[-2], reached[-1])
-    slope = abs((by - ay) / (bx - ax))
-    return math.exp((y0 if x < x0 else y1) + slope * out)
-
-
-def designed_samples(samples: float, rung: float | None, factor: float | None = OFF_OPTIMUM,
-                     budget: float = math.inf) -> float:
-    """The samples one search point of a designed study trains, its batch's optimum reaching the target after
-    `samples`: the point's own need, `factor` x that (its LR's `bowl_factor`; None: it never reaches the target and
-    trains its `budget`), capped at the budget; with a first rung (in samples) all train to the rung and half of
-    what is past it (ASHA's asynchronous promotions keep more than a third). The designer prices its grid by this
-    rule and `--estimate` its trials."""
-    need = budget if factor is None else min(factor * samples, budget)
-    if rung:
-        return min(rung, need) + max(need - rung, 0.0) / 2
-    return need
-
-
-def evals_to(first: int, spacing: float, steps: float) -> list[int]:
-    """The steps `--eval-spacing` evaluates at from step `first` in a trial whose target lies after `steps` steps, up
-    to the first at or past them, where the trial finds its crossing and stops."""
-    from lbscale.train.evaluation import geometric_steps
-
-    out = geometric_steps(first, spacing, max(first + 1, math.ceil(steps * (1 + spacing)) + 2))
-    return out[:next(i for i, s in enumerate(out) if s >= steps) + 1]
-
-
-def spaced_evals(first: int, spacing: float, steps: float) -> int:
-    """The step evaluations of `--eval-spacing` from step `first` in a trial that ends after `steps` steps (one
-    that stops at its target makes one more where `steps` falls between two: `evals_to`)."""
-    from lbscale.train.evaluation import geometric_steps
-
-    return len(geometric_steps(first, spacing, max(2, math.ceil(steps) + 1)))
-
-
-def near_evals(first: int, spacing: float, steps: float, near: float) -> int:
-    """The step evaluations of `--eval-spacing` from step `first` to a crossing after `steps` steps that a
-    subset's value brings within its noise of the target, so that the whole split is evaluated too: those from
-    `near` x `steps` on (`analysis.design.near_fraction`), the crossing's own (the first at or past `steps`)
-    included."""
-    return sum(s >= near * steps for s in evals_to(first, spacing, steps))
-
-
-def near_checks(first: int, spacing: float, steps: float, optimum_steps: float, factor: float | None,
-                near: float) -> int:
-    """The whole-split checks near the target of a trial on a subset that trains `steps` steps where its batch's
-    optimum needs `optimum_steps` (its LR's `bowl_factor`: `factor`): `near_evals` up to NEAR_REACH x the optimum's
-    steps where it reaches the target near the optimum, none where it does not (factor None or past NEAR_REACH).
-    The designer prices its grid by this rule and `--estimate` its trials."""
-    if factor is None or factor > NEAR_REACH:
-        return 0
-    return near_evals(first, spacing, min(steps, NEAR_REACH * optimum_steps), near)
-
-
-def check_reads(checks: int, share: float) -> float:
-    """The whole splits `checks` checks near the target read in a trial that reaches the target: the crossing's own
-    reads all of it (its value is at the target or past it: no look stops it), each miss before it `share` of it
-    on average (`check_share`)."""
-    return min(checks, 1) + max(checks - 1, 0) * share
-
-
-@functools.lru_cache(maxsize=256)
-def check_share(target: float, subset: int, total: int, draws: int = 2000) -> float:
-    """The share of a `total`-example split that a check near `target` reads on average (`Evaluator.check`: the
-    parts of `loader.check_parts`, stopped where `clearly_below`), over the checks a trial on an n-example `subset`
-    makes: their whole values taken evenly from NEAR_SE binomial standard errors of the subset below the target up
-    to it (where the subset's value brings them near). Each part's count ~ Binomial(part, value), seeded: the same
-    inputs, the same share."""
-    import numpy as np
-
-    from lbscale.data.loader import check_parts
-    from lbscale.task import binomial_se
-    from lbscale.train.evaluation import NEAR_SE, clearly_below
-
-    sizes = [len(p) for p in check_parts(total)]
-    if len(sizes) < 2:
-        return 1.0
-    ends = np.cumsum(sizes)
-    rng = np.random.default_rng(0)
-    rules = [np.array([clearly_below(c / int(n), target, int(n), total) for c in range(int(n) + 1)])
-             for n in ends[:-1]]  # at each look, by the count read so far: stop or not
-    shares = []
-    for value in np.linspace(target - NEAR_SE * binomial_se(target, subset), target, 9):
-        counts = np.cumsum(rng.binomial(sizes, min(max(value, 0.0), 1.0), size=(draws, len(sizes))), axis=1)
-        read = np.full(draws, float(total))
-        for k in reversed(range(len(sizes) - 1)):  # the first look that stops decides
-            read[rules[k][counts[:, k]]] = ends[k]
-        shares.append(read.mean() / total)
-    return float(np.mean(shares))
-
-
 def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict | None = None) -> float:
     """A trial of a designed spec (`lbscale design`) priced as it will run: stopped at the target, which its
     batch's optimum reaches after `samples` (the design's prediction from its pilot), the trial's LR priced on the
@@ -316,8 +200,6 @@ def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:
     elif cfg.eval_every_samples:
         step_evals = plan.total_steps * plan.global_batch // cfg.eval_every_samples
     elif cfg.eval_spacing:
-        from lbscale.train.evaluation import geometric_steps
-
         step_evals = len(geometric_steps(cfg.eval_first or 1, cfg.eval_spacing, plan.total_steps))
     else:
         step_evals = 0
@@ -326,10 +208,11 @@ def trial_seconds(p: SweepTrial, t: ShapeTiming) -> float:
             + step_evals * t.eval_seconds * subset + t.final_seconds())
 
 
-def time_shape(p: SweepTrial, warm: bool = False) -> tuple[ShapeTiming, float]:
+def time_shape(p: SweepTrial, warm: bool = False, what: str | None = None) -> tuple[ShapeTiming, float]:
     """Run trial `p` here for (1 + R) W optimizer steps in a temporary directory and read its records; with
     `warm`, a one-process trial is forked from the warm-start server as a local sweep would start it. Also the
-    seconds the server took to start (0 where it ran already or is not used)."""
+    seconds the server took to start (0 where it ran already or is not used). `what`: whose timing a failure's
+    one line names (`--estimate: trial ID` by default)."""
     if p.nodes > 1 or p.gpus > (os.cpu_count() or 1):
         raise LbscaleError(f"--estimate: trial {p.trial_id} needs {p.gpus} processes on {p.nodes} nodes; this "
                            f"machine has {os.cpu_count()} CPUs: estimate inside an allocation of that shape "
@@ -349,7 +232,7 @@ def time_shape(p: SweepTrial, warm: bool = False) -> tuple[ShapeTiming, float]:
     if code not in (0, REQUEUE_EXIT) or not records:
         lines = output.splitlines()
         why = error_line(lines) or (lines[-1] if lines else f"exit {code}")
-        raise LbscaleError(f"--estimate: trial {p.trial_id} did not run here: {why}")
+        raise LbscaleError(f"{what or f'--estimate: trial {p.trial_id}'} did not run here: {why}")
     with open_prepared(p.config.data) as data:
         eval_samples = data.size(p.config.eval_split) if data.has_split(p.config.eval_split) else 0
         final = data.size("test") if data.has_split("test") and p.config.eval_split != "test" else 0

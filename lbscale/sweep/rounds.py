@@ -24,7 +24,7 @@ from lbscale.train.config import NO_PRUNING
 from lbscale.errors import LbscaleError
 from lbscale.results import ROUNDS, read_json, write_json
 from lbscale.sweep.plan import SweepTrial, build_plan, point_id
-from lbscale.sweep.search import round_value
+from lbscale.analysis.sampling import round_value
 from lbscale.train.plan import resolve_plan
 
 

@@ -22,11 +22,10 @@ trial.yaml shows what ran.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 
-import numpy as np
 
+from lbscale.analysis.sampling import loguniform, round_value, unit_points
 from lbscale.errors import LbscaleError
 
 SAMPLERS = {"sobol": "scrambled Sobol' sequence (balanced for a power-of-two number of trials)",
@@ -67,38 +66,15 @@ class SearchSpace:
         return [{**d, **g} for d in draws for g in grid]
 
 
-def unit_points(d: int, n: int, sampler: str, seed: int) -> np.ndarray:
-    """n points in [0, 1)^d from the sampler, seeded (scipy.stats.qmc for the quasi-random ones)."""
-    if sampler == "random":
-        return np.random.default_rng(seed).random((n, d))
-    import warnings
-
-    from scipy.stats import qmc
-
-    engine = {"sobol": qmc.Sobol, "halton": qmc.Halton}[sampler]
-    try:
-        gen = engine(d, scramble=True, rng=seed)
-    except TypeError:  # scipy before 1.15 names it seed
-        gen = engine(d, scramble=True, seed=seed)
-    with warnings.catch_warnings():  # Sobol' warns when n is not a power of two: balance is the user's choice
-        warnings.simplefilter("ignore")
-        return gen.random(n)
-
-
 def _transform(dist: str, args, u: float):
     if dist == "choice":
         return args[min(int(u * len(args)), len(args) - 1)]
     lo, hi = args
     if dist == "uniform":
         return round_value(lo + u * (hi - lo))
-    x = round_value(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))))
+    x = loguniform(lo, hi, u)
     # the draw is rounded, never 1 - x: rounding 1 - 1e-5 to 4 digits would give momentum 1.0
     return 1.0 - x if dist == "one_minus_loguniform" else x
-
-
-def round_value(value: float) -> float:
-    """A drawn (or derived) option value as trial.yaml shows it: 4 significant digits."""
-    return float(f"{value:.4g}")
 
 
 def parse_search(raw, where: str, known_options) -> SearchSpace | None:

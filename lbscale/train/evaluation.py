@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from lbscale.analysis.evaluations import NEAR_SE, clearly_below, geometric_steps
 from lbscale.results import write_json
 from lbscale.train.config import TrialConfig
 from lbscale.task import Task, binomial_se
@@ -124,20 +125,6 @@ class NoiseAtTarget:
         return time.perf_counter() - t0
 
 
-def geometric_steps(first: int, spacing: float, total_steps: int) -> list[int]:
-    """The optimizer steps below `total_steps` that --eval-spacing evaluates at: `first`, then each at most
-    `spacing` of the steps after the previous one (floor of s (1 + spacing)), and at least one step on. The crossing
-    of a target then lies in a bracket no wider than `spacing` of its upper end, or one step."""
-    out, s = [], first
-    while s < total_steps:
-        out.append(s)
-        s = max(s + 1, math.floor(s * (1 + spacing) + 1e-9))
-    return out
-
-
-NEAR_SE = 2.0  # standard errors of a subset's value within which the whole split is evaluated too
-
-
 def near_target(value: float, target: float, n: int, maximize: bool) -> bool:
     """Whether a value on an evaluation subset of `n` samples meets `target` or could, within NEAR_SE binomial
     standard errors (p (1 - p) at least 1/n; task metrics that grow with quality are proportions in [0, 1]); a loss
@@ -147,20 +134,6 @@ def near_target(value: float, target: float, n: int, maximize: bool) -> bool:
     if not maximize:
         return value <= target
     return value >= target - NEAR_SE * binomial_se(value, n)
-
-
-CHECK_SE = 2.5  # a check near the target stops where its value so far is this many standard errors below it
-
-
-def clearly_below(value: float, target: float, n: int, total: int) -> bool:
-    """Whether a value on `n` of a split's `total` examples, read in a random order, lies more than CHECK_SE
-    standard errors of the difference from the whole split's value below `target` (higher is better): binomial,
-    with the finite-population factor sqrt(1 - n / total), since the rest of the split is what is still unknown.
-    With looks at 1/8, 1/4 and 1/2 of 1,600 examples, a split whose whole value is at the target is stopped in
-    about 1% of orders, one 0.04 below it after reading 43% of it on average (simulated; tests/train)."""
-    if value is None or not math.isfinite(value) or n >= total:
-        return False
-    return value + CHECK_SE * binomial_se(value, n) * math.sqrt(1 - n / total) < target
 
 
 class EvalSchedule:

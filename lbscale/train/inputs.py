@@ -9,7 +9,8 @@ import torch
 from lbscale.train.config import TrialConfig
 from lbscale.data.decoder import JpegDecoder, default_workers
 from lbscale.data.formats.base import PreparedFile
-from lbscale.data.loader import MIN_LOOK, ShardedLoader, check_parts
+from lbscale.analysis.evaluations import MIN_LOOK, check_parts
+from lbscale.data.loader import ShardedLoader
 from lbscale.data.transforms import AUGMENT, Normalize
 from lbscale.task import Task
 from lbscale.train.plan import Plan

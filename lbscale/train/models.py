@@ -53,6 +53,21 @@ def check_model(name: str) -> None:
                            f"for small images ({', '.join(MODELS)})")
 
 
+def check_runs(name: str, shape: tuple[int, ...], num_classes: int) -> None:
+    """The model takes images of `shape` (bands, height, width): one forward pass of two blank ones on the CPU;
+    one line where it does not (a ViT built for 224-pixel inputs, given 16-pixel images)."""
+    import torch
+
+    model = build_model(name, shape[0], num_classes, channels_last=False).eval()
+    try:
+        with torch.no_grad():
+            model(torch.zeros(2, *shape))
+    except Exception as e:  # what the network's own code raises: its first line says why
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LbscaleError(f"--model {name}: does not run on this data's {' x '.join(map(str, shape))} images "
+                           f"(bands x height x width): {why}") from None
+
+
 def build_model(name: str, in_chans: int, num_classes: int, channels_last: bool = True,
                 drop_rate: float = 0.0) -> torch.nn.Module:
     """A randomly initialised model (no download) for `in_chans` bands and `num_classes` outputs: one of MODELS,

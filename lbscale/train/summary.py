@@ -4,12 +4,13 @@ and the one line `lbscale train` ends with. Torch-free at import (the report rea
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from lbscale.progress import record_line
-from lbscale.results import CONFIG, METRICS, SUMMARY, read_json, write_jsonl
+from lbscale.results import CONFIG, METRICS, SUMMARY, read_json, read_jsonl, write_jsonl
 from lbscale.task import Task
 
 NO_TARGET = {"steps_to_target": None, "epochs_to_target": None, "seconds_to_target": None}
@@ -200,3 +201,20 @@ def _whole_subset(described: dict) -> str:
         return ""
     return (f"; --eval-subset {asked:,} is not smaller than the {described.get('eval_split', 'evaluation')} split "
             f"({size:,} images): its step evaluations took the whole split")
+
+
+def curve(trial: Path, metric: str) -> list[tuple[float, float]]:
+    """(samples, value) at each evaluation of a trial: its step evaluations and its epoch ends (whole split)."""
+    points, seen = {}, 0
+    for r in read_jsonl(trial / METRICS):
+        if r.get("kind") == "step":
+            at = r.get("samples_seen")
+        elif "epoch" in r and "samples" in r:
+            seen += r["samples"]
+            at = seen
+        else:
+            continue
+        v = r.get(metric)
+        if at is not None and v is not None and math.isfinite(v):
+            points[float(at)] = float(v)
+    return sorted(points.items())

@@ -67,3 +67,37 @@ def test_the_ratio_interval_against_a_hand_computed_welch():
     assert math.isclose(ratio, math.exp(ma - mb))
     assert math.isclose(lo, math.exp(ma - mb - half)) and math.isclose(hi, math.exp(ma - mb + half))
     assert log_ratio_interval([1.0], [2.0, 3.0])[1:] == (0.0, math.inf)
+
+
+def test_a_ratio_of_steps_read_between_evaluations_and_with_misses():
+    """The schedule check's savings from the seeds that reached only: an arm with 1 of 3 seeds against a fixed
+    batch with 3 of 3 printed a bare '37% fewer', and seeds that crossed at the same evaluation tied ('36 [36, 36]%
+    fewer'). Each trial's steps lie between the evaluation before its crossing and the one that met it (high inf:
+    it missed, at least the steps it ran)."""
+    import math
+
+    from scipy import stats
+
+    from lbscale.analysis.schedule import bracketed_ratio, log_ratio_interval
+
+    tied_a, tied_b = [(20, 24)] * 3, [(32, 38)] * 3
+    point, lo, hi, kind = bracketed_ratio(tied_a, tied_b)
+    # the point from the evaluations that met the target (24 over 38); the ends as far as the brackets go: 20 / 38
+    # and 24 / 32, each a Welch interval of identical values (no spread: the bracket alone)
+    assert kind == "interval" and point == pytest.approx(24 / 38)
+    assert (lo, hi) == (pytest.approx(20 / 38), pytest.approx(24 / 32))
+    a, b = [(20, 24), (24, 28), (28, 33)], [(32, 38), (38, 44), (32, 38)]
+    point, lo, hi, kind = bracketed_ratio(a, b)
+    assert lo == pytest.approx(log_ratio_interval([20, 24, 28], [38, 44, 38])[1])
+    assert hi == pytest.approx(log_ratio_interval([24, 28, 33], [32, 38, 32])[2])
+    assert point == pytest.approx(stats.gmean([24, 28, 33]) / stats.gmean([38, 44, 38]))
+    # a miss of the arm (at least 60 steps): it may need any number more, so no upper end, and no point
+    missed = [(20, 24), (60, math.inf), (60, math.inf)]
+    point, lo, hi, kind = bracketed_ratio(missed, b)
+    assert point is None and hi == math.inf and kind == "lower"
+    assert lo == pytest.approx(log_ratio_interval([20, 60, 60], [38, 44, 38])[1])
+    # a miss of the fixed batch: no lower end
+    assert bracketed_ratio(a, [(32, 38), (50, math.inf)])[3] == "upper"
+    # a crossing at the first evaluation (nothing before it): its steps may be any fewer
+    assert bracketed_ratio([(0, 24), (20, 24)], b)[1] == 0.0
+    assert bracketed_ratio([(60, math.inf)], [(50, math.inf)])[3] == "none"

@@ -67,13 +67,13 @@ def test_the_plan_takes_each_batchs_tuned_lr_the_fewest_steps_and_says_when_a_sw
 
     import pandas as pd
 
-    from lbscale.studies.schedule import ScheduleOptions, plan_schedule
+    from lbscale.analysis.schedule import plan
 
     best = pd.DataFrame({"global_batch": [32, 64, 128, 256], "peak_lr": [0.01, 0.015, 0.02, 0.03],
                          "base_lr": [0.014, 0.015, 0.014, 0.015], "steps_to_target": [400, 220, 130, 140]})
     table = _table([("50st", 1600, 64.0, 64.0, 128.0, "interval"), ("target", 12800, 256.0, 256.0, math.inf,
                                                                     "lower")])
-    switches, notes, fewest, lrs = plan_schedule(table, best, ScheduleOptions(batch=32))
+    switches, notes, fewest, lrs = plan(table, best, 32, 1.0)
     assert [(s.samples, s.batch) for s in switches] == [(0, 32), (1600, 64), (12800, 256)]
     assert fewest == 128 and lrs == {32: 0.01, 64: 0.015, 128: 0.02, 256: 0.03}
     assert any("the switch to 256 at 12,800 samples is where the reference reached the target" in n for n in notes)
@@ -85,13 +85,13 @@ def test_a_doubling_the_sweep_never_tuned_is_one_line():
     import pandas as pd
 
     from lbscale.errors import LbscaleError
-    from lbscale.studies.schedule import ScheduleOptions, plan_schedule
+    from lbscale.analysis.schedule import plan
 
     best = pd.DataFrame({"global_batch": [48, 128, 384], "peak_lr": [0.01, 0.02, 0.03], "base_lr": [0.01] * 3,
                          "steps_to_target": [300, 200, 150]})  # 48's doublings 96, 192, 384: 96 and 192 not tuned
     table = _table([("a", 1000, 256.0, 256.0, math.inf, "lower")])
     with pytest.raises(LbscaleError, match="reaches batch 192, where the sweep tuned no LR"):
-        plan_schedule(table, best, ScheduleOptions(batch=48))
+        plan(table, best, 48, 1.0)
 
 
 def test_one_check_folder_per_derivation():

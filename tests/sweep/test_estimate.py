@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from lbscale.analysis import pricing
 from lbscale.sweep import estimate
 from lbscale.sweep.preflight import check_plan_data
 from lbscale.sweep.confirm import confirmation_to_come
@@ -129,18 +130,18 @@ def test_a_designed_spec_is_priced_stopped_at_its_target_and_pruned_as_designed(
 def test_a_search_point_is_priced_on_the_pilots_bowl_by_hand():
     """The pilot's LRs at 1/sqrt(10), 1 and sqrt(10) x its best took 1.5x, 1x and never the best's samples."""
     bowl = {0.3162: 1.5, 1: 1.0, 3.162: None}
-    assert estimate.bowl_factor(bowl, 1.0) == pytest.approx(1.0)
-    assert estimate.bowl_factor(bowl, 10 ** -0.25) == pytest.approx(1.5 ** 0.5, rel=1e-3)  # halfway in log LR
+    assert pricing.bowl_factor(bowl, 1.0) == pytest.approx(1.0)
+    assert pricing.bowl_factor(bowl, 10 ** -0.25) == pytest.approx(1.5 ** 0.5, rel=1e-3)  # halfway in log LR
     # past the last LR that reached it, within half a step (0.25 decades): rising as the inner segment falls
-    assert estimate.bowl_factor(bowl, 1.5) == pytest.approx(1.5 ** (math.log10(1.5) / 0.5), rel=1e-3)
-    assert estimate.bowl_factor(bowl, 2.0) is None  # 0.30 decades out: it trains its whole budget
-    assert estimate.bowl_factor(bowl, 0.2) == pytest.approx(1.5 * 1.5 ** (math.log10(0.3162 / 0.2) / 0.5), rel=1e-3)
-    assert estimate.bowl_factor({1: 1.0, 3.162: None}, 10 ** 0.125) == pytest.approx(1.3, rel=1e-3)  # one reached
-    assert estimate.bowl_factor({1: None}, 1.0) is None
+    assert pricing.bowl_factor(bowl, 1.5) == pytest.approx(1.5 ** (math.log10(1.5) / 0.5), rel=1e-3)
+    assert pricing.bowl_factor(bowl, 2.0) is None  # 0.30 decades out: it trains its whole budget
+    assert pricing.bowl_factor(bowl, 0.2) == pytest.approx(1.5 * 1.5 ** (math.log10(0.3162 / 0.2) / 0.5), rel=1e-3)
+    assert pricing.bowl_factor({1: 1.0, 3.162: None}, 10 ** 0.125) == pytest.approx(1.3, rel=1e-3)  # one reached
+    assert pricing.bowl_factor({1: None}, 1.0) is None
     # a point that never reaches the target trains its budget; with a rung, all to the rung and half the rest
-    assert estimate.designed_samples(100.0, None, None, budget=900.0) == 900.0
-    assert estimate.designed_samples(100.0, 40.0, 1.5, budget=900.0) == 40.0 + (150.0 - 40.0) / 2
-    assert estimate.designed_samples(100.0, 40.0, None, budget=900.0) == 40.0 + (900.0 - 40.0) / 2
+    assert pricing.designed_samples(100.0, None, None, budget=900.0) == 900.0
+    assert pricing.designed_samples(100.0, 40.0, 1.5, budget=900.0) == 40.0 + (150.0 - 40.0) / 2
+    assert pricing.designed_samples(100.0, 40.0, None, budget=900.0) == 40.0 + (900.0 - 40.0) / 2
 
 
 def test_a_checks_price_is_the_share_of_the_split_it_reads_by_simulation():
@@ -149,8 +150,8 @@ def test_a_checks_price_is_the_share_of_the_split_it_reads_by_simulation():
     whole."""
     import numpy as np
 
-    from lbscale.sweep.estimate import check_share
-    from lbscale.train.evaluation import clearly_below
+    from lbscale.analysis.evaluations import check_share
+    from lbscale.analysis.evaluations import clearly_below
 
     rng = np.random.default_rng(11)
     target, subset, n = 0.8, 100, 1600
@@ -172,7 +173,7 @@ def test_a_checks_price_is_the_share_of_the_split_it_reads_by_simulation():
 
 
 def test_a_trials_checks_read_the_whole_split_at_the_crossing_and_a_share_of_it_before():
-    from lbscale.sweep.estimate import check_reads
+    from lbscale.analysis.evaluations import check_reads
 
     # none; the crossing's own (its value at the target or past it: no look stops it); it and three misses at
     # 0.55 of the split each
@@ -182,7 +183,7 @@ def test_a_trials_checks_read_the_whole_split_at_the_crossing_and_a_share_of_it_
 
 
 def test_a_trial_stopped_at_its_target_is_evaluated_up_to_the_crossings_own_evaluation():
-    from lbscale.sweep.estimate import evals_to, near_evals, spaced_evals
+    from lbscale.analysis.evaluations import evals_to, near_evals, spaced_evals
 
     # first at step 23, each at most 30% after the last (floor): 23, 29, 37, 48, 62, 80, 104. A batch whose crossing
     # lies at step 94 finds it at step 104, the first evaluation past it. make demo-real, 2026-12-06: the designer

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from lbscale.data.loader import check_parts
-from lbscale.train.evaluation import clearly_below, geometric_steps, near_target
+from lbscale.analysis.evaluations import check_parts, clearly_below, geometric_steps
+from lbscale.train.evaluation import near_target
 from tests.train.helpers import run_train, summary  # noqa: F401
 
 BASE = ["--global-batch", "32", "--model", "test_resnet", "--quiet", "--device", "cpu", "--optimizer", "sgd",
