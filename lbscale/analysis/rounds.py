@@ -41,6 +41,7 @@ class BatchState:
     points: tuple  # Points, by increasing LR
     best: int | None  # the index of the best point (None: none reached)
     short: str | None = None  # where none reached: the trial that came closest of those that ran their whole budget
+    eval_share: float | None = None  # the evaluations' measured share of its trials' training time (median)
 
 
 @dataclass(frozen=True)
@@ -149,11 +150,37 @@ def _sides(answer: Answer, batches: list[BatchState], min_batch: int, max_batch:
         new = smallest.batch // 2
         why = (f"its lower end lies more than a halving below batch {smallest.batch}, the smallest measured"
                if past_bottom else f"its lower end is open below batch {smallest.batch}")
+        share = eval_share_below(batches)
         if new < max(min_batch, 1) or smallest.batch % 2:
             notes.append(f"{smallest.batch} is the smallest batch here: no smaller one is added")
+        elif share is not None and share > MAX_EVAL_SHARE:
+            notes.append(f"batch {new} is not added: its evaluations would take about {share:.0%} of its training "
+                         f"(measured: {_shares(batches)}): below batch {smallest.batch} the answer costs more in "
+                         "evaluations than in training here (a coarser --eval-spacing or a smaller --eval-subset "
+                         "would buy it)")
         else:
             out.append(Action("batch", new, f"B_crit {_said(answer)}: {why}"))
     return out
+
+
+MAX_EVAL_SHARE = 1.0  # a batch whose evaluations would cost more than its training is not added
+
+
+def eval_share_below(batches: list[BatchState]) -> float | None:
+    """The evaluations' share of training at half the smallest batch, from the shares measured at the two smallest
+    (the smallest's times their ratio, at least 1: one halving more); the smallest's own where only it was
+    measured; None where neither was."""
+    measured = [s for s in batches[:2] if s.eval_share is not None]
+    if not measured or measured[0] is not batches[0]:
+        return None
+    if len(measured) == 1:
+        return measured[0].eval_share
+    a, b = measured
+    return a.eval_share * max(a.eval_share / b.eval_share, 1.0) if b.eval_share > 0 else a.eval_share
+
+
+def _shares(batches: list[BatchState]) -> str:
+    return ", ".join(f"{s.eval_share:.0%} at batch {s.batch}" for s in batches[:2] if s.eval_share is not None)
 
 
 def _edges(reached: list[BatchState]) -> list[Action]:

@@ -90,7 +90,7 @@ def below_on_subset(df: pd.DataFrame, col: str, threshold: float, maximize: bool
     `threshold` (higher is better): more than CHECK_SE binomial standard errors on its images, the rule that stops
     a check (`train.evaluation.clearly_below`; the subset is a random sample of the split, as a check's first part
     is; without the finite-population factor, so no looser). A loss has no such error: never."""
-    from lbscale.train.evaluation import clearly_below
+    from lbscale.analysis.evaluations import clearly_below
 
     if not maximize or "subset" not in df:
         return np.zeros(len(df), bool)
@@ -415,3 +415,16 @@ def budget_view(trials: pd.DataFrame, steps: pd.DataFrame, metric: str, maximize
                       .rename(columns={metric: "best_value"}).assign(budget=float(b)))
     columns = keys + ["budget", "best_value", "trial", "step", "epoch"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def eval_shares(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Per trial that evaluated inside its epochs: the evaluations' seconds (the epoch records' step_eval_seconds)
+    over its training seconds (`share`), and its `batch`; empty where none did."""
+    if "step_eval_seconds" not in epochs or "train_seconds" not in epochs or epochs.empty:
+        return pd.DataFrame(columns=["eval", "train", "batch", "share"])
+    e = epochs.assign(step_eval_seconds=pd.to_numeric(epochs["step_eval_seconds"], errors="coerce"),
+                      train_seconds=pd.to_numeric(epochs["train_seconds"], errors="coerce"))
+    per = e.groupby([c for c in ("results", "trial") if c in e]).agg(
+        eval=("step_eval_seconds", "sum"), train=("train_seconds", "sum"), batch=("global_batch", "first"))
+    per = per[(per["train"] > 0) & (per["eval"] > 0)]
+    return per.assign(share=per["eval"] / per["train"])

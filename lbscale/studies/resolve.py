@@ -13,7 +13,7 @@ from lbscale.analysis.rounds import Action, Answer, BatchState, Point, Round, pl
 from lbscale.report.load import load_results
 from lbscale.report.critical_batch import fits_of
 from lbscale.report.steps_model import VERSION
-from lbscale.report.tuned import arms, batch_optima, trial_outcomes
+from lbscale.report.tuned import arms, batch_optima, eval_shares, trial_outcomes
 from lbscale.sweep.plan import point_id
 from lbscale.task import Task
 
@@ -36,8 +36,8 @@ def decider(metric: str, target: float, ratio: float):
                             float(p) if p is not None and p == p else None)
             answers[str(arm)] = {"kind": kind, "value": _num(row["b_crit"]),  # an open end is null (strict JSON)
                                  "lo": _num(answer.lo) if answer.lo > 0 else None, "hi": _num(answer.hi)}
-            rounds.append(plan_round(answer, states(o, target, maximize), ratio, trials_left, trials_per_batch,
-                                     max_batch=max_batch))
+            rounds.append(plan_round(answer, states(o, target, maximize, study.epochs), ratio, trials_left,
+                                     trials_per_batch, max_batch=max_batch))
         return answers, merged(rounds, list(answers))
     decide.model = VERSION  # a stop recorded by another version of the steps model is decided again
     return decide
@@ -47,10 +47,13 @@ def _num(x):
     return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
 
 
-def states(o, target: float, maximize: bool) -> list[BatchState]:
+def states(o, target: float, maximize: bool, epochs=None) -> list[BatchState]:
     """Each batch's search of one arm: its points by increasing peak LR (each named by a trial of it, without the
-    seed), and the best one (`batch_optima`)."""
+    seed), the best one (`batch_optima`), and the evaluations' median share of its trials' training (`epochs`: the
+    study's epoch records; `tuned.eval_shares`)."""
     optima = batch_optima(o, "peak_lr", target, maximize).set_index("global_batch")
+    shares = {} if epochs is None else eval_shares(epochs[epochs["trial"].isin(set(o["trial"]))]
+                                                   ).groupby("batch")["share"].median().to_dict()
     out = []
     for b, g in o.groupby("global_batch", sort=True):
         lrs = sorted(g["peak_lr"].astype(float).unique())
@@ -61,8 +64,10 @@ def states(o, target: float, maximize: bool) -> list[BatchState]:
         best = None
         if b in optima.index and bool(optima.loc[b, "reached"]):
             best = int(np.argmin([abs(np.log(lr / optima.loc[b, "best_lr"])) for lr in lrs]))
+        share = shares.get(b)
         out.append(BatchState(int(b), best is not None, tuple(points), best,
-                              short=None if best is not None else _closest(g, maximize)))
+                              short=None if best is not None else _closest(g, maximize),
+                              eval_share=None if share is None else float(share)))
     return out
 
 

@@ -171,3 +171,22 @@ def test_an_interval_end_more_than_a_doubling_past_the_batches_gets_a_batch_towa
     # never past the data's limit
     r = plan_round(Answer("interval", 50.0, 600.0), STUDY, max_batch=256)
     assert all(a.kind == "seeds" for a in r.actions) and any("largest batch the data allow" in n for n in r.notes)
+
+
+def test_no_smaller_batch_where_its_evaluations_would_cost_more_than_its_training():
+    """make demo-real on a loaded machine: the rounds added batches 16, 8 and 4, the evaluations at batch 8 125.8%
+    of its training. A batch below the smallest is priced by the evaluations' measured share of training at the
+    two smallest batches (the share grows by their ratio per halving); past 100% it is not added, and the round
+    says where the answer cannot be bought."""
+    from dataclasses import replace
+
+    measured = [replace(_batch(16), eval_share=0.8), replace(_batch(32), eval_share=0.5), _batch(64), _batch(128)]
+    r = plan_round(Answer("upper", 0.0, 20.0), measured, trials_per_batch=4)
+    # 0.8 x 0.8 / 0.5 = 1.28 at batch 8
+    assert ("batch", 8) not in _kinds(r)
+    assert any("batch 8 is not added: its evaluations would take about 128% of its training" in n for n in r.notes)
+    cheap = [replace(_batch(16), eval_share=0.3), replace(_batch(32), eval_share=0.2), _batch(64), _batch(128)]
+    assert ("batch", 8) in _kinds(plan_round(Answer("upper", 0.0, 20.0), cheap, trials_per_batch=4))
+    # one measured share: it stays as measured
+    one = [replace(_batch(16), eval_share=1.1), _batch(32), _batch(64)]
+    assert ("batch", 8) not in _kinds(plan_round(Answer("upper", 0.0, 20.0), one, trials_per_batch=4))
