@@ -65,6 +65,7 @@ def _arms(t: pd.DataFrame) -> tuple[list, list]:
 
 
 def _saving(arm: pd.DataFrame, ctrl: pd.DataFrame, column: str) -> tuple[float, float, float] | None:
+    """The ratio of `column` (arm over fixed) from the trials that measured it; None where a side has none."""
     from lbscale.analysis.schedule import log_ratio_interval
 
     a, c = arm[column].dropna().astype(float), ctrl[column].dropna().astype(float)
@@ -73,18 +74,55 @@ def _saving(arm: pd.DataFrame, ctrl: pd.DataFrame, column: str) -> tuple[float, 
     return log_ratio_interval(list(a), list(c), LEVEL)
 
 
-def _pct(r: tuple | None, fewer: bool) -> str:
-    """A ratio (arm over fixed) with its interval as a percent change: steps as '38 [21, 52]% fewer' (or 'more'),
-    samples as '12 [-3, 30]% more' (or 'fewer'); '-' where not measured."""
+def _brackets(frame: pd.DataFrame) -> list[tuple[float, float]]:
+    """Each trial's steps to the target as (low, high]: the evaluation before its crossing and the one that met it;
+    a trial that missed: (its last evaluation, inf)."""
+    out = []
+    for _, r in frame.iterrows():
+        steps, before, last = (r.get(k) for k in ("steps", "step_before", "last_step"))
+        if pd.notna(steps):
+            out.append((float(before) if pd.notna(before) else 0.0, float(steps)))
+        else:
+            out.append((float(last) if pd.notna(last) else 0.0, math.inf))
+    return out
+
+
+def _steps_ratio(arm: pd.DataFrame, ctrl: pd.DataFrame) -> tuple | None:
+    """The arm's steps over the fixed batch's, every seed counted (`analysis.schedule.bracketed_ratio`); None where
+    either has no trial."""
+    from lbscale.analysis.schedule import bracketed_ratio
+
+    if not len(arm) or not len(ctrl):
+        return None
+    return bracketed_ratio(_brackets(arm), _brackets(ctrl), LEVEL)
+
+
+def _pct(r: tuple | None, fewer: bool = True) -> str:
+    """A ratio (arm over fixed) as a percent change, '38 [21, 52]% fewer' or '12 [-3, 30]% more' by the side of 1
+    its point lies on: the point rounded, the interval's ends rounded outward; where an end is open a bound ('at
+    least 12% fewer', 'at most 30% fewer'), where both are 'not resolved'; '-' where not measured. `r`: (point or
+    None, lo, hi[, kind]); without a point the interval alone ('21 to 52% fewer'). `fewer` is kept for the
+    callers' reading (steps and samples are written alike)."""
     if r is None:
         return "-"
-    ratio, lo, hi = r
-    change, ends = (1 - ratio, (1 - hi, 1 - lo)) if fewer else (ratio - 1, (lo - 1, hi - 1))
-    words = ("fewer", "more") if fewer else ("more", "fewer")
-    sign = 1 if change >= 0 else -1
-    a, b = sorted(100 * sign * e for e in ends)
-    shown = f" [{a:.0f}, {b:.0f}]" if math.isfinite(a) and math.isfinite(b) else ""
-    return f"{100 * sign * change:.0f}{shown}% {words[0] if sign > 0 else words[1]}"
+    point, lo, hi = r[:3]
+    if not lo > 0 and not math.isfinite(hi):
+        return "not resolved"
+    if not math.isfinite(hi):  # the ratio is above lo only
+        return f"at most {math.ceil(100 * (1 - lo) - 1e-9)}% fewer" if lo < 1 else \
+            f"at least {math.floor(100 * (lo - 1) + 1e-9)}% more"
+    if not lo > 0:  # below hi only
+        return f"at least {math.floor(100 * (1 - hi) + 1e-9)}% fewer" if hi < 1 else \
+            f"at most {math.ceil(100 * (hi - 1) - 1e-9)}% more"
+    x = point if point is not None else math.sqrt(lo * hi)
+    if x <= 1:
+        text, a, b = f"{100 * (1 - x):.0f}", 100 * (1 - hi), 100 * (1 - lo)
+        word = "fewer"
+    else:
+        text, a, b = f"{100 * (x - 1):.0f}", 100 * (lo - 1), 100 * (hi - 1)
+        word = "more"
+    ends = f"{math.floor(a + 1e-9)}, {math.ceil(b - 1e-9)}"
+    return f"{text} [{ends}]% {word}" if point is not None else f"{ends.replace(', ', ' to ')}% {word}"
 
 
 def _phases(trial_dir, steps: float, first: int) -> list[tuple[int, int]]:
@@ -172,8 +210,9 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
         for name, sched, g, vs in [(label, text, arm, None)] + [(n, s_, g, g) for n, s_, g in fixed]:
             s = per.reindex(pd.MultiIndex.from_frame(g[keys]) if len(keys) > 1 else g[keys[0]])
             steps_cell, mean = _mean_ci(s["steps"])
-            fewer = _saving(a, s, "steps") if vs is not None else None
-            more = _saving(a, s, "samples") if vs is not None else None
+            fewer = _steps_ratio(a, s) if vs is not None else None
+            reached = a["steps"].notna().all() and s["steps"].notna().all()
+            more = _saving(a, s, "samples") if vs is not None and reached else None
             disp.append({"Arm": name, "Schedule": sched, "Reached": f"{int(s['steps'].notna().sum())} of {len(g)}",
                          "Steps to target": steps_cell, "Samples to target": _mean_ci(s["samples"])[0],
                          "Time to target [s]": _mean_ci(s["seconds"])[0],
@@ -183,15 +222,22 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
             tidy.append({"arm": label, "row": name, "schedule": sched, "reached": int(s["steps"].notna().sum()),
                          "seeds": len(g), "steps_mean": mean, "steps_ratio": fewer[0] if fewer else None,
                          "steps_ratio_lo": fewer[1] if fewer else None, "steps_ratio_hi": fewer[2] if fewer else None,
+                         "steps_ratio_kind": fewer[3] if fewer else None,
                          "samples_ratio": more[0] if more else None})
             if vs is not None and fewer:
+                seeds = (f"{int(a['steps'].notna().sum())} of {len(a)} and {int(s['steps'].notna().sum())} of "
+                         f"{len(s)} seeds reached")
+                said_steps = _pct(fewer, True)
                 verdicts.append((f"the schedule {label} reached {metric} {target:g} in " if not said else "")
-                                + f"{_pct(fewer, True)} steps than {name} (at {_pct(more, False)} samples)")
+                                + (f"{said_steps} steps than {name}" if said_steps != "not resolved" else
+                                   f"steps not resolved against {name}")
+                                + (f" (at {_pct(more, False)} samples)" if more else f" ({seeds})"))
                 said = True
     return Table("schedules", f"Batch-size schedules beside fixed batches: steps to {metric} {target:g}",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
                  [_sentence("; ".join(verdicts)) + f" ({LEVEL:.0%} intervals over seeds: ratios of geometric "
-                  "means, Welch t on the logs; only the seeds that reached the target)" if verdicts else
+                  "means, Welch t on the logs, each seed's steps between the evaluation before its crossing and the "
+                  "one that met the target, a seed that missed it at more steps than it ran)" if verdicts else
                   "No schedule and fixed batch both reached the target: no comparison",
                   "Steps to target: optimizer steps as they were taken (a schedule's larger steps count one each); "
                   "samples: the training samples seen at that evaluation; on fixed hardware a batch grown by "
