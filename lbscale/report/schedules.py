@@ -185,6 +185,15 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _against(name: str, a: pd.DataFrame, s: pd.DataFrame, fewer, more) -> str:
+    """One comparison of the verdict: the schedule's steps against fixed batch `name`, with its samples where
+    every seed of both reached the target, else how many did."""
+    said_steps = _pct(fewer, True)
+    seeds = f"{int(a['steps'].notna().sum())} of {len(a)} and {int(s['steps'].notna().sum())} of {len(s)} seeds reached"
+    steps = f"{said_steps} steps than {name}" if said_steps != "not resolved" else f"steps not resolved against {name}"
+    return steps + (f" (at {_pct(more, False)} samples)" if more else f" ({seeds})")
+
+
 def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataFrame, times=None) -> Table | None:
     """Each growing schedule beside every fixed batch of the study (fixed trials, and one-point schedule arms):
     steps, samples and time to the target over seeds with t intervals, and the schedule's steps and samples
@@ -225,13 +234,8 @@ def schedule_table(study: Study, metric: str, target: float, per_trial: pd.DataF
                          "steps_ratio_kind": fewer[3] if fewer else None,
                          "samples_ratio": more[0] if more else None})
             if vs is not None and fewer:
-                seeds = (f"{int(a['steps'].notna().sum())} of {len(a)} and {int(s['steps'].notna().sum())} of "
-                         f"{len(s)} seeds reached")
-                said_steps = _pct(fewer, True)
                 verdicts.append((f"the schedule {label} reached {metric} {target:g} in " if not said else "")
-                                + (f"{said_steps} steps than {name}" if said_steps != "not resolved" else
-                                   f"steps not resolved against {name}")
-                                + (f" (at {_pct(more, False)} samples)" if more else f" ({seeds})"))
+                                + _against(name, a, s, fewer, more))
                 said = True
     return Table("schedules", f"Batch-size schedules beside fixed batches: steps to {metric} {target:g}",
                  pd.DataFrame(disp), pd.DataFrame(tidy),
