@@ -248,7 +248,9 @@ def score_words(f, r: Regime) -> dict:
         return {"fitted": False}
     e = f.estimates.get("knee")
     out = {"fitted": True, "knee_fitted": e is not None,
-           "knee_covered": e is not None and covers(e.kind, e.lo, e.hi, r.knee), "printed": False}
+           "knee_covered": e is not None and covers(e.kind, e.lo, e.hi, r.knee), "printed": False,
+           "knee_word_false": e is not None and e.kind != "none" and ((e.lo > 1 and r.knee <= 1) or
+                                                                      (e.hi < 1 and r.knee >= 1))}
     if thresholds_supported(f.estimates):
         x, y = math.exp(r.batch_saving(0.45)), math.exp(r.batch_saving(0.10))
         a, b = f.estimates["saves_45"], f.estimates["saves_10"]
@@ -281,7 +283,8 @@ def words_summary(rows) -> dict:
     return {"printed": len(printed) / max(len(rows), 1),
             "words_true": float(np.mean([x["true"] for x in printed])) if printed else math.nan,
             "steps_covered": float(np.mean(steps)) if steps else math.nan, "steps_statements": len(steps),
-            "knee_covered": float(np.mean(knee)) if knee else math.nan, "knee_fitted": len(knee)}
+            "knee_covered": float(np.mean(knee)) if knee else math.nan, "knee_fitted": len(knee),
+            "knee_word_false": float(np.mean([x.get("knee_word_false", False) for x in w])) if w else math.nan}
 
 
 def lack_outcome(f) -> tuple[bool, bool, bool]:
@@ -457,6 +460,48 @@ def knee_main(studies: int | None = None):
                   flush=True)
 
 
+# issue 68 items 11-12: where thin data leave the knee open. The 4-batch regime and B_crit past the batches of
+# REGIMES / LACK_REGIMES, the asymmetric bowls, the reviewer's soft knee, and a study as `make demo`'s template runs
+# (bench_designed: batches 16..512, S_min 30, ASHA from 4,096 samples, evaluations 15% apart on a 256-image subset)
+EDGE_REGIMES = [REGIMES[7], REGIMES[4], Regime("B_crit 2048, above the batches 32-512", b_crit=2048.0), REGIMES[9],
+                REGIMES[10], KNEE_REGIMES[0], KNEE_REGIMES[1], KNEE_REGIMES[2]]
+
+
+def edges_main():
+    """B_crit's coverage, width and false bounds and the knee's words ('sharper' / 'softer' than McCandlish's,
+    false where the knee's interval excludes 1 on the wrong side of the truth) in EDGE_REGIMES and the template's
+    designed studies, with the knee held within `likelihood.KNEE_LIMITS`."""
+    from dataclasses import replace
+
+    from benchmarks import bench_designed as bd
+    from lbscale.report.likelihood import KNEE_LIMITS
+
+    studies = int(os.environ.get("LBSCALE_EDGE_STUDIES", "200"))
+    print(f"thin-data regimes: {studies} studies each, nominal 90% (the knee's words at 95%), strict scoring; knees "
+          f"within [{math.exp(KNEE_LIMITS[0]):g}, {math.exp(KNEE_LIMITS[1]):g}]")
+    print("| regime (truth) | B_crit covered when stated | bounds / unresolved | false bounds | median hi/lo | "
+          "knee covered | knee's words false | lack of fit rejected (10%) | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(EDGE_REGIMES):
+        t0 = time.perf_counter()
+        s = run_regime(r, studies, seed=600 + i, words=True)
+        knee = f"{100 * s['words_knee_covered']:.1f}%" if s["words_knee_fitted"] else "-"
+        print(f"| {r.name} (B_crit {r.truth:.0f}, g {r.knee:g}) | {100 * s['b_crit_covered_stated']:.1f}% | "
+              f"{100 * s['b_crit_bounds']:.1f}% / {100 * s['b_crit_unresolved']:.1f}% | "
+              f"{100 * s['b_crit_false_bounds']:.1f}% | {s['b_crit_ratio']:.2f} | {knee} | "
+              f"{100 * s['words_knee_word_false']:.1f}% | {100 * s['lack_rejected']:.1f}% of {s['lack_tested']} | "
+              f"{time.perf_counter() - t0:.0f} |", flush=True)
+    template = replace(bd.BASE, name="make demo's template: batches 16..512, S_min 30, ASHA from 4,096 samples",
+                       batches=(16, 32, 64, 128, 256, 512), s_min=30.0, grid=100 ** 0.2, samples_budget=2.2)
+    design = bd.Design("the template's", spacing=0.15, subset=256, whole=1500, rung=4096.0, first="one",
+                       budget="top")
+    t0 = time.perf_counter()
+    s = bd.run(template, bd.Curves(), design, studies, seed=650)
+    print(f"| {template.name} (B_crit {template.truth:.0f}, g 1) | {100 * s['covered_stated']:.1f}% | "
+          f"{100 * s['bounds']:.1f}% / {100 * s['unresolved']:.1f}% | {100 * s['false_bounds']:.1f}% | "
+          f"{s['ratio']:.2f} | - | - | - | {time.perf_counter() - t0:.0f} |", flush=True)
+
+
 def lack_of_fit_main():
     """The lack-of-fit test's rejection rate on correctly specified studies, F (the fit's) and chi^2 (before)."""
     studies = int(os.environ.get("LBSCALE_COVERAGE_STUDIES", "1000"))
@@ -472,4 +517,5 @@ def lack_of_fit_main():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    {"lack_of_fit": lack_of_fit_main, "knee": knee_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()
+    {"lack_of_fit": lack_of_fit_main, "knee": knee_main, "edges": edges_main}.get(sys.argv[1] if sys.argv[1:] else "",
+                                                                                main)()

@@ -32,7 +32,9 @@ REACH = 7.0  # an end open past exp(7) ~ 1,100 times beyond the measured batches
 # 2 EDGE_WEIGHT (~1e-4 in log LR), and EDGE_MARGIN (0.2 %) keeps lr* strictly below the diverged LR all the same
 EDGE_WEIGHT = 1e5
 EDGE_MARGIN = 0.002
-KNEE_LIMITS = (math.log(0.2), math.log(5.0))  # log g: from a knee ~5x softer than McCandlish's to ~5x sharper
+# log g: a knee from 2x softer than McCandlish's to 2x sharper, the range real curves have shown (docs/scaling-model.md,
+# "The knee's range"): where a study's data do not bound the knee, B_crit's interval holds over this range
+KNEE_LIMITS = (math.log(0.5), math.log(2.0))
 CRITICAL_SAVING = 0.25  # B_crit: the batch where a doubling saves this share of the steps
 
 

@@ -195,8 +195,10 @@ def fit(obs: Observations, level: float = LEVEL, quantities=QUANTITIES, noise_sl
             continue
         if q in WORDS and "knee" in quantities and result.estimates["knee"].kind != "interval":
             continue  # the verdict says no thresholds from an unresolved knee: their profiles would go unread
-        result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else words_thr if q in WORDS
-                                        else curve_thr, span, n, p)
+        # the knee's words ('sharper', 'softer' than McCandlish's) are one-sided claims either way: its interval at
+        # (1 + level) / 2, as the doubling words'
+        result.estimates[q] = _estimate(q, fitter, theta, nll_hat, thr if q == "alpha" else words_thr
+                                        if q in (*WORDS, "knee") else curve_thr, span, n, p)
     _open_with_b_crit(result.estimates)
     return result
 

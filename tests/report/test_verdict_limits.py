@@ -119,8 +119,11 @@ def test_the_verdict_says_what_it_rests_on():
     rng = np.random.default_rng(3)
     trials, steps = study(rng, top=2, seeds=2)
     f = tuned_fits(trials, steps, "val_top1", 0.9, True)
-    line = " ".join(verdict(f, "val_top1", 0.9, {"sgd": {"points": 6, "seeds": 3}}))
-    assert line.startswith("sgd: critical batch B_crit ")
+    lines = verdict(f, "val_top1", 0.9, {"sgd": {"points": 6, "seeds": 3}})
+    line = " ".join(lines)
+    # the answer first, in one short line; the rest nested under it
+    assert lines[0].startswith("sgd: B_crit ~ ") and lines[0].endswith(" at val_top1 0.9") and len(lines[0]) <= 200
+    assert all(x.startswith("  ") for x in lines[1:])
     assert "5 of 5 batches reached val_top1 0.9" in line and "50 trials, 6 search points per batch" in line
     # the confirmation stage reran the 2 best points of each batch with 2 more seeds: 3 seeds at the best point
     assert "seeds: 3 at each batch's best point, 3 at the others (at most)" in line
@@ -367,14 +370,14 @@ def test_the_doubling_thresholds_are_said_only_from_a_resolved_knee_else_the_mea
            "saves_10": 2800.0, "saves_10_lo": 1400.0, "saves_10_hi": 9000.0, "saves_10_kind": "interval",
            "doublings": None}
     text = regimes_text(row)
-    assert "knee g = 0.55 [0.38, 0.81] (softer than McCandlish's)" in text
+    assert "knee g = 0.55 [0.38, 0.81] (95%; softer than McCandlish's)" in text
     assert "saves >= 45% of the steps below ~2.5 [0.6, 9], under 10% above ~2800 [1400, 9000]" in text
     # the same row read back from a frame by position (numpy's bool, not Python's) says the same
     assert regimes_text(pd.DataFrame([row]).iloc[0]) == text
     steps = [{"b1": 256.0, "b2": 512.0, "saving": 0.228, "saving_lo": 0.18, "saving_hi": 0.27, "kind": "interval"}]
     row.update(knee_lo=0.0, knee_kind="upper", thresholds=False, doublings=json.dumps(steps))
     text = regimes_text(row)
-    assert "knee g < 0.81 (90% upper bound): softer than McCandlish's" in text and "under 10% above" not in text
+    assert "knee g < 0.81 (95% upper bound): softer than McCandlish's" in text and "under 10% above" not in text
     assert ("the steps' fall past the measured batches is not resolved (the knee is not resolved); measured: "
             "256 -> 512 (a doubling) saved 23 [18, 27]% of the steps") in text
     # a step whose saving has no interval (no residual degree of freedom) says so, not "saved not resolved%"
@@ -387,3 +390,20 @@ def test_the_doubling_thresholds_are_said_only_from_a_resolved_knee_else_the_mea
                knee_reason="3 batches reached the target; the knee needs 4: g = 1 (McCandlish's) assumed, not tested")
     text = regimes_text(row)
     assert text.startswith("knee not resolved (3 batches reached the target") and "45%" not in text
+
+
+def test_a_steps_saving_is_rounded_outward_and_a_bound_that_says_nothing_is_not_printed():
+    """[46.7, 49.3] printed "[47, 49]%" against a true 49.2: an interval's ends are rounded outward (the printed one
+    holds the computed one); "saved < 50%" (a doubling saves at most 50%) or "> 1.1%" says nothing."""
+    from lbscale.report.tuned_tables import _step_text
+
+    d = {"b1": 64.0, "b2": 128.0, "saving": 0.48, "saving_lo": 0.467, "saving_hi": 0.493, "kind": "interval"}
+    assert _step_text(d) == "64 -> 128 (a doubling) saved 48 [46, 50]% of the steps"
+    assert _step_text({**d, "saving_lo": 0.0, "saving_hi": 0.498, "kind": "upper"}) == \
+        "64 -> 128 (a doubling): its saving not resolved"
+    assert _step_text({**d, "saving_lo": 0.011, "saving_hi": 0.5, "kind": "lower"}) == \
+        "64 -> 128 (a doubling): its saving not resolved"
+    assert _step_text({**d, "saving_lo": 0.126, "saving_hi": 0.5, "kind": "lower"}) == \
+        "64 -> 128 (a doubling) saved > 12% of the steps"
+    assert _step_text({**d, "saving_lo": 0.0, "saving_hi": 0.314, "kind": "upper"}) == \
+        "64 -> 128 (a doubling) saved < 32% of the steps"
