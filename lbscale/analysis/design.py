@@ -10,44 +10,25 @@ The pilot's own shape (its batches, epochs, what it spent) is analysis/pilot.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lbscale.analysis import curves as c
 from lbscale.analysis.evaluations import NEAR_SE
-from lbscale.analysis.pilot import LR_STEP, SMALLEST, DataFacts, PilotRecord
-from lbscale.analysis.pricing import (CONFIRM_TOP, SUBSETS, Costs, EvalChoice, evaluation_choice,
-                                     grid_seconds)
-from lbscale.analysis.sampling import loguniform, unit_points
+from lbscale.analysis.ladder import ladder_targets
+from lbscale.analysis.lr_search import ALPHA_RANGE, SEARCH_TRIALS, covering, lr_choice, search_ratios, widened
+from lbscale.analysis.pilot import (SMALLEST, Choice, DataFacts, Pilot, Stage, best_of, bowl_of, fastest,
+                                    fastest_lrs)
+from lbscale.analysis.pricing import CONFIRM_TOP, SUBSETS, EvalChoice, evaluation_choice, grid_seconds, per_sample_at
 from lbscale.errors import LbscaleError
 
-SEARCH_TRIALS = 6
 # where the budget does not pay for the grid, what may be cut, in order: batches down to 4, the search to 4 points,
 # the confirmation to the best point alone, batches down to 3 (the fewest a critical batch is fitted from)
 REDUCED_TRIALS, REDUCED_TOP, FEWEST_BATCHES = 4, 1, 3
-RULES = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}  # an LR scaling rule's exponent alpha: lr ~ B^alpha
-ALPHA_RANGE = (0.0, 1.0)  # the exponents a search covers where the pilot cannot tell them apart (none to linear)
+LADDER, LADDER_SPAN = 5, 0.15  # targets of the study: its own and a ladder below it over this share of the way
+# from chance (each checked on the whole split: B_crit against the target, analysis/ladder.py)
 EPOCHS_X = 3  # each batch's budget: this many times its predicted samples to the target (a rerun doubles a miss)
 GRID_SHARE = 0.5  # the grid and its confirmation may take half the sweep's budget: the rounds get the rest
 
-Curve = list  # [(samples, value)] at each evaluation
-Stage = list  # [(lr, Curve)] of one pilot batch, in the order run
-
-
-@dataclass(frozen=True)
-class Pilot:
-    """What the pilot measured: its record, each stage's (lr, curve) list and its prices."""
-
-    record: PilotRecord
-    stages: dict  # "mid" and "largest" -> Stage
-    costs: Costs
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One decision of the design: its value and the measured reason the spec's comment gives."""
-
-    value: object
-    why: str
 
 
 @dataclass(frozen=True)
@@ -71,12 +52,28 @@ class Plan:
     lr_range: Choice  # the searched base LR at the middle batch, covering each batch's optimum
     points: int = SEARCH_TRIALS  # search points a batch
     confirm: int = CONFIRM_TOP  # the best points run again with one more seed
+    ladder: tuple = ()  # the trials' targets: a ladder below `target`, and `target` last
+
+
+@dataclass(frozen=True)
+class LongRun:
+    """Where B_crit is predicted (`target`, and how it was named) and the reference run's price to train on
+    there: from the study's target at `batch`, `samples` in all (`stretch`: x the study's own, from the pilot's
+    curve; None: the pilot's curve did not reach it), `seconds` set aside from the sweep's budget."""
+
+    target: float
+    how: str
+    batch: int
+    samples: float
+    stretch: float | None
+    seconds: float
 
 
 @dataclass(frozen=True)
 class Design:
-    """The design: the plan, where its target sits (chance, the plateau, how it was chosen), the LR rule, and
-    the grid's budget (`left`: all the sweep has, the pilot's seconds taken from the wall)."""
+    """The design: the plan, where its target sits (chance, the plateau, how it was chosen), the LR rule, the
+    grid's budget (`left`: all the sweep has, the pilot's seconds and the long run's taken from the wall), and
+    where B_crit is predicted (`long_run`; None where the study's own target is there already)."""
 
     plan: Plan
     chance: float
@@ -85,134 +82,7 @@ class Design:
     rule: Choice
     budget: float
     left: float
-
-
-# --- reading the stages ------------------------------------------------------------------------------------------
-
-
-def final_value(curve: Curve) -> float:
-    """How good a pilot trial got: its highest 3-evaluation running mean (-inf for a trial that measured
-    nothing); one noisy evaluation does not decide, and of two LRs the one that got higher sooner wins."""
-    values = [v for _, v in curve]
-    return max(c.running_mean(values)) if values else -math.inf
-
-
-def best_of(stage: Stage) -> tuple[float, Curve]:
-    return max(stage, key=lambda s: final_value(s[1]))
-
-
-def edge_lr(stage: Stage) -> float | None:
-    """One more LR past the edge where the stage's best is its lowest or highest; None where it is inside."""
-    ranked = sorted(stage, key=lambda s: s[0])
-    best = max(range(len(ranked)), key=lambda i: final_value(ranked[i][1]))
-    if best not in (0, len(ranked) - 1):
-        return None
-    return ranked[best][0] * (LR_STEP if best else 1 / LR_STEP)
-
-
-def reached_at(stage: Stage, target: float) -> list[tuple[float, float]]:
-    """(samples, LR) of each of the stage's LRs that reached `target`, at the first evaluation at or past it."""
-    return [(s, lr) for lr, curve in stage if (s := c.samples_to(curve, target)) is not None]
-
-
-def fastest(stage: Stage, target: float) -> tuple[float | None, float | None]:
-    """(LR, samples) of the stage's LR that reached `target` in the fewest samples, read between the evaluations
-    around its crossing (`crossing_samples`: a pilot evaluates a few times an epoch, and the first evaluation past
-    the target can lie far past the crossing); the study tunes the LR per batch: its optimum is the fastest, not
-    the one with the highest plateau. (None, None) where none did."""
-    crossed = [(s, lr) for lr, curve in stage if (s := c.crossing_samples(curve, target)) is not None]
-    return (min(crossed)[1], min(crossed)[0]) if crossed else (None, None)
-
-
-def fastest_lrs(stage: Stage, target: float) -> list[float]:
-    """The stage's LRs that reached `target` in the fewest samples, ties included (reached at the same evaluation:
-    the pilot cannot tell them apart), in order; [] where none did."""
-    reached = reached_at(stage, target)
-    return sorted(lr for s, lr in reached if s == min(reached)[0]) if reached else []
-
-
-def bowl_of(stage: Stage, target: float, s_ref: float, lr_ref: float) -> dict:
-    """The pilot's LR bowl at its middle batch for `target`: LR / lr_ref -> samples to the target (its crossing)
-    / s_ref (None where that LR did not reach it in the pilot)."""
-    out = {}
-    for lr, curve in sorted(stage):
-        reached = c.crossing_samples(curve, target)
-        out[float(f"{lr / lr_ref:.4g}")] = round(reached / s_ref, 3) if reached else None
-    return out
-
-
-# --- the LR ------------------------------------------------------------------------------------------------------
-
-
-def alpha_span(pilot: Pilot) -> tuple[float, float, float | None]:
-    """(lo, hi, the estimate) of the LR exponent alpha (lr* ~ B^alpha) the pilot's two batches allow: each batch's
-    best LR is known to half the pilot's LR step either way, so the ratio of the two to a whole step, alpha to
-    ln(LR_STEP) / ln(largest / mid) either side of ln(lr ratio) / ln(batch ratio) (0.83 with batches 64 and 256),
-    clipped to ALPHA_RANGE where the two meet (else not: the pilot then saw an exponent outside the usual rules);
-    all of ALPHA_RANGE, with no estimate, where the pilot ran no larger batch."""
-    mid, largest = pilot.record.mid, pilot.record.largest
-    if not pilot.stages.get("largest"):
-        return ALPHA_RANGE[0], ALPHA_RANGE[1], None
-    lr_mid, lr_top = best_of(pilot.stages["mid"])[0], best_of(pilot.stages["largest"])[0]
-    alpha = math.log(lr_top / lr_mid) / math.log(largest / mid)
-    spread = math.log(LR_STEP) / math.log(largest / mid)
-    lo, hi = max(ALPHA_RANGE[0], alpha - spread), min(ALPHA_RANGE[1], alpha + spread)
-    return (lo, hi, alpha) if lo <= hi else (alpha - spread, alpha + spread, alpha)  # outside the usual rules
-
-
-def lr_choice(pilot: Pilot) -> tuple[Choice, Choice, tuple[float, float]]:
-    """The LR rule, the searched base LR at the middle batch before it is widened for the study's batches
-    (`covering`), and alpha's span: the rule nearest the middle of the span alpha may lie in (`alpha_span`), the
-    range 4x either side of the middle batch's best LR and of the largest's moved back by that rule."""
-    mid, largest = pilot.record.mid, pilot.record.largest
-    lo_a, hi_a, alpha = alpha_span(pilot)
-    rule = min(RULES, key=lambda r: abs(RULES[r] - (lo_a + hi_a) / 2))
-    lr_mid = best_of(pilot.stages["mid"])[0]
-    if alpha is None:
-        why = (f"the pilot ran no batch past {mid} (it spent its limit): alpha not measured, the search covers "
-               f"{lo_a:g} to {hi_a:g}")
-        return Choice(rule, why), Choice((float(f"{lr_mid / 4:.3g}"), float(f"{lr_mid * 4:.3g}")),
-                                         f"4x either side of {lr_mid:.4g}, batch {mid}'s best"), (lo_a, hi_a)
-    lr_top = best_of(pilot.stages["largest"])[0]
-    back = lr_top / (largest / mid) ** RULES[rule]
-    lo, hi = float(f"{min(lr_mid, back) / 4:.3g}"), float(f"{max(lr_mid, back) * 4:.3g}")
-    why = (f"the pilot's best LR at batch {mid} was {lr_mid:.4g}, at batch {largest} {lr_top:.4g}: alpha ~ "
-           f"{alpha:.2f}, anywhere in [{lo_a:.2f}, {hi_a:.2f}] on the pilot's sqrt(10) steps: the rule nearest its "
-           "middle, and a search wide enough for all of it")
-    return Choice(rule, why), Choice((lo, hi), f"4x either side of {lr_mid:.4g} and {back:.4g} (batch {largest}'s "
-                                               f"best moved to batch {mid} by the {rule} rule)"), (lo_a, hi_a)
-
-
-def covering(lr_range: Choice, span: tuple[float, float], rule: str, batches: list[int], ref: int) -> Choice:
-    """The searched base LR (at `ref`, scaled to each batch by `rule`) widened so that every batch's optimum stays
-    inside it whatever alpha in `span` holds: at batch B the optimum moves by (B / ref)^(alpha - rule's alpha)."""
-    a = RULES[rule]
-    factors = [(b / ref) ** (x - a) for b in batches for x in span]
-    down, up = min(1.0, *factors), max(1.0, *factors)
-    if down == 1.0 and up == 1.0:
-        return lr_range
-    lo, hi = lr_range.value
-    return Choice((float(f"{lo * down:.3g}"), float(f"{hi * up:.3g}")),
-                  f"{lr_range.why}; widened {1 / down:.3g}x down and {up:.3g}x up so that each batch "
-                  f"{batches[0]}..{batches[-1]}'s optimum stays inside for alpha {span[0]:.2f} to {span[1]:.2f}")
-
-
-def widened(lr_range: Choice, fast: list[float], batch: int) -> Choice:
-    """The searched range, widened to 4x past each LR in `fast` (the pilot's fastest to the chosen target at
-    `batch`) where it does not reach that far: the range follows the best final value, a constant LR's lowest
-    noise, while the study's optimum is the fastest to the target. The same Choice where it already does."""
-    (lo, hi), need_lo, need_hi = lr_range.value, min(fast, default=math.inf) / 4, max(fast, default=0.0) * 4
-    if not fast or (lo <= need_lo and hi >= need_hi):
-        return lr_range
-    names = " and ".join(f"{lr:.4g}" for lr in fast)
-    return Choice((min(lo, float(f"{need_lo:.3g}")), max(hi, float(f"{need_hi:.3g}"))),
-                  f"{lr_range.why}; widened to 4x past {names}, the pilot's LRs fastest to the target at batch {batch}")
-
-
-def search_ratios(lr_range: tuple[float, float], lr_ref: float, points: int = SEARCH_TRIALS) -> list[float]:
-    """The search's LRs over the pilot's best: the points `sweep` will plan from the spec's base_lr range
-    (`points` Halton points, log-uniform, seed 0)."""
-    return [loguniform(*lr_range, float(u[0])) / lr_ref for u in unit_points(1, points, "halton", 0)]
+    long_run: LongRun | None = None
 
 
 # --- the plan for one target -------------------------------------------------------------------------------------
@@ -297,11 +167,11 @@ def plan_for(target: float, pilot: Pilot, facts: DataFacts, budget: float, lr_ra
         searched = covering(lr_range, span, rule, batches, mid)
         samples = {b: predicted_samples(b, guess, mid, s_mid, largest, s_top) for b in batches}
         epochs = {b: max(2, math.ceil(EPOCHS_X * samples[b] / facts.train)) for b in batches}
-        ev = evaluation_choice(batches, samples, pilot.costs, facts, near, target)
+        ev = evaluation_choice(batches, samples, pilot.costs, facts, near, target, LADDER)
         rung = rung_choice(stages.get("largest") or stages["mid"], facts, batches, samples,
                            largest if stages.get("largest") else mid)
         seconds = grid_seconds(batches, samples, pilot.costs, facts, ev, rung.value, bowl,
-                               search_ratios(searched.value, lr_ref, points), epochs, confirm)
+                               search_ratios(searched.value, lr_ref, points), epochs, confirm, LADDER)
         if seconds <= budget:
             break
         if len(batches) > 4:
@@ -368,26 +238,60 @@ def choose_target(target: float | None, pilot: Pilot, facts: DataFacts, budget: 
     return plan, chance, level, how + longer + ("; the pilot's curve still rose at its end" if rising else "")
 
 
-def decide(pilot: Pilot, facts: DataFacts, wall: float, target: float | None = None) -> Design:
-    """The whole design from the pilot: the LR rule and range, the target and its plan within the grid's share of
-    what the pilot left of `wall`; the range widened to the LRs fastest to the chosen target, and the grid priced
-    again over it. Refused, with the --wall that would do, where even the smallest study is priced past all the
-    pilot left."""
-    left = max(wall - pilot.record.seconds, 0.0)
-    budget = GRID_SHARE * left
+def decide(pilot: Pilot, facts: DataFacts, wall: float, target: float | None = None,
+           for_target: float | None = None) -> Design:
+    """The whole design from the pilot: where B_crit is to be predicted (`for_target`, else the pilot's plateau)
+    and the long run's price set aside; the LR rule and range, the target and its plan within the grid's share of
+    what is left of `wall`; the range widened to the LRs fastest to the chosen target, and the grid priced again
+    over it; the ladder of targets below it. Refused, with the --wall that would do, where even the smallest study
+    is priced past all that is left."""
     rule, lr_range, span = lr_choice(pilot)
+    chance, level, _ = target_level(pilot, facts)
+    named, named_how = ((for_target, "given (--for-target)") if for_target is not None else
+                        (math.floor(level * 1000) / 1000, "the pilot's plateau (--for-target names another)"))
+    reserve = long_run(pilot, facts, named, named_how, chance, level)
+    left = max(wall - pilot.record.seconds - (reserve.seconds if reserve else 0.0), 0.0)
+    budget = GRID_SHARE * left
     plan, chance, level, how = choose_target(target, pilot, facts, budget, lr_range, rule.value, span)
     wide = widened(lr_range, fastest_lrs(pilot.stages["mid"], plan.target), pilot.record.mid)
     if wide is not lr_range:  # the grid priced again over the wider search, at the chosen target
         cut = plan.points < SEARCH_TRIALS or plan.confirm < CONFIRM_TOP or len(plan.batches) < 4
         plan = plan_for(plan.target, pilot, facts, budget, wide, rule.value, span, cut) or plan
     if plan.seconds > left:
-        need = pilot.record.seconds + plan.seconds / GRID_SHARE
+        need = pilot.record.seconds + (reserve.seconds if reserve else 0.0) + plan.seconds / GRID_SHARE
         raise LbscaleError(f"--wall {wall_text(wall)}: the smallest study the pilot prices ({len(plan.batches)} "
                            f"batches, {plan.points} search points each, at {plan.target:g}) takes "
                            f"{plan.seconds / 60:.1f} min, more than the {left / 60:.1f} min the pilot left; give "
                            f"--wall of at least {math.ceil(need / 60)}m (the pilot is kept and reused)")
-    return Design(plan, chance, level, how, rule, budget, left)
+    plan = replace(plan, ladder=tuple(ladder_targets(plan.target - LADDER_SPAN * (plan.target - chance),
+                                                       plan.target, LADDER)))
+    if reserve is not None and named <= plan.target:
+        reserve = None  # the study's own target is there already: B_crit measured, not predicted
+    return Design(plan, chance, level, how, rule, budget, left, reserve)
+
+
+GNS_SAMPLES = 32 * 8 * 16  # `lbscale gns`'s measurement: 16 groups of 8 micro-batch gradients of 32 images
+
+
+def long_run(pilot: Pilot, facts: DataFacts, named: float, how: str, chance: float, level: float) -> LongRun | None:
+    """The reference run's price to train on to `named`, at the smallest batch the study may run (its samples
+    from the pilot's middle batch's curve: the stretch from the hardest target the study may choose, 0.9 of the
+    way, to `named`; MAX_STRETCH where the curve did not reach it): the training, a whole-split evaluation at each
+    15% step past the study's target, a start-up, and B_simple measured at both ends (each GNS_SAMPLES images
+    forward and backward, priced as training)."""
+    from lbscale.analysis.ladder import MAX_STRETCH
+
+    if named <= chance:
+        return None
+    own = fastest(pilot.stages["mid"], c.target_value(chance, level, c.TARGET_FRACTIONS[0]))[1]
+    there = fastest(pilot.stages["mid"], named)[1]
+    stretch = max(there / own, 1.0) if own and there else None
+    samples = (own or 0.0) * (stretch or MAX_STRETCH) * SMALLEST / pilot.record.mid
+    per = per_sample_at(pilot.costs, SMALLEST)
+    evals = math.log(stretch or MAX_STRETCH) / math.log(1.15) + 2
+    seconds = ((samples + 2 * GNS_SAMPLES) * per + evals * facts.val * pilot.costs.per_eval_example
+               + 3 * pilot.costs.startup)
+    return LongRun(named, how, SMALLEST, samples, stretch, seconds)
 
 
 def wall_text(seconds: float) -> str:

@@ -1,6 +1,7 @@
-"""The pilot's own shape (`lbscale design`): its batches, how long its trials train, whether a curve is trained
-on, and what it spent (`PilotRecord`, whose `spend` is the one place the pilot's seconds are counted); and the
-prices its timings give (`costs`). Pure functions on typed records; studies/design.py runs the pilot.
+"""The pilot of `lbscale design`: its batches, how long its trials train, whether a curve is trained on, and what
+it spent (`PilotRecord`, whose `spend` is the one place the pilot's seconds are counted); the prices its timings
+give (`costs`); what it measured (`Pilot`) and how its stages read (the best LR, the fastest to a target, the LR
+bowl). Pure functions on typed records; studies/design.py runs the pilot, analysis/design.py decides from it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def chance_level(task: str, metric: str, labels, classes: int) -> float | None:
     if base == "f1_macro":
         return float(np.mean(2 * counts / (counts + n)))
     return {"precision": float(counts[0] / n), "recall": 1.0}.get(base)
+
+
+Curve = list  # [(samples, value)] at each evaluation
+Stage = list  # [(lr, Curve)] of one pilot batch, in the order run
 
 
 @dataclass(frozen=True)
@@ -142,11 +147,15 @@ def pilot_evals(timing: Timing, facts: DataFacts, batch: int) -> int:
     return int(min(max(0.5 * train // max(one, 1e-9), 1), 8))
 
 
+PACE_MARGIN = 1.3  # a pilot trial's epoch against the timing run's steady pace (measured 3.6 s against 2.7 s)
+
+
 def pilot_epochs(timing: Timing, facts: DataFacts, batch: int, seconds_left: float, trials: int = 7) -> int | None:
     """Epochs per pilot trial so that `trials` of them fit `seconds_left`: training at the middle batch's pace
-    per sample, its evaluations (`pilot_evals`, and one at each epoch's end), a start-up each; at most
-    MAX_PILOT_EPOCHS; None where fewer than MIN_PILOT_EPOCHS fit."""
-    epochs = int((seconds_left / trials - timing.startup) // pilot_epoch_seconds(timing, facts, batch))
+    per sample, its evaluations (`pilot_evals`, and one at each epoch's end), PACE_MARGIN past the timing run's
+    steady pace, a start-up each; at most MAX_PILOT_EPOCHS; None where fewer than MIN_PILOT_EPOCHS fit."""
+    per_epoch = PACE_MARGIN * pilot_epoch_seconds(timing, facts, batch)
+    epochs = int((seconds_left / trials - timing.startup) // per_epoch)
     return min(epochs, MAX_PILOT_EPOCHS) if epochs >= MIN_PILOT_EPOCHS else None
 
 
@@ -158,7 +167,7 @@ def pilot_epoch_seconds(timing: Timing, facts: DataFacts, batch: int) -> float:
 
 def pilot_seconds_needed(timing: Timing, facts: DataFacts, batch: int, used: float, trials: int = 7) -> float:
     """What a pilot of MIN_PILOT_EPOCHS a trial would take at this pace, with what it `used` already."""
-    return trials * (timing.startup + MIN_PILOT_EPOCHS * pilot_epoch_seconds(timing, facts, batch)) + used
+    return trials * (timing.startup + MIN_PILOT_EPOCHS * PACE_MARGIN * pilot_epoch_seconds(timing, facts, batch)) + used
 
 
 def mid_pace(pilot: PilotRecord, trials: int) -> tuple[float, float]:
@@ -181,15 +190,17 @@ def long_epochs(pilot: PilotRecord, trials: int, wall: float) -> int:
 
 def largest_stage(pilot: PilotRecord, trials: int, wall: float) -> tuple[int, int]:
     """(LRs, epochs) of the largest batch's stage, within what the pilot has left at the middle stage's measured
-    pace per epoch (a larger batch costs no more a sample): three LRs at the epochs that fit (at most
-    MAX_PILOT_EPOCHS), else one, else none (0, 0: the stage dropped), at least MIN_PILOT_EPOCHS each. The largest
-    batch needs the most samples to a target, and its LRs' order is what the first rung rests on."""
+    pace per epoch (a larger batch costs no more a sample): the largest batch needs the most samples to a target,
+    so the middle stage's epochs at least, with three LRs (their order is what the first rung rests on) or else
+    one (the middle batch's best moved there); only where neither fits, fewer epochs (at least MIN_PILOT_EPOCHS);
+    none (0, 0: the stage dropped) where not even that fits. At most MAX_PILOT_EPOCHS."""
     _, per_epoch = mid_pace(pilot, trials)
     left = pilot_limit(wall) - pilot.seconds
-    for lrs in (3, 1):
-        fit = int((left / lrs - pilot.timing.startup) // per_epoch)
-        if fit >= MIN_PILOT_EPOCHS:
-            return lrs, min(fit, MAX_PILOT_EPOCHS)
+    fit = {lrs: int((left / lrs - pilot.timing.startup) // per_epoch) for lrs in (3, 1)}
+    for least in (pilot.epochs, MIN_PILOT_EPOCHS):
+        for lrs in (3, 1):
+            if fit[lrs] >= least:
+                return lrs, min(fit[lrs], MAX_PILOT_EPOCHS)
     return 0, 0
 
 
@@ -204,3 +215,71 @@ def costs(pilot: PilotRecord, images_per_second: dict) -> Costs:
     if pilot.small:  # the smallest batch's timing run
         per_sample[pilot.small["batch"]] = pilot.small["step_seconds"] / pilot.small["batch"]
     return Costs(per_sample, pilot.timing.per_eval_example, pilot.timing.startup)
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """What the pilot measured: its record, each stage's (lr, curve) list and its prices."""
+
+    record: PilotRecord
+    stages: dict  # "mid" and "largest" -> Stage
+    costs: Costs
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One decision of the design: its value and the measured reason the spec's comment gives."""
+
+    value: object
+    why: str
+
+
+def final_value(curve: Curve) -> float:
+    """How good a pilot trial got: its highest 3-evaluation running mean (-inf for a trial that measured
+    nothing); one noisy evaluation does not decide, and of two LRs the one that got higher sooner wins."""
+    values = [v for _, v in curve]
+    return max(c.running_mean(values)) if values else -math.inf
+
+
+def best_of(stage: Stage) -> tuple[float, Curve]:
+    return max(stage, key=lambda s: final_value(s[1]))
+
+
+def edge_lr(stage: Stage) -> float | None:
+    """One more LR past the edge where the stage's best is its lowest or highest; None where it is inside."""
+    ranked = sorted(stage, key=lambda s: s[0])
+    best = max(range(len(ranked)), key=lambda i: final_value(ranked[i][1]))
+    if best not in (0, len(ranked) - 1):
+        return None
+    return ranked[best][0] * (LR_STEP if best else 1 / LR_STEP)
+
+
+def reached_at(stage: Stage, target: float) -> list[tuple[float, float]]:
+    """(samples, LR) of each of the stage's LRs that reached `target`, at the first evaluation at or past it."""
+    return [(s, lr) for lr, curve in stage if (s := c.samples_to(curve, target)) is not None]
+
+
+def fastest(stage: Stage, target: float) -> tuple[float | None, float | None]:
+    """(LR, samples) of the stage's LR that reached `target` in the fewest samples, read between the evaluations
+    around its crossing (`crossing_samples`: a pilot evaluates a few times an epoch, and the first evaluation past
+    the target can lie far past the crossing); the study tunes the LR per batch: its optimum is the fastest, not
+    the one with the highest plateau. (None, None) where none did."""
+    crossed = [(s, lr) for lr, curve in stage if (s := c.crossing_samples(curve, target)) is not None]
+    return (min(crossed)[1], min(crossed)[0]) if crossed else (None, None)
+
+
+def fastest_lrs(stage: Stage, target: float) -> list[float]:
+    """The stage's LRs that reached `target` in the fewest samples, ties included (reached at the same evaluation:
+    the pilot cannot tell them apart), in order; [] where none did."""
+    reached = reached_at(stage, target)
+    return sorted(lr for s, lr in reached if s == min(reached)[0]) if reached else []
+
+
+def bowl_of(stage: Stage, target: float, s_ref: float, lr_ref: float) -> dict:
+    """The pilot's LR bowl at its middle batch for `target`: LR / lr_ref -> samples to the target (its crossing)
+    / s_ref (None where that LR did not reach it in the pilot)."""
+    out = {}
+    for lr, curve in sorted(stage):
+        reached = c.crossing_samples(curve, target)
+        out[float(f"{lr / lr_ref:.4g}")] = round(reached / s_ref, 3) if reached else None
+    return out

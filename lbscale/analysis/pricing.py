@@ -114,15 +114,15 @@ def first_step(steps: float) -> int:
 
 
 def evaluation_choice(batches: list[int], samples: dict, costs: Costs, facts, near: dict,
-                      target: float) -> EvalChoice:
+                      target: float, targets: int = 1) -> EvalChoice:
     """The largest evaluation subset and finest spacing whose evaluations inside epochs take at most EVAL_SHARE of
     training at every batch: the step evaluations on the subset from each batch's first (a quarter of its predicted
     steps to the target, `first_step`) and, on a subset, the whole split wherever a value comes within its noise
     of the target (from `near[subset]` of the steps to the target on: `near_evals`; a small subset is noisy, so it
     checks more often; the crossing's own check reads all of the split, each miss before it `check_share` of it,
-    since it stops clearly below the target: `check_reads`). Where none fits, the cheapest, with `floor`: (the
-    share the crossing's own whole-split evaluation takes of the optimum's training, at the batch where it weighs
-    most)."""
+    since it stops clearly below the target: `check_reads`; with `targets` targets, each checked so). Where none
+    fits, the cheapest, with `floor`: (the share the crossing's own whole-split evaluation takes of the optimum's
+    training, at the batch where it weighs most)."""
     first = {b: first_step(samples[b] / b) for b in batches}
     # the crossing's own evaluation of the whole split, which no subset or spacing avoids, over the optimum's
     # training: where it alone takes most of EVAL_SHARE, nothing fits, and the spec says why
@@ -131,8 +131,8 @@ def evaluation_choice(batches: list[int], samples: dict, costs: Costs, facts, ne
     tried = []
     for spacing in SPACINGS:
         for subset in subsets:
-            checks = {b: check_reads(near_evals(first[b], spacing, samples[b] / b, near[subset]),
-                                     check_share(target, subset, facts.val)) if subset < facts.val else 0
+            checks = {b: targets * check_reads(near_evals(first[b], spacing, samples[b] / b, near[subset]),
+                                               check_share(target, subset, facts.val)) if subset < facts.val else 0
                       for b in batches}
             share, at = max(((len(evals_to(first[b], spacing, samples[b] / b)) * subset + checks[b] * facts.val)
                              * costs.per_eval_example / (samples[b] * per_sample_at(costs, b)), b) for b in batches)
@@ -145,12 +145,12 @@ def evaluation_choice(batches: list[int], samples: dict, costs: Costs, facts, ne
 
 def grid_seconds(batches: list[int], samples: dict, costs: Costs, facts, ev: EvalChoice,
                  rung: float | None, bowl: dict, ratios: list[float], epochs: dict,
-                 confirm: int = CONFIRM_TOP) -> float:
+                 confirm: int = CONFIRM_TOP, targets: int = 1) -> float:
     """The grid and its confirmation priced from the pilot: per batch, each search point (its LR `ratios` x the
     pilot's best) priced by `designed_samples` on the pilot's `bowl` (the rule `--estimate` prices the designed
     spec's trials by: one that never reaches the target trains its batch's `epochs`), `confirm` reruns at the
-    optimum's samples; their step evaluations on the subset and the whole split at each epoch's end; the test split
-    once at each trial's end; a start-up each."""
+    optimum's samples; their step evaluations on the subset and the whole split at each epoch's end and near each of
+    `targets` targets; the test split once at each trial's end; a start-up each."""
     total = 0.0
     for b in batches:
         e, budget = samples[b], float(epochs[b] * facts.train)
@@ -159,7 +159,7 @@ def grid_seconds(batches: list[int], samples: dict, costs: Costs, facts, ev: Eva
         examples = 0.0  # evaluated: the step evaluations' subset, each epoch's end and the checks on the whole split
         for n, f in runs:
             share = check_share(ev.target, ev.subset, facts.val)
-            checks = (check_reads(near_checks(ev.first[b], ev.spacing, n / b, e / b, f, ev.near), share)
+            checks = (targets * check_reads(near_checks(ev.first[b], ev.spacing, n / b, e / b, f, ev.near), share)
                       if ev.subset < facts.val else 0)
             examples += (spaced_evals(ev.first[b], ev.spacing, n / b) * ev.subset
                          + (n / facts.train + checks) * facts.val)

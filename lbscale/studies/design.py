@@ -24,6 +24,9 @@ from pathlib import Path
 
 from lbscale.analysis import design as d
 from lbscale.analysis import pilot as p
+from lbscale.analysis.curves import plateau
+from lbscale.analysis.lr_search import SEARCH_TRIALS
+from lbscale.analysis.pricing import CONFIRM_TOP
 from lbscale.studies.design_inputs import DEFAULT_LR, DesignOptions, check_inputs
 from lbscale.errors import LbscaleError
 from lbscale.results import SUMMARY, read_json, write_atomic, write_json
@@ -144,14 +147,14 @@ class PilotRun:
         if todo:
             self.spent(time.monotonic() - t0, stage)
 
-    def stage(self, name: str, batch: int, lrs: list[float], epochs: int | None = None) -> d.Stage:
+    def stage(self, name: str, batch: int, lrs: list[float], epochs: int | None = None) -> p.Stage:
         """Train the stage's LRs at `batch` for `epochs` (the pilot's by default); each LR's curve, in order."""
         plans = [self.trial(batch, lr, epochs or self.record.epochs, self.folder / lr_name(batch, lr),
                             self.record.evals) for lr in lrs]
         self.run(plans, name)
         return [(float(f"{lr:.4g}"), curve(q.out, self.facts.metric)) for lr, q in zip(lrs, plans)]
 
-    def longer(self, lr: float, epochs: int) -> d.Curve:
+    def longer(self, lr: float, epochs: int) -> p.Curve:
         """The middle stage's trial at `lr` trained on from its last epoch's checkpoint to `epochs`, in a folder of
         its own (kept, reused): a constant LR trained on is the longer trial (bit for bit on CPU), so its curve is
         the longer trial's. The checkpoint is copied whole or not at all (an interrupted copy leaves no folder)."""
@@ -181,17 +184,17 @@ class PilotRun:
                for name, batch in (("mid", self.record.mid), ("largest", self.record.largest))}
         return p.costs(self.record, ips)
 
-    def pilot(self, inputs: dict) -> d.Pilot:
+    def pilot(self, inputs: dict) -> p.Pilot:
         """The pilot (see the module's note)."""
         rec = self.start(inputs)
         print(f"design: pilot of {rec.epochs} epochs a trial at batch {rec.mid}, then batch {rec.largest}, in "
               f"{self.folder}", flush=True)
         stage = self.stage("mid", rec.mid, [rec.lr / p.LR_STEP, rec.lr, rec.lr * p.LR_STEP])
-        edge = d.edge_lr(stage)
+        edge = p.edge_lr(stage)
         if edge is not None:  # the best at an edge: one more LR past it
             stage = self.stage("mid", rec.mid, [s[0] for s in stage] + [edge])
-        lr_mid, curve = d.best_of(stage)
-        rising = bool(curve) and d.c.plateau([v for _, v in curve], self.facts.val).rising
+        lr_mid, curve = p.best_of(stage)
+        rising = bool(curve) and plateau([v for _, v in curve], self.facts.val).rising
         if self.decided("epochs_long", lambda: p.long_epochs(rec, len(stage), self.wall) if rising else 0):
             longer = self.longer(lr_mid, rec.epochs_long)  # its curve still rose: the plateau lies further on
             stage = [(lr, longer if lr == lr_mid else c) for lr, c in stage]
@@ -205,7 +208,7 @@ class PilotRun:
         if not stages["mid"]:
             raise LbscaleError(f"design: the pilot measured no curve at batch {rec.mid} within its limit "
                                f"({p.pilot_limit(self.wall):.0f} s); give a larger --wall, or a smaller model")
-        return d.Pilot(rec, stages, self.costs(stages))
+        return p.Pilot(rec, stages, self.costs(stages))
 
 
 def other_sweep(results: Path, name: str) -> None:
@@ -241,12 +244,12 @@ def design(o: DesignOptions) -> str:
         if new and not (folder / PILOT_FILE).exists():  # nothing measured: nothing left behind
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    chosen = d.decide(pilot, facts, wall, o.target)
+    chosen = d.decide(pilot, facts, wall, o.target, o.for_target)
     text = spec_text(o, facts, folder, pilot, chosen, wall)
     o.out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(o.out, text)
-    plan, left = chosen.plan, (wall - pilot.record.seconds) / 60
-    cut = ("" if (plan.points, plan.confirm) == (d.SEARCH_TRIALS, d.CONFIRM_TOP) else
+    plan, left = chosen.plan, chosen.left / 60
+    cut = ("" if (plan.points, plan.confirm) == (SEARCH_TRIALS, CONFIRM_TOP) else
            f"; the study cut to {len(plan.batches)} batches, {plan.points} search points, {plan.confirm} confirmed")
     over = "" if plan.fits else " (past its share: the rounds get little or nothing)"
     return (f"design: wrote {o.out}: target {facts.metric} {plan.target:g}, batches {plan.batches[0]}.."

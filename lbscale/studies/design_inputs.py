@@ -21,6 +21,7 @@ class DesignOptions:
     wall: str
     out: Path
     target: float | None = None
+    for_target: float | None = None
     metric: str | None = None
     optimizer: str = "sgd"
     lr: float | None = None
@@ -51,6 +52,8 @@ def check_inputs(o: DesignOptions, wall: float) -> p.DataFacts:
     facts = data_facts(o)
     if o.target is not None and not 0 < o.target < 1:
         raise LbscaleError(f"--target {o.target}: a value of {facts.metric} between 0 and 1")
+    if o.for_target is not None and not 0 < o.for_target < 1:
+        raise LbscaleError(f"--for-target {o.for_target}: a value of {facts.metric} between 0 and 1")
     if o.target is not None and facts.chance is not None and o.target <= facts.chance:
         raise LbscaleError(f"--target {o.target}: at or below chance: a constant prediction scores {facts.metric} "
                            f"{facts.chance:.3f} on the val split; give a target above it")

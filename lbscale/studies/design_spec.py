@@ -9,6 +9,7 @@ from pathlib import Path
 from lbscale.analysis import design as d
 from lbscale.analysis import pilot as p
 from lbscale.analysis.evaluations import NEAR_SE
+from lbscale.analysis.lr_search import SEARCH_TRIALS
 from lbscale.analysis.pricing import CONFIRM_TOP, EVAL_SHARE
 
 
@@ -33,7 +34,7 @@ def flow(mapping: dict, value=str) -> str:
     return "{" + ", ".join(f"{k}: {value(v)}" for k, v in mapping.items()) + "}"
 
 
-def spec_text(o, facts: p.DataFacts, folder: Path, pilot: d.Pilot, chosen: d.Design, wall: float) -> str:
+def spec_text(o, facts: p.DataFacts, folder: Path, pilot: p.Pilot, chosen: d.Design, wall: float) -> str:
     """The spec, every choice with its measured reason; the same inputs give the same text."""
     from lbscale.train.optim import OPTIMIZERS
 
@@ -53,7 +54,8 @@ def spec_text(o, facts: p.DataFacts, folder: Path, pilot: d.Pilot, chosen: d.Des
         f"epochs: {flow(plan.epochs)}  # each batch's: {d.EPOCHS_X}x its predicted "
         f"samples to the target (design.samples_to_target) over the {facts.train:,}-image train split, at least 2; "
         "a point that misses the target is run again with twice its epochs",
-        f"wall: {o.wall}  # the budget; the sweep spends what the pilot left ({wall - rec.seconds:.0f} s)",
+        f"wall: {o.wall}  # the budget; the sweep spends what the pilot left ({chosen.left:.0f} s"
+        + (" past the reference run's share" if chosen.long_run else "") + ")",
         "trial:",
         f"  optimizer: {o.optimizer}",
         *(["  momentum: 0.9"] if OPTIMIZERS[o.optimizer].has_momentum else []),
@@ -63,8 +65,10 @@ def spec_text(o, facts: p.DataFacts, folder: Path, pilot: d.Pilot, chosen: d.Des
         "  augment: false",
         "  last_batch: keep",
         f"  target_metric: {facts.metric}",
-        f"  target: {plan.target:g}  # {chosen.how}: {frac:.2f} of the way from chance ({chance:.3f}) to the pilot's "
-        f"plateau ({plateau:.3f})",
+        f"  target: [{', '.join(f'{t:g}' for t in plan.ladder)}]  # the last is the study's: {chosen.how}: "
+        f"{frac:.2f} of the way from chance ({chance:.3f}) to the pilot's plateau ({plateau:.3f}); the others a "
+        f"ladder below it over the last {d.LADDER_SPAN:.0%} of the way, each checked on the whole split (B_crit "
+        "against the target: the report's ladder)",
         "  stop_at_target: true",
         f"  eval_spacing: {ev.spacing:g}  # a crossing bracketed within {ev.spacing:.0%} of its steps",
         f"  eval_first: {flow(ev.first)}  # each batch's: a quarter of its predicted steps to the target (batch "
@@ -85,7 +89,7 @@ def spec_text(o, facts: p.DataFacts, folder: Path, pilot: d.Pilot, chosen: d.Des
     return "\n".join(lines + grid_lines(folder, pilot, chosen, wall)) + "\n"
 
 
-def grid_lines(folder: Path, pilot: d.Pilot, chosen: d.Design, wall: float) -> list[str]:
+def grid_lines(folder: Path, pilot: p.Pilot, chosen: d.Design, wall: float) -> list[str]:
     """The spec's grid (batches, the LR search) and its design block (what the pilot measured and used)."""
     plan, rec, lr_range = chosen.plan, pilot.record, chosen.plan.lr_range
     batches, ev = plan.batches, plan.eval
@@ -95,8 +99,8 @@ def grid_lines(folder: Path, pilot: d.Pilot, chosen: d.Design, wall: float) -> l
         + ("" if len(batches) >= 5 else f"; the budget pays for {len(batches)} batches"),
         "  gpus: [1]",
         "  search:",
-        f"    trials: {plan.points}" + ("" if plan.points == d.SEARCH_TRIALS else
-                                       f"  # {d.SEARCH_TRIALS} cut to {plan.points}: the budget pays for no more"),
+        f"    trials: {plan.points}" + ("" if plan.points == SEARCH_TRIALS else
+                                       f"  # {SEARCH_TRIALS} cut to {plan.points}: the budget pays for no more"),
         "    sampler: halton",
         f"    base_lr: {{loguniform: [{lr_range.value[0]:g}, {lr_range.value[1]:g}]}}  # {lr_range.why}",
         f"    confirm: {{top: {plan.confirm}, seeds: 1}}" + ("" if plan.confirm == CONFIRM_TOP else
@@ -118,4 +122,21 @@ def grid_lines(folder: Path, pilot: d.Pilot, chosen: d.Design, wall: float) -> l
         f"  samples_to_target: {flow(plan.samples, lambda e: f'{e:.0f}')}  # predicted "
         "from the pilot (McCandlish et al.'s E(B) through its two batches): what --estimate prices",
         f"  host: {rec.host}  # where the pilot ran: its times hold there",
+        *long_run_lines(chosen, plan),
     ]
+
+
+def long_run_lines(chosen: d.Design, plan: d.Plan) -> list[str]:
+    """The design block's lines on where B_crit is predicted and what is set aside for it."""
+    run = chosen.long_run
+    if run is None:
+        return []
+    stretch = (f"the pilot's best curve took {run.stretch:.1f}x the samples to it" if run.stretch else
+               "the pilot's curve did not reach it: priced at the most the law is checked to")
+    return [f"  for_target: {run.target:g}  # B_crit predicted there ({run.how}): lbscale predict RESULTS --at "
+            f"{run.target:g} trains the best trial at the smallest batch on from {plan.target:g} (the reference run) "
+            "and measures B_simple at both ends; the law over the ladder's B_crit and B_simple there each predict "
+            f"it ({stretch})",
+            f"  reserved_seconds: {run.seconds:.0f}  # the reference run's price at batch {run.batch} "
+            f"(about {run.samples:,.0f} samples and two noise-scale measurements), set aside from the sweep's "
+            "budget"]

@@ -177,8 +177,8 @@ def designed_seconds(p: SweepTrial, t: ShapeTiming, samples: float, design: dict
     checks = (near_checks(cfg.eval_first or 1, cfg.eval_spacing, steps, optimum / plan.global_batch,
                           1.0 if p.confirms else factor, float(near))
               if near is not None and cfg.eval_spacing and subset < 1.0 else 0)  # the whole split near the target
-    if checks:
-        checks = check_reads(checks, check_share(cfg.target, cfg.eval_subset, t.eval_samples))
+    if checks:  # near each of the trial's targets (a designed ladder checks each)
+        checks = len(cfg.targets) * check_reads(checks, check_share(cfg.targets[-1], cfg.eval_subset, t.eval_samples))
     epochs = samples / max(plan.train_samples or samples, 1)
     return (t.startup + steps * t.step_seconds + (epochs + checks) * t.eval_seconds
             + step_evals * t.eval_seconds * subset + t.final_seconds())

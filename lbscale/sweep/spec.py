@@ -43,10 +43,12 @@ class SweepSpec:
 
     @property
     def sweep_wall(self) -> float | None:
-        """The seconds the sweep may run: the spec's wall budget less what the designer's pilot used of it."""
+        """The seconds the sweep may run: the spec's wall budget less what the designer's pilot used of it and what
+        it set aside for the reference run that predicts B_crit where training ends (`lbscale predict`)."""
         if self.wall is None:
             return None
-        return max(self.wall - float(self.design.get("pilot_seconds") or 0.0), 0.0)
+        used = float(self.design.get("pilot_seconds") or 0.0) + float(self.design.get("reserved_seconds") or 0.0)
+        return max(self.wall - used, 0.0)
 
 
 def _by_batch(value, where: str) -> dict:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lbscale.analysis import design as d
+from lbscale.analysis import design as d, lr_search, pilot as P, pricing
 from lbscale.analysis.pilot import DataFacts, PilotRecord, Timing
 from lbscale.analysis.pricing import Costs
 from lbscale.errors import LbscaleError
@@ -33,7 +33,7 @@ TOP = [(0.03162, every(6000, [0.2, 0.4, 0.55, 0.65, 0.7, 0.74])),
 
 
 def pilot(mid=MID, top=TOP, **kw) -> d.Pilot:
-    return d.Pilot(record(**kw), {"mid": mid, "largest": top}, COSTS)
+    return P.Pilot(record(**kw), {"mid": mid, "largest": top}, COSTS)
 
 
 def test_a_pilot_with_a_known_critical_batch_gets_the_batches_around_it_and_the_square_root_rule():
@@ -54,10 +54,19 @@ def test_a_pilot_with_a_known_critical_batch_gets_the_batches_around_it_and_the_
     # alpha 0 or 1 keeps its optimum inside: (512 / 64)^(+-0.5) = 2.83
     assert chosen.rule.value == "sqrt" and "anywhere in [0.00, 1.00]" in chosen.rule.why
     assert plan.lr_range.value == (float(f"{0.0125 / 8 ** 0.5:.3g}"), float(f"{0.2 * 8 ** 0.5:.3g}"))
-    assert plan.points == d.SEARCH_TRIALS and plan.confirm == d.CONFIRM_TOP
+    assert plan.points == lr_search.SEARCH_TRIALS and plan.confirm == pricing.CONFIRM_TOP
     # the bowl about the fastest LR: 15,000 / 12,000 and never
     assert plan.bowl_lr == 0.05 and plan.bowl == {0.3162: 1.25, 1.0: 1.0, 3.162: None}
-    assert plan.fits and plan.seconds < chosen.budget == pytest.approx(0.5 * 1e6)
+    # the targets of the trials: a ladder over the last 15% of the way from chance up to 0.82, checked on the whole
+    # split (B_crit against the target, report/ladder.py)
+    assert plan.ladder == (0.712, 0.739, 0.766, 0.793, 0.82)
+    # B_crit predicted at the pilot's plateau, 0.9: the reference run trained on there; the pilot's best curve at
+    # batch 64 took 18,000 samples to 0.9 against 12,000 to 0.82, so at batch 8 about 12,000 x 1.5 x 8 / 64
+    run = chosen.long_run
+    assert (run.target, run.batch, run.stretch) == (0.9, 8, pytest.approx(1.5))
+    assert run.samples == pytest.approx(2250) and run.seconds > 0
+    assert plan.fits and plan.seconds < chosen.budget == pytest.approx(0.5 * (1e6 - run.seconds))
+    assert d.decide(pilot(), FACTS, wall=1e6, for_target=0.8).long_run is None  # the study measures it itself
 
 
 def test_a_given_target_the_middle_batch_never_reached_is_refused():
@@ -70,12 +79,12 @@ def test_a_budget_that_pays_for_no_full_study_cuts_it_or_names_the_wall_that_wou
     the confirmation kept, priced at several times its share). Now the study is cut (4 batches, then 4 search
     points, the best point alone confirmed, 3 batches) as far as it must, and where even that is priced past all
     the pilot left, one line names the --wall that would do."""
-    full = d.decide(pilot(), FACTS, wall=3000.0)
+    full = d.decide(pilot(), FACTS, wall=4000.0)
     assert full.how == "the hardest the budget pays for" and len(full.plan.batches) == 5 and full.plan.fits
     cut = d.decide(pilot(), FACTS, wall=800.0)
     assert cut.how == "the hardest the budget pays for with the study cut" and cut.plan.fits
     assert (len(cut.plan.batches), cut.plan.points, cut.plan.confirm) == (3, d.REDUCED_TRIALS, d.REDUCED_TOP)
-    assert cut.plan.seconds <= cut.budget == 400.0
+    assert cut.plan.seconds <= cut.budget == pytest.approx(0.5 * (800 - cut.long_run.seconds))
     none = d.decide(pilot(), FACTS, wall=200.0)  # the smallest study: past its share, inside what is left
     assert none.how.startswith("the easiest allowed; the budget pays for none") and not none.plan.fits
     assert none.budget < none.plan.seconds <= none.left
@@ -88,7 +97,7 @@ def test_a_pilot_that_never_rose_above_chance_places_no_target():
     flat = every(100.0, [0.1 + 0.01 * (s % 2) for s in range(1, 9)])  # 0.10-0.11 on 500 images: chance's noise
     facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
     with pytest.raises(LbscaleError, match="never rose above chance"):
-        d.choose_target(None, pilot([(0.05, flat)], [(0.1, flat)]), facts, 500.0, d.Choice((0.01, 0.2), "r"), "sqrt",
+        d.choose_target(None, pilot([(0.05, flat)], [(0.1, flat)]), facts, 500.0, P.Choice((0.01, 0.2), "r"), "sqrt",
                         (0.0, 1.0))
 
 
@@ -99,30 +108,30 @@ def test_the_lr_rule_sits_in_the_middle_of_what_the_pilots_two_batches_allow(top
     ln 4 = 0.83. Where the two runs here chose "none" (alpha -0.05 and -0.33) the studies measured 0.60 [0.40,
     0.96]; the span such pilots allow holds it."""
     top = [(top_lr, every(6000, [0.3, 0.6, 0.9])), (top_lr * 10, every(6000, [0.1, 0.2, 0.3]))]
-    lo, hi, alpha = d.alpha_span(pilot(top=top))
+    lo, hi, alpha = lr_search.alpha_span(pilot(top=top))
     assert (lo, hi) == pytest.approx(span, abs=0.005) and alpha == pytest.approx(math.log(top_lr / 0.05) / math.log(4))
-    assert d.lr_choice(pilot(top=top))[0].value == rule
+    assert lr_search.lr_choice(pilot(top=top))[0].value == rule
 
 
 def test_the_search_covers_each_batchs_optimum_whatever_alpha_in_the_span():
-    base = d.Choice((0.01, 0.1), "base")
+    base = P.Choice((0.01, 0.1), "base")
     # batches 16..256 about 64 under the square-root rule, alpha 0 to 1: (256 / 64)^0.5 = 2 up, (16 / 64)^-0.5 = 2
     # down at either end, so 2x either side
-    wide = d.covering(base, (0.0, 1.0), "sqrt", [16, 32, 64, 128, 256], 64)
+    wide = lr_search.covering(base, (0.0, 1.0), "sqrt", [16, 32, 64, 128, 256], 64)
     assert wide.value == (0.005, 0.2) and "alpha 0.00 to 1.00" in wide.why
     # alpha pinned at the rule's own: nothing to widen
-    assert d.covering(base, (0.5, 0.5), "sqrt", [16, 256], 64) is base
+    assert lr_search.covering(base, (0.5, 0.5), "sqrt", [16, 256], 64) is base
     # the linear rule with alpha 0.4 to 1: at 256, 4^(0.4 - 1) = 0.435 down; at 16, 0.25^(0.4 - 1) = 2.30 up
-    assert d.covering(base, (0.4, 1.0), "linear", [16, 256], 64).value == (0.00435, 0.23)
+    assert lr_search.covering(base, (0.4, 1.0), "linear", [16, 256], 64).value == (0.00435, 0.23)
 
 
 def test_one_more_lr_past_the_edge_where_the_best_is_at_one():
-    assert d.edge_lr(MID) is None
+    assert P.edge_lr(MID) is None
     low_best = [(0.01, every(1, [0.9])), (0.03, every(1, [0.5]))]
-    assert d.edge_lr(low_best) == pytest.approx(0.01 / d.LR_STEP)
-    assert d.edge_lr(list(reversed(low_best))) == pytest.approx(0.01 / d.LR_STEP)
+    assert P.edge_lr(low_best) == pytest.approx(0.01 / P.LR_STEP)
+    assert P.edge_lr(list(reversed(low_best))) == pytest.approx(0.01 / P.LR_STEP)
     high_best = [(0.01, every(1, [0.5])), (0.03, every(1, [0.9]))]
-    assert d.edge_lr(high_best) == pytest.approx(0.03 * d.LR_STEP)
+    assert P.edge_lr(high_best) == pytest.approx(0.03 * P.LR_STEP)
 
 
 def test_the_grid_price_counts_each_trials_test_split_once_at_its_end():
@@ -130,14 +139,14 @@ def test_the_grid_price_counts_each_trials_test_split_once_at_its_end():
 
     facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
     costs = Costs({64: 1e-3, 256: 8e-4}, 2e-4, 0.5)
-    ev = d.EvalChoice(100, 0.3, {32: 23, 64: 15, 128: 11}, 0.0, 64, 0.5, 0.8, (0.0, 64))
+    ev = pricing.EvalChoice(100, 0.3, {32: 23, 64: 15, 128: 11}, 0.0, 64, 0.5, 0.8, (0.0, 64))
     ratios, batches = [0.5, 1.0, 2.0], [32, 64, 128]
     args = (batches, {32: 3000.0, 64: 4000.0, 128: 6000.0}, costs)
     rest = (ev, None, {0.5: 1.5, 1: 1.0, 2: 1.6}, ratios, {32: 3, 64: 4, 128: 6})
-    without = d.grid_seconds(*args, facts, *rest)
+    without = pricing.grid_seconds(*args, facts, *rest)
     # three search points and the confirmation's reruns a batch, each evaluating 10,000 test images at 2e-4 s
-    extra = len(batches) * (len(ratios) + d.CONFIRM_TOP) * 10_000 * 2e-4
-    assert d.grid_seconds(*args, replace(facts, test=10_000), *rest) == pytest.approx(without + extra)
+    extra = len(batches) * (len(ratios) + pricing.CONFIRM_TOP) * 10_000 * 2e-4
+    assert pricing.grid_seconds(*args, replace(facts, test=10_000), *rest) == pytest.approx(without + extra)
 
 
 def test_where_no_evaluation_fits_its_share_the_choice_says_what_the_crossings_own_check_costs():
@@ -147,13 +156,13 @@ def test_where_no_evaluation_fits_its_share_the_choice_says_what_the_crossings_o
     near = {n: 0.5 for n in (1500, 1000, 500, 250, 100)}
     # batch 32 reaches the target after 3,200 samples: 100 steps of 0.0132 s = 1.32 s, 0.375 / 1.32 = 28.4%;
     # batch 64 after 4,800: 75 steps of 0.0164 s = 1.23 s, 30.5%: batch 64 binds
-    ev = d.evaluation_choice([32, 64], {32: 3200.0, 64: 4800.0}, costs, facts, near, 0.8)
+    ev = pricing.evaluation_choice([32, 64], {32: 3200.0, 64: 4800.0}, costs, facts, near, 0.8)
     assert ev.share > 0.10
     assert ev.floor == (pytest.approx(0.375 / 1.23), 64)
     # each batch evaluated from a quarter of its own predicted steps on: 100 / 4 and 75 / 4
     assert ev.first == {32: 25, 64: 18}
     # a long training: the subset fits, and the floor is small
-    ev = d.evaluation_choice([32, 64], {32: 320_000.0, 64: 480_000.0}, costs, facts, near, 0.8)
+    ev = pricing.evaluation_choice([32, 64], {32: 320_000.0, 64: 480_000.0}, costs, facts, near, 0.8)
     assert ev.share <= 0.10 and ev.floor == (pytest.approx(0.375 / 123), 64)
 
 
@@ -162,20 +171,21 @@ def test_the_lr_range_widens_to_cover_every_lr_fastest_to_the_chosen_target():
     # later, 0.1581 never; the range, 4x either side of the best final value (0.01581), was [0.00395, 0.0632]
     stage = [(0.005, [(3000, 0.6), (6000, 0.72), (9000, 0.78)]), (0.01581, [(3000, 0.7), (6000, 0.775)]),
              (0.05, [(3000, 0.69), (6000, 0.771)]), (0.1581, [(3000, 0.5), (6000, 0.6)])]
-    assert d.fastest_lrs(stage, 0.77) == [0.01581, 0.05]
-    assert d.fastest_lrs(stage, 0.99) == []
-    rng = d.widened(d.Choice((0.00395, 0.0632), "4x either side of 0.01581"), [0.01581, 0.05], 64)
+    assert P.fastest_lrs(stage, 0.77) == [0.01581, 0.05]
+    assert P.fastest_lrs(stage, 0.99) == []
+    rng = lr_search.widened(P.Choice((0.00395, 0.0632), "4x either side of 0.01581"), [0.01581, 0.05], 64)
     assert rng.value == (0.00395, 0.2)
     assert "widened to 4x past 0.01581 and 0.05, the pilot's LRs fastest to the target at batch 64" in rng.why
-    same = d.Choice((0.001, 0.5), "r")  # inside already: unchanged, reason and all
-    assert d.widened(same, [0.01581, 0.05], 64) is same
+    same = P.Choice((0.001, 0.5), "r")  # inside already: unchanged, reason and all
+    assert lr_search.widened(same, [0.01581, 0.05], 64) is same
 
 
 def test_the_search_ratios_are_the_points_the_sweep_plans():
     from lbscale.sweep.search import SearchSpace
 
-    space = SearchSpace(sampled={"base_lr": ("loguniform", (0.0125, 0.2))}, trials=d.SEARCH_TRIALS, sampler="halton")
-    assert d.search_ratios((0.0125, 0.2), 0.05) == [pt["base_lr"] / 0.05 for pt in space.points()]
+    space = SearchSpace(sampled={"base_lr": ("loguniform", (0.0125, 0.2))}, trials=lr_search.SEARCH_TRIALS,
+                        sampler="halton")
+    assert lr_search.search_ratios((0.0125, 0.2), 0.05) == [pt["base_lr"] / 0.05 for pt in space.points()]
 
 
 def test_a_multilabel_target_rests_on_the_labels_not_on_the_worst_lr():
@@ -205,7 +215,7 @@ def test_the_critical_batchs_guess_reads_the_crossing_between_evaluations():
            (0.01581, [(30_000, 0.3), (60_000, 0.5), (90_000, 0.6), (120_000, 0.62)])]
     top = [(0.1, [(30_000, 0.2), (60_000, 0.45), (90_000, 0.65), (120_000, 0.7)]),
            (0.03162, [(30_000, 0.1), (60_000, 0.2), (90_000, 0.3), (120_000, 0.4)])]
-    plan = d.plan_for(0.35, pilot(mid, top), FACTS, 1e9, d.Choice((0.01, 0.2), "r"))
+    plan = d.plan_for(0.35, pilot(mid, top), FACTS, 1e9, P.Choice((0.01, 0.2), "r"))
     # batch 64: 0.05 is past 0.35 at its first evaluation (nothing before it to read between): 30,000; 0.01581
     # crosses it at 30,000 + 30,000 x 0.05 / 0.2 = 37,500
     assert plan.s_mid == 30_000 and plan.bowl == {0.3162: 1.25, 1.0: 1.0}

@@ -26,6 +26,9 @@ def test_the_largest_stage_gets_what_the_pilot_has_left_and_no_more():
     assert p.largest_stage(record(seconds=60.0, stage_seconds=mid), 3, 1800) == (3, 4)
     # 180 - 140 = 40 s: three LRs would get 1 epoch; one LR 35 s past its start-up: 4 epochs
     assert p.largest_stage(record(seconds=140.0, stage_seconds=mid), 3, 1800) == (1, 4)
+    # 180 - 115 = 65 s: three LRs 2 epochs (16.7 s past the start-up), fewer than the middle stage's 3; one LR 7
+    # (the largest batch needs the most samples to the target: the epochs first)
+    assert p.largest_stage(record(seconds=115.0, stage_seconds=mid), 3, 1800) == (1, 7)
     # 10 s left, or the limit long spent: dropped
     assert p.largest_stage(record(seconds=170.0, stage_seconds=mid), 3, 1800) == (0, 0)
     assert p.largest_stage(record(seconds=700.0, epochs=4, stage_seconds=mid), 3, 1800) == (0, 0)
@@ -37,12 +40,12 @@ def test_the_pilots_epochs_fit_its_share_or_none_below_two():
     facts = p.DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
     t = p.Timing(0.02, 0.1, 500, 2.0)
     # an epoch at batch 64: 46.875 steps x 0.02 s = 0.9375 s; a whole-split evaluation 0.1 s: 4 an epoch cost
-    # half its training, and with the epoch's end 0.5 s: 1.4375 s an epoch
-    # 7 trials in 180 s: 25.7 s each, 23.7 s past the start-up: 16 epochs, at most 12
+    # half its training, and with the epoch's end 0.5 s: 1.4375 s an epoch, priced 1.3x (a trial's epoch against
+    # the timing run's steady pace): 1.86875 s; 7 trials in 180 s: 25.7 s each, 23.7 s past the start-up: 12
     assert p.pilot_evals(t, facts, 64) == 4 and p.pilot_epochs(t, facts, 64, 180.0) == 12
-    assert p.pilot_epochs(t, facts, 64, 7 * (2.0 + 5.5 * 1.4375)) == 5
-    assert p.pilot_epochs(t, facts, 64, 7 * (2.0 + 1.9 * 1.4375)) is None
-    assert p.pilot_seconds_needed(t, facts, 64, 10.0) == pytest.approx(7 * (2.0 + 2 * 1.4375) + 10.0)
+    assert p.pilot_epochs(t, facts, 64, 7 * (2.0 + 5.5 * 1.86875)) == 5
+    assert p.pilot_epochs(t, facts, 64, 7 * (2.0 + 1.9 * 1.86875)) is None
+    assert p.pilot_seconds_needed(t, facts, 64, 10.0) == pytest.approx(7 * (2.0 + 2 * 1.86875) + 10.0)
 
 
 def test_the_pilot_counts_its_seconds_in_one_place_and_its_record_reads_back():

@@ -34,7 +34,11 @@ def test_design_writes_a_spec_the_sweep_plans_and_a_rerun_writes_it_again_byte_f
         line = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{key}:"))
         assert "  # " in line, line
     assert spec["wall"] == "60m" and spec["design"]["pilot_seconds"] == record["seconds"]
-    assert 0.1 < spec["trial"]["target"] < 1 and spec["grid"]["search"]["trials"] == 6
+    ladder = spec["trial"]["target"]  # the study's own target last, a ladder of four below it
+    assert len(ladder) == 5 and ladder == sorted(ladder) and 0.1 < ladder[0] and ladder[-1] < 1
+    assert spec["grid"]["search"]["trials"] in (4, 6)
+    # where the real run ends (the pilot's plateau by default), and the reference run's time set aside for it
+    assert spec["design"]["for_target"] > ladder[-1] and spec["design"]["reserved_seconds"] > 0
     lo, hi = spec["grid"]["search"]["base_lr"]["loguniform"]
     assert hi / lo >= 16
     # each batch its own epochs (3x its predicted samples to the target, at least 2), and the pilot's LR bowl that
