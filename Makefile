@@ -39,10 +39,14 @@ demo: venv
 # range, evaluations, pruning, epochs, each with its measured reason, and the 20-minute wall budget); the sweep it
 # designed, with rounds until B_crit is resolved or the budget is spent; the noise scale at each batch's best
 # trial where it reached the target; a branch study from the smallest batch's best trial there (the local critical
-# batch); the report that sets the three estimates side by side.
+# batch); B_crit predicted at val_top1 0.84 (the study's best trial at its smallest batch trained on there, B_simple
+# measured at both ends: `lbscale predict`); the report that sets the three estimates side by side, with the
+# ladder of targets and the prediction.
 FASHION_SRC ?= /usr/share/datasets/fashion-mnist
 FASHION_DATA := data/fashion-mnist-3k.h5
 FASHION_SPEC := results/fashion-mnist-designed.yaml
+# where B_crit is predicted: the hand-designed study's target (B_crit 145 [102, 305] measured there)
+FASHION_FOR ?= 0.84
 fashion-data: venv
 	@test -e $(FASHION_SRC)/train-images-idx3-ubyte.gz -o -e $(FASHION_SRC)/train-images-idx3-ubyte \
 	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
@@ -55,10 +59,11 @@ fashion-data: venv
 	$(LBSCALE) data info $(FASHION_DATA)
 
 demo-real: fashion-data
-	$(LBSCALE) design $(FASHION_DATA) --model simple_cnn --wall 20m --out $(FASHION_SPEC) --force
+	$(LBSCALE) design $(FASHION_DATA) --model simple_cnn --wall 20m --for-target $(FASHION_FOR) --out $(FASHION_SPEC) --force
 	$(LBSCALE) sweep $(FASHION_SPEC) --dry-run --estimate
 	$(LBSCALE) sweep $(FASHION_SPEC) --until-resolved
 	$(LBSCALE) gns results/fashion-mnist-designed --best --quiet
+	$(LBSCALE) predict results/fashion-mnist-designed --at $(FASHION_FOR) --quiet
 	$(LBSCALE) branch results/fashion-mnist-designed --batch $$($(PY) -c 'import sys, yaml; print(min(yaml.safe_load(open(sys.argv[1]))["design"]["samples_to_target"]))' $(FASHION_SPEC)) --at target --rule sqrt --quiet
 	$(LBSCALE) report results/fashion-mnist-designed --out reports/fashion-mnist-designed
 

@@ -169,6 +169,8 @@ train.help += "\n\n\b\nModels for small images (--model; or any timm name):\n" +
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="The spec to write (my-study.yaml).")
 @click.option("--target", type=float, help="The target of --metric (default: the hardest the budget pays for, at "
               "least 0.7 of the way from chance to the pilot's plateau).")
+@click.option("--for-target", type=float, help="Where the real run ends: B_crit is predicted there (`lbscale "
+              "predict`), and the reference run's time is set aside (default: the pilot's plateau).")
 @click.option("--metric", help="The target metric (default: the task's primary metric on val).")
 @click.option("--optimizer", default="sgd", show_default=True, help="The study's optimizer.")
 @click.option("--lr", type=float, help="The pilot's middle LR at its middle batch (default per optimizer).")
@@ -283,7 +285,10 @@ def status(results, watch):
               help="With --allreduce: the fastest configuration (batch, GPUs) to the target within this many GPUs.")
 @click.option("--deadline", type=Number(lo=0),
               help="With --allreduce: the cheapest configuration (GPU-hours) reaching the target within HOURS.")
-def report(results, out, formats, metric, compare, target, allreduce, predict_gpus, gpu_budget, deadline):
+@click.option("--predict-at", help="Predict B_crit at this target (or several) from the ladder of targets the sweep "
+                                   "measured (default: every target `lbscale predict` trained a reference run to).")
+def report(results, out, formats, metric, compare, target, allreduce, predict_gpus, gpu_budget, deadline,
+           predict_at):
     """Tables and figures of the trials under RESULTS (one or more sweeps or trial directories)."""
     from lbscale.report import ReportOptions, write_report
 
@@ -292,7 +297,7 @@ def report(results, out, formats, metric, compare, target, allreduce, predict_gp
                            "writes): time to target at GPU counts not run is predicted from it")
     fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
     _, line = write_report(list(results), ReportOptions(out, fmts, metric, compare, target, allreduce,
-                                                        predict_gpus, gpu_budget, deadline))
+                                                        predict_gpus, gpu_budget, deadline, predict_at))
     click.echo(line)
 
 
@@ -439,6 +444,23 @@ def schedule(results, batch, fraction, repeats, factors, window, rule, tolerance
         raise LbscaleError(f"--repeats {repeats}: at least 1 (3 or more give the local critical batch an interval)")
     click.echo(run_schedule(results, ScheduleOptions(batch, fraction, repeats, factors, window, rule, tolerance,
                                                      seeds, variant, out, not no_measure, force)))
+
+
+@cli.command()
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--at", "target", required=True, type=Number(), help="The target to predict B_crit at (where the "
+              "real run ends), past the sweep's own.")
+@click.option("--epochs", type=click.IntRange(min=1), help="The reference run's budget past its checkpoint "
+              "(default: 8x its own epochs; it stops at the target).")
+@click.option("--variant", help="The arm, where the sweep has several.")
+@quiet_option
+def predict(results, target, epochs, variant):
+    """B_crit where training ends: trains RESULTS' reference run (its best trial at the smallest batch) on from
+    its checkpoint to the target, measures B_simple there and at the sweep's own target, and predicts B_crit at
+    the target from the ladder of targets the sweep measured (the report shows it too)."""
+    from lbscale.studies.predict import PredictOptions, run_predict
+
+    click.echo(run_predict(results, PredictOptions(target, epochs, variant)))
 
 
 @cli.command(name="filter")

@@ -11,7 +11,7 @@ import pandas as pd
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import Study
-from lbscale.report.options import ReportOptions, hardest_target, report_targets, step_metric
+from lbscale.report.options import ReportOptions, hardest_target, predicted_targets, report_targets, step_metric
 from lbscale.report.published import published
 
 
@@ -52,6 +52,7 @@ class Analysis:
     winners: pd.DataFrame | None = None  # the trials of each batch's best (search points are not seeds)
     at_target: pd.DataFrame | None = None  # B_simple at the target
     three: pd.DataFrame | None = None  # the critical batch's estimates side by side
+    ladders: list = field(default_factory=list)  # B_crit against the target, and where training ends (`ladder`)
     rounds: list = field(default_factory=list)
     reached: bool = False  # a batch reached the target
     # a branch study
@@ -133,6 +134,11 @@ def analyse_tuned(study: Study, o: ReportOptions, metric: str, model=None) -> An
         a.at_target = noise_scale.gns_at_target(study.steps, a.best, study.trials)
     a.rounds = rounds_tables.study_rounds(study)
     a.three = estimates.section(study, a.fits, a.at_target, a.target, m)
+    named = predicted_targets(study, m, o.predict_at) if a.target is not None else []
+    if a.target is not None and (len(targets) >= 3 or named):
+        from lbscale.report.ladder import ladders
+
+        a.ladders = ladders(a, [t for t in named if study.task.reached(m, t, a.target) and t != a.target])
     a.reached = a.target is not None and bool(a.optima["reached"].any()) if len(a.optima) else False
     if a.target is not None and not a.reached:  # nothing reached the target: the budget figure leads
         a.lead_first = "budget"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+SUB = "  "  # a verdict line that starts with this is a detail of the line above it (rendered nested)
+
 
 def number(v, digits: int = 3) -> str:
     """A table cell's number: thousands as integers with separators (1,234), tens with one decimal (12.3),

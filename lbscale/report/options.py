@@ -24,6 +24,7 @@ class ReportOptions:
     predict_gpus: str | None = None  # "128,1024": where to predict (default: doubling up to 1,024)
     gpu_budget: int | None = None  # with allreduce: the fastest configuration within this many GPUs
     deadline: float | None = None  # with allreduce: the cheapest configuration (GPU-hours) within these hours
+    predict_at: object = None  # B_crit predicted at these targets (default: those `lbscale predict` trained to)
 
 
 def resolve_metric(study: Study, metric: str) -> str:
@@ -111,3 +112,21 @@ def tuned_study(path, why: str):
     m = step_metric(study, resolve_metric(study, "auto"))
     targets = report_targets(study, m, None)
     return study, m, targets[-1] if targets else None, study.task.higher_is_better(m)
+
+
+def predicted_targets(study: Study, metric: str, given) -> list[float]:
+    """The targets B_crit is predicted at: --predict-at (checked as targets of `metric`), else every target a
+    reference run was trained on to (`lbscale predict`: RESULTS/predict-T/reference) under the study's results."""
+    if given is not None:
+        values = parse_targets(given)
+        for t in values:
+            Task.check_target(metric, t, "--predict-at")
+        return values
+    found = set()
+    for source in study.sources:
+        for p in Path(source).glob("predict-*/reference"):
+            try:
+                found.add(float(p.parent.name.removeprefix("predict-")))
+            except ValueError:
+                continue
+    return sorted(found)

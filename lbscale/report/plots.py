@@ -516,7 +516,12 @@ def steps_to_result(optima: pd.DataFrame, outcomes: pd.DataFrame, fits: pd.DataF
     ax.set_ylabel("optimizer steps to target")
     ax.set_title("\n".join([f"Steps to {metric_label(metric)} {target:g}: every trial, and each batch's optimum",
                             *bounds]), fontsize=10)
-    _legend(ax, fontsize=7)
+    if len(ax.get_legend_handles_labels()[1]) > 6:  # a ladder of targets: beside the axes, not over the points
+        fig.set_size_inches(10.4, 4.4)
+        _legend(ax, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+        fig.tight_layout()
+    else:
+        _legend(ax, fontsize=7)
     return fig
 
 

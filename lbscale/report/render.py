@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lbscale.report.numbers import SUB
 from lbscale.report.parallel import can_fork, next_taken, start, stop_taking
 
 
@@ -86,6 +87,23 @@ def _img(name: str, png: bytes) -> str:
     return f"<img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
 
 
+def html_list(lines: list[str]) -> str:
+    """The verdict's lines as a list, a line that starts with SUB (two spaces) nested under the one above it."""
+    out, open_sub = ["<ul>"], False
+    for line in lines:
+        sub = line.startswith(SUB)
+        if sub and not open_sub:
+            out.append("<ul>")
+        elif not sub and open_sub:
+            out.append("</ul></li>")
+        if not sub and out[-1] not in ("<ul>", "</ul></li>"):
+            out.append("</li>")
+        out.append(f"<li>{html.escape(line.strip())}" + ("</li>" if sub else ""))
+        open_sub = sub
+    out.append("</ul></li></ul>" if open_sub else "</li></ul>")
+    return "".join(out)
+
+
 def html_page(title: str, verdict: list[str], header: list[str], tables, figures: dict[str, bytes],
               lead: str | None = None) -> str:
     """One file to send to a group: the verdict and its figure (`lead`) first, then the header lines, the tables
@@ -95,7 +113,7 @@ def html_page(title: str, verdict: list[str], header: list[str], tables, figures
     if len(verdict) == 1:
         parts.append(f"<p>{html.escape(verdict[0])}</p>")
     elif verdict:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in verdict) + "</ul>")
+        parts.append(html_list(verdict))
     if lead in figures:
         parts.append(_img(lead, figures[lead]))
     parts += [f"<p>{html.escape(line)}</p>" for line in header]

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from lbscale.report.load import HP, Study
-from lbscale.report.numbers import bounded, estimate_cell, estimate_text, number, whole
+from lbscale.report.numbers import SUB, bounded, estimate_cell, estimate_text, number, whole
 from lbscale.analysis.intervals import LEVEL
 from lbscale.report.tables import Table, batch_label, metric_label
 from lbscale.report.noise_scale import gns_at_target, gns_note, gns_sources, variant_gns
@@ -107,13 +107,11 @@ def _cell(f) -> str:
     return estimate_cell(f.get("b_crit"), f.get("b_crit_lo"), f.get("b_crit_hi"), f.get("b_crit_kind"), whole)
 
 
-def critical_text(f) -> str:
-    """The critical batch as the data support it: a value with its interval, a bound with what would close the
-    open side, or 'not resolved' and what would resolve it."""
-    text = "critical batch " + estimate_text("B_crit", f.get("b_crit"), f.get("b_crit_lo"), f.get("b_crit_hi"),
-                                             f.get("b_crit_kind"), whole, LEVEL)
-    reason = f.get("b_crit_reason")
-    return f"{text} ({reason})" if isinstance(reason, str) and reason else text
+def knee_range() -> str:
+    """The knees B_crit's interval is profiled over: '0.5 to 2'."""
+    from lbscale.report.likelihood import KNEE_LIMITS
+
+    return " to ".join(f"{math.exp(x):.2g}" for x in KNEE_LIMITS)
 
 
 def p_text(p) -> str:
@@ -179,9 +177,10 @@ def knee_text(f) -> str:
     lo, hi = f["knee_lo"], f["knee_hi"]
     says = ("consistent with McCandlish's g = 1" if lo < 1 < hi else "softer than McCandlish's" if hi <= 1
             else "sharper than McCandlish's")
+    level = (1 + LEVEL) / 2  # the knee's words are one-sided claims either way (`steps_model.fit`)
     if f["knee_kind"] == "interval":
-        return f"knee g = {estimate_cell(f['knee'], lo, hi, 'interval', _two)} ({says})"
-    return f"{estimate_text('knee g', f['knee'], lo, hi, f['knee_kind'], _two, LEVEL)}: {says}"
+        return f"knee g = {estimate_cell(f['knee'], lo, hi, 'interval', _two)} ({100 * level:.0f}%; {says})"
+    return f"{estimate_text('knee g', f['knee'], lo, hi, f['knee_kind'], _two, level)}: {says}"
 
 
 def _why_no_words(f) -> str:
@@ -193,11 +192,17 @@ def _why_no_words(f) -> str:
 
 
 def _step_text(d: dict) -> str:
+    """What one measured step saved, in whole percent: the value rounded, its interval's ends rounded outward (the
+    printed interval holds the computed one); a bound that says nothing (from below at 1% or less, from above at the
+    most the step can save, 1 - B1 / B2) is 'not resolved', as is a step with no interval."""
     word = "a doubling" if abs(d["b2"] / d["b1"] - 2) < 1e-6 else f"x{d['b2'] / d['b1']:.3g}"
     step = f"{whole(d['b1'])} -> {whole(d['b2'])} ({word})"
-    if d["kind"] == "none":  # no interval on either side (no residual degree of freedom): no figure
+    lo, hi = math.floor(100 * d["saving_lo"] + 1e-9), math.ceil(100 * d["saving_hi"] - 1e-9)
+    ceiling = math.floor(100 * (1 - d["b1"] / d["b2"]) + 1e-9)
+    empty = {"none": True, "lower": lo <= 1, "upper": hi >= ceiling, "interval": lo <= 0 and hi >= ceiling}
+    if empty[d["kind"]]:
         return f"{step}: its saving not resolved"
-    cell = estimate_cell(100 * d["saving"], 100 * d["saving_lo"], 100 * d["saving_hi"], d["kind"], whole)
+    cell = {"interval": f"{100 * d['saving']:.0f} [{lo}, {hi}]", "lower": f"> {lo}", "upper": f"< {hi}"}[d["kind"]]
     return f"{step} saved {cell}% of the steps"
 
 
@@ -361,35 +366,49 @@ def budget_table(view: pd.DataFrame, metric: str) -> Table:
                  ["The best whole-split evaluation of any trial of the batch within the first N epochs"])
 
 
+HEADLINE_LIMIT = 200  # a verdict's first line per arm: the answer a reader came for
+
+
 def verdict(fits: pd.DataFrame, metric: str, target: float | None, searches: dict | None = None,
-            gns: pd.DataFrame | None = None) -> list[str]:
-    """Three lines per variant: the critical batch and its regimes, the optimal LR, each as the data support it,
-    and what they rest on; beside the critical batch, one naming a rejected fit (`lack_of_fit_text`), and one
-    where its best trials measured B_simple at the target (`gns`: `noise_scale.gns_at_target`). `searches`: per
-    variant {points, seeds} of the search per batch."""
+            gns: pd.DataFrame | None = None, ladders: list | None = None) -> list[str]:
+    """Per variant a first line that answers (`answer_line`: B_crit with its interval at the target, at most
+    HEADLINE_LIMIT characters), then its detail as sub-lines (SUB): what would resolve it, the knee and what each
+    doubling saved, S_min and E_min, a rejected fit (`lack_of_fit_text`), B_simple at the target where its best
+    trials measured it (`gns`: `noise_scale.gns_at_target`), the optimal LR and what it all rests on; with
+    `ladders` (report/ladder.py), B_crit predicted where training ends, on the first line and in detail below it.
+    `searches`: per variant {points, seeds} of the search per batch."""
+    from lbscale.report.ladder import detail_lines, verdict_part
+
     if fits.empty:
         return [f"no evaluations of {metric} yet: nothing to fit"]
     lines = []
     for _, f in fits.iterrows():
-        if target is None:
-            crit = (f"no critical batch (no target: give --target; the best trial per batch is the one with the "
-                    f"best {metric} within its budget, and the steps-to-result figure is skipped)")
-        else:
-            crit = critical_text(f)
-            reg = regimes_text(f)
-            crit = f"{crit}; {reg}" if reg else crit
-        search = (searches or {}).get(f["variant"], {})
-        lines.append(f"{f['variant']}: {crit}")
-        lack = lack_of_fit_text(f) if target is not None else ""
-        if lack:
-            lines.append(f"{f['variant']}: {lack}")
+        lines.append(answer_line(f, metric, target) + verdict_part(ladders or [], f["variant"]))
+        details = detail_lines(ladders or [], f["variant"])
+        if target is not None:
+            reason = f.get("b_crit_reason")
+            details += [reason if isinstance(reason, str) and reason else "", regimes_text(f), lack_of_fit_text(f)]
         at = variant_gns(gns, f["variant"]) if target is not None else pd.Series(dtype=float)
         if len(at):
-            lines.append(f"{f['variant']}: B_simple at target ~ {number(float(at.median()))} (the median of {len(at)} "
-                         f"of {f['batches']} batches' best trials, each at the evaluation that reached the target; "
-                         "McCandlish et al.'s predictor of B_crit, up to a factor)")
-        lines += [f"{f['variant']}: {lr_text(f)}", f"{f['variant']}: {rests_on(f, metric, target, search)}"]
+            details.append(f"B_simple at target ~ {number(float(at.median()))} (the median of {len(at)} of "
+                           f"{f['batches']} batches' best trials, each at the evaluation that reached the target; "
+                           "McCandlish et al.'s predictor of B_crit, up to a factor)")
+        details += [lr_text(f), rests_on(f, metric, target, (searches or {}).get(f["variant"], {}))]
+        lines += [SUB + d for d in details if d]
     return lines
+
+
+def answer_line(f, metric: str, target: float | None) -> str:
+    """An arm's answer in one line: 'sgd-sqrt: B_crit ~ 75 [41, 140] at val_top1 0.95', a bound, or not resolved;
+    where the knee was fitted and the data leave it open, over which knees the interval holds."""
+    if target is None:
+        return (f"{f['variant']}: no critical batch (no target: give --target; the best trial per batch is the one "
+                f"with the best {metric} within its budget, and the steps-to-result figure is skipped)")
+    text = estimate_text("B_crit", f.get("b_crit"), f.get("b_crit_lo"), f.get("b_crit_hi"), f.get("b_crit_kind"),
+                         whole, LEVEL)
+    knees = (f" (over knees g {knee_range()})" if f.get("knee_kind") in ("lower", "upper", "none")
+             and pd.notna(f.get("knee")) and f.get("b_crit_kind") != "none" else "")
+    return f"{f['variant']}: {text} at {metric} {target:g}{knees}"
 
 
 def chance_line(at: pd.DataFrame, halved: int) -> str | None:
@@ -470,17 +489,13 @@ def per_target_line(fits: dict, metric: str) -> str:
 def eval_share_line(epochs: pd.DataFrame) -> str | None:
     """The time the evaluations inside epochs took, as a share of each trial's training time (measured: the epoch
     records' step_eval_seconds over train_seconds); None where no trial evaluated inside its epochs."""
-    if "step_eval_seconds" not in epochs or "train_seconds" not in epochs or epochs.empty:
-        return None
-    e = epochs.assign(step_eval_seconds=pd.to_numeric(epochs["step_eval_seconds"], errors="coerce"),
-                      train_seconds=pd.to_numeric(epochs["train_seconds"], errors="coerce"))
-    per = e.groupby([c for c in ("results", "trial") if c in e]).agg(
-        eval=("step_eval_seconds", "sum"), train=("train_seconds", "sum"), batch=("global_batch", "first"))
-    per = per[(per["train"] > 0) & (per["eval"] > 0)]
+    from lbscale.report.tuned import eval_shares
+
+    per = eval_shares(epochs)
     if per.empty:
         return None
-    share = per["eval"] / per["train"]
+    share = per["share"]
     top = share.idxmax()
     return (f"Evaluations inside epochs took {100 * share.median():.1f}% of training time (median over {len(per)} "
-            f"trials; the most {100 * share[top]:.1f}%, at batch {per.loc[top, 'batch']:.0f}): docs/reproducing.md "
+            f"trials; the most {100 * share[top]:.1f}%, at batch {per.loc[top, 'batch']:.0f}): docs/designing.md "
             "says how to choose the spacing")

@@ -61,7 +61,7 @@ def tuned_verdict(a) -> list[str]:
     searches = {v: {"points": int(g["points"].max()), "seeds": int(g["seeds"].max()),
                     "superseded": int(longer.get(v, 0))}
                 for v, g in o.groupby(o["variant"].fillna("-"))} if len(o) else {}
-    lines = tuned_tables.verdict(a.fits, a.metric, a.target, searches, a.at_target) \
+    lines = tuned_tables.verdict(a.fits, a.metric, a.target, searches, a.at_target, a.ladders) \
         + tuned_tables.ratio_lines(arm_ratios(a.models))
     per_target = None
     if a.by_target:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lbscale.errors import LbscaleError
 from lbscale.report.load import Study, load_results
+from lbscale.report.numbers import SUB
 from lbscale.report.options import FORMATS, ReportOptions
 from lbscale.report.render import figures_drawn, html_page, integral, latex, markdown, prepare_figures
 from lbscale.report.sections import Built, build
@@ -77,7 +78,7 @@ def write_report(paths, o: ReportOptions) -> tuple[Path, str]:
     finished = sum(counts.get(s, 0) for s in FINISHED if s != "pruned")
     pruned = f", {counts['pruned']} pruned" if counts.get("pruned") else ""
     prediction = f"{b.prediction}; " if b.prediction else ""
-    figures = b.outcome or "; ".join(b.verdict)
+    figures = b.outcome or "; ".join(line for line in b.verdict if not line.startswith(SUB))
     return out, f"report of {len(study.trials)} trials ({finished} finished{pruned}): {figures}; {prediction}" \
                 f"written to {out}"
 
@@ -122,7 +123,8 @@ def _report_folder(p: Path) -> bool:
 def page_markdown(study: Study, header: list[str], b: Built) -> str:
     """report.md: the verdict and its figure first, then the run's facts, the tables and the other figures."""
     md = [f"# Report: {', '.join(Path(p).name for p in study.sources)}", "", "## Verdict", ""]
-    md += b.verdict if len(b.verdict) == 1 else [f"- {line}" for line in b.verdict]
+    md += b.verdict if len(b.verdict) == 1 else [f"  - {line.strip()}" if line.startswith(SUB) else f"- {line}"
+                                                 for line in b.verdict]
     if b.lead:
         md += ["", f"![{b.lead}](figures/{b.lead}.png)"]
     md += [""] + [f"- {h}" for h in header]

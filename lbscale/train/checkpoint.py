@@ -44,6 +44,10 @@ class Progress:
     startup: float | None = None  # None: no process of it has trained yet, or the system does not say
     imports: float | None = None  # of the start-up: the fresh processes' import of Python, torch and lbscale
 
+    def hit_of(self, targets: tuple) -> None:
+        """The hardest target's hit as `targets` name it: a run trained on to a new target has not hit it yet."""
+        self.target_hit = self.target_hits.get(f"{targets[-1]:g}") if targets else None
+
 
 @dataclass
 class TrialState:

@@ -73,6 +73,7 @@ class Trial:
     # --- building -------------------------------------------------------------------------------
     def build(self) -> None:
         cfg = self.cfg
+        self.rung_decision = lambda: self.pruner.collective_decision(self.env.is_main, dist.all_reduce_sum, self.device)
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         np.random.seed(cfg.seed)
         self.model = build_model(cfg.model, len(self.data.band_names), self.num_classes, cfg.channels_last,
@@ -87,9 +88,6 @@ class Trial:
                                      self.env.is_main, self.rung_decision, self.train_step.gns)
         self.at_target = NoiseAtTarget(cfg, self.model, self.data, self.inputs, self.task, self.plan.local_batch,
                                        self.device, self.out if self.env.is_main else None)
-
-    def rung_decision(self) -> str | None:
-        return self.pruner.collective_decision(self.env.is_main, dist.all_reduce_sum, self.device)
 
     # --- checkpoints ----------------------------------------------------------------------------
     def monitors(self) -> dict:
@@ -124,6 +122,7 @@ class Trial:
         if resumed:
             state = self.load(self.monitors())
             self.progress, self.book.records = state.progress, state.records
+            self.progress.hit_of(self.cfg.targets)  # trained on to a new target (`lbscale predict`): not yet hit
         elif self.branch:
             self.progress = self.branch.begin(self.load({"divergence": self.divergence}, self.branch.folder).progress)
             if self.cfg.branch_reseed:  # a repeat: its own augmentation from the branch point on

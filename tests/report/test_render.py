@@ -292,3 +292,11 @@ def test_a_drawing_childs_failure_is_raised_by_the_parent_not_printed(tmp_path, 
                        env={**os.environ, "PYTHONPATH": str(root), "MPLBACKEND": "Agg"}, timeout=120)
     assert p.stdout.strip() == raised, p.stdout + p.stderr
     assert "Traceback" not in p.stderr and "Process" not in p.stderr, p.stderr
+
+
+def test_the_verdicts_detail_lines_nest_under_their_answer():
+    from lbscale.report.render import html_list
+
+    html = html_list(["a: B_crit ~ 40 [30, 55] at val_top1 0.8", "  knee", "  rests on", "b: not resolved", "c"])
+    assert html == ("<ul><li>a: B_crit ~ 40 [30, 55] at val_top1 0.8<ul><li>knee</li><li>rests on</li></ul></li>"
+                    "<li>b: not resolved</li><li>c</li></ul>")

@@ -31,7 +31,6 @@ def _welch(a, b, which):
 def test_arm_beside_every_fixed_batch_with_the_steps_and_samples_it_saves():
     import math
 
-    from scipy import stats
 
     rows = [_trial("a0", "sgd-grow", 32, "32@0,128@512", 28, 0.97),
             _trial("a1", "sgd-grow", 32, "32@0,128@512", 32, 0.98),

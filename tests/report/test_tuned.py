@@ -295,8 +295,8 @@ def test_tuned_report_opens_with_the_verdict_and_counts_pruned_trials(tmp_path):
     md = (out / "report.md").read_text()
     first = _sections(md)[1]
     assert first.startswith("Verdict\n\n- sgd-none: ") and "|" not in first  # the first section: before any table
-    assert "alpha = 0.50 [" in first and "- sgd-none: critical batch B_crit " in first
-    assert "- sgd-none: rests on 4 of 4 batches reached val_top1 0.9; 12 trials, 3 search points per batch" in first
+    assert "alpha = 0.50 [" in first and "- sgd-none: B_crit " in first
+    assert "  - rests on 4 of 4 batches reached val_top1 0.9; 12 trials, 3 search points per batch" in first
     assert "4 did not reach the target (censored: more steps than they ran)" in first  # 2 pruned, 2 out of budget
     assert first.index("![steps-to-result](figures/steps-to-result.png)") < first.index("13 trials")
     assert "13 trials: 10 completed, 1 pending, 2 pruned" in first
@@ -529,7 +529,7 @@ def test_the_evaluation_share_of_training_is_measured_per_trial():
                            "train_seconds": [10.0, 10.0, 4.0, 8.0], "step_eval_seconds": [1.0, 3.0, 0.2, 0.4]})
     # a: 4 / 20 = 20%; b: 5%; c: 5%
     assert eval_share_line(epochs) == ("Evaluations inside epochs took 5.0% of training time (median over 3 trials; "
-                                       "the most 20.0%, at batch 16): docs/reproducing.md says how to choose the "
+                                       "the most 20.0%, at batch 16): docs/designing.md says how to choose the "
                                        "spacing")
     assert eval_share_line(epochs.drop(columns="step_eval_seconds")) is None
 
@@ -588,7 +588,7 @@ def test_b_simple_at_target_takes_each_winners_gns_json_at_its_steps_to_target(t
     fits_section = next(s for s in _sections(md) if s.startswith("Critical batch and optimal LR"))
     assert "1 from --gns-every" in fits_section and "1 from gns.json of --gns-at-target" in fits_section
     verdict = _sections(md)[1]
-    assert f"- sgd-none: B_simple at target ~ {np.median(values):,.0f} (the median of 3 of 4 batches' best " \
+    assert f"  - B_simple at target ~ {np.median(values):,.0f} (the median of 3 of 4 batches' best " \
         "trials" in verdict
 
 
