@@ -11,7 +11,7 @@ The rules, in order (each action says why it was taken):
    below it (an interval's ends only where the curve fits, MISFIT_P); never past a batch that missed the
    target (a larger one would miss it too) nor past the limits the data set. Where the largest batch ran its whole
    budget without reaching the target, the trial that came closest runs again with twice the epochs instead (with a
-   constant LR a longer budget does not move the steps to the target: docs/reproducing.md); that run is its point
+   constant LR a longer budget does not move the steps to the target: docs/designing.md); that run is its point
    and seed at a longer budget and supersedes the short one, so the batch counts as reached once it reaches;
 3. a batch whose best LR sits at the edge of its searched range gets a point one grid step past that edge (the
    points' mean ratio), so the optimum is bracketed;
