@@ -111,6 +111,7 @@ def ladders(a, named: list[float]) -> list[Ladder]:
         rungs = rungs_of(a, variant, ref)
         law = fit_law([r for r in rungs if math.isfinite(r.x)], batch)
         top = next((r for r in rungs if r.target == a.target), None)
+        own_simple = b_simple_at(Path(ref["results"]) / ref["trial"])  # B_simple at the study's own target
         preds, reached = [], {}
         for t in named:
             long_dir = folder(Path(ref["results"]), t) / REFERENCE
@@ -121,8 +122,7 @@ def ladders(a, named: list[float]) -> list[Ladder]:
                 if x_star is not None:
                     reached[t] = x_star
             p = predict(law, top, t, x_star, batch) if top is not None else None
-            simple = ratio_prediction(b_simple_at(long_dir), top, b_simple_at(Path(ref["results"]) / ref["trial"]),
-                                      t) if top is not None else None
+            simple = ratio_prediction(b_simple_at(long_dir), top, own_simple, t) if top is not None else None
             preds.append((p, simple))
         out.append(Ladder(variant, rungs, batch, str(ref["trial"]), law, preds, reached))
     return out

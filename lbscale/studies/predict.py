@@ -119,9 +119,9 @@ def run_predict(results: Path, o: PredictOptions) -> str:
         if reached and not (d / "gns.json").is_file():
             measure_trial(d)
     a = analyse_tuned(study, replace(ReportOptions(), predict_at=str(o.target)), metric)
-    for line in detail_lines(a.ladders, ref["variant"] if isinstance(ref["variant"], str) else "-"):
-        print(f"- {line}", flush=True)
     variant = ref["variant"] if isinstance(ref["variant"], str) else "-"
+    for line in detail_lines(a.ladders, variant):
+        print(f"- {line}", flush=True)
     lad = next((x for x in a.ladders if x.variant == variant), None)
     said = headline(lad.predictions[0] if lad and lad.predictions else (None, None), metric, o.target)
     if reached:
