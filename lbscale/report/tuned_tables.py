@@ -184,8 +184,11 @@ def knee_text(f) -> str:
 
 
 def _why_no_words(f) -> str:
+    """Why the steps' fall past the batches gets no words; the knee's own text stands just before it."""
+    if f.get("knee_kind") == "none":
+        return "it rests on the knee"
     if f.get("knee_kind") != "interval":
-        return "the knee is not resolved"
+        return "the knee has only one bound"
     if f.get("b_crit_kind") != "interval":
         return "B_crit is not two-sided"
     return "the 45% and 10% batches are not both bounded"

@@ -378,8 +378,13 @@ def test_the_doubling_thresholds_are_said_only_from_a_resolved_knee_else_the_mea
     row.update(knee_lo=0.0, knee_kind="upper", thresholds=False, doublings=json.dumps(steps))
     text = regimes_text(row)
     assert "knee g < 0.81 (95% upper bound): softer than McCandlish's" in text and "under 10% above" not in text
-    assert ("the steps' fall past the measured batches is not resolved (the knee is not resolved); measured: "
+    assert ("the steps' fall past the measured batches is not resolved (the knee has only one bound); measured: "
             "256 -> 512 (a doubling) saved 23 [18, 27]% of the steps") in text
+    row.update(knee_kind="none", knee_reason=None)  # the knee's own words come first, and are not repeated
+    text = regimes_text(row)
+    assert "knee not resolved; the steps' fall past the measured batches is not resolved (it rests on the knee)" in text
+    assert text.count("not resolved") == 2
+    row.update(knee_lo=0.0, knee_kind="upper")
     # a step whose saving has no interval (no residual degree of freedom) says so, not "saved not resolved%"
     steps.append({"b1": 512.0, "b2": 1024.0, "saving": 0.1, "saving_lo": 0.0, "saving_hi": 0.5, "kind": "none"})
     row.update(doublings=json.dumps(steps))
