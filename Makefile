@@ -7,7 +7,7 @@ LBSCALE := $(VENV)/bin/lbscale
 STAMP := $(VENV)/.installed-stamp
 DEMO_DATA := data/demo.h5
 
-.PHONY: venv demo fashion-data demo-real schedule-demo schedule-real test test-gpu bench lint docs clean
+.PHONY: venv horovod demo fashion-data demo-real schedule-demo schedule-real test test-gpu bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -92,6 +92,12 @@ schedule-real: fashion-data
 
 test: venv
 	$(PY) -m pytest -q
+
+# Horovod 0.28.1, the optional second engine (--engine horovod): its sdist from the package index, the C++
+# standard raised to what torch's headers need, built with Gloo (and NCCL where torch sees a GPU) into the venv;
+# the wheel cached outside the checkout by torch version (scripts/install-horovod.sh; about 3 minutes on 2 cores).
+horovod: venv
+	bash scripts/install-horovod.sh $(PY)
 
 # The GPU set (tests/gpu, marker gpu) on this machine's own torch / timm / h5py: the project on PYTHONPATH,
 # nothing installed or fetched (the venv's python where there is one). Without a GPU every test skips.

@@ -227,6 +227,9 @@ def design(data, **options):
               "resumes). Default: the spec's `wall` less its designer's pilot.")
 @click.option("--ratio", type=Number(lo=1), default=4.0, show_default=True,
               help="With --until-resolved: stop once B_crit's interval has hi / lo at most this.")
+@click.option("--engine", type=click.Choice(["ddp", "horovod"]), help="Every trial's data-parallel engine: ddp "
+              "(DistributedDataParallel; torchrun, srun) or horovod (Horovod's DistributedOptimizer; horovodrun, srun "
+              "with a Gloo rendezvous; make horovod). Default: the spec's trial.engine, else ddp.")
 @click.option("--follow-up", is_flag=True, hidden=True,
               help="Inside the SLURM job that plans the next stage: submit nothing where a trial failed for the "
                    "disk or its folders.")

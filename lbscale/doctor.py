@@ -99,6 +99,26 @@ def check_libraries() -> CheckResult:
 
 
 # --- the GPUs ----------------------------------------------------------------------------------------
+def check_horovod() -> CheckResult:
+    """Horovod, the optional second engine (`--engine horovod`): its version, controllers and operations; a skip
+    where it is not installed."""
+    try:
+        import horovod
+        import horovod.torch as hvd
+    except ImportError as e:
+        return CheckResult("horovod", SKIPPED, f"not installed (optional: --engine horovod; {_one_line(e)})",
+                           "make horovod, or load your cluster's Horovod module")
+    except Exception as e:  # built against another torch: an undefined symbol at import
+        return CheckResult("horovod", FAILED, _one_line(e), "rebuild it against this torch: make horovod")
+    controllers = [n for n, built in (("gloo", hvd.gloo_built()), ("mpi", hvd.mpi_built())) if built]
+    ops = [n for n in ("nccl", "ddl", "ccl", "cuda", "rocm") if getattr(hvd, f"{n}_built", lambda: False)()]
+    detail = (f"{horovod.__version__}; controllers: {', '.join(controllers) or 'none'}; GPU operations: "
+              f"{', '.join(ops) or 'none (CPU tensors on the controller)'}")
+    if "gloo" not in controllers:
+        return CheckResult("horovod", FAILED, detail, "lbscale starts its ranks on Gloo: rebuild with make horovod")
+    return CheckResult("horovod", OK, detail)
+
+
 def _driver_gpus() -> int:
     """GPUs `nvidia-smi -L` lists; 0 where there is no nvidia-smi or it fails."""
     try:
@@ -466,7 +486,7 @@ def plan_checks(o: DoctorOptions) -> list:
     """(name, check) in the order they run; bad options are an LbscaleError before any check runs."""
     checks = [("torch", check_torch), ("libraries", check_libraries), ("gpus", check_gpus), ("bf16", check_bf16),
               ("compile", check_compile), ("cuda-graph", check_cuda_graph), ("nvjpeg", check_nvjpeg),
-              ("allreduce", check_allreduce), ("slurm", check_slurm)]
+              ("allreduce", check_allreduce), ("horovod", check_horovod), ("slurm", check_slurm)]
     if o.systems_file and not o.system:
         raise LbscaleError("--systems FILE: give --system NAME too (the profile to check)")
     if o.system:

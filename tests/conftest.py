@@ -64,6 +64,24 @@ def slurm():
     return True
 
 
+@pytest.fixture(scope="session")
+def horovod():
+    """Horovod's torch module with its Gloo controller (`make horovod`); skipped where it is not installed, a
+    failure where CI requires it (LBSCALE_REQUIRE_HOROVOD=1)."""
+    try:
+        import horovod.torch as hvd
+
+        ok = hvd.gloo_built()
+        why = "Horovod was built without Gloo"
+    except ImportError as e:
+        ok, why = False, f"Horovod is not installed ({e}; make horovod builds it)"
+    if not ok:
+        if os.environ.get("LBSCALE_REQUIRE_HOROVOD") == "1":
+            pytest.fail(why + "; LBSCALE_REQUIRE_HOROVOD=1 forbids skipping")
+        pytest.skip(why)
+    return hvd
+
+
 @pytest.fixture
 def live_pid():
     """The pid of a process of this host that runs while the test does."""

@@ -1,6 +1,7 @@
 """`lbscale doctor`: each check on this CPU machine for real (the gloo all-reduce included), the command's lines
 and exit codes, and one run inside a real SLURM allocation where there is one."""
 
+import importlib.util
 import json
 import socket
 import subprocess
@@ -172,7 +173,12 @@ def test_command_on_a_cpu_machine(run_cli, outside_slurm, quick_allreduce, tmp_p
     for name in GPU_CHECKS:
         assert lines[name].split(None, 1)[1] == "skipped: no GPU"
     assert "skipped: not in a SLURM job" in lines["slurm"]
-    assert out.splitlines()[-1] == "doctor: 9 checks, 3 ok, 6 skipped (5 no GPU, 1 not in a SLURM job), 0 failed"
+    horovod = importlib.util.find_spec("horovod") is not None  # the optional engine: ok where make horovod ran
+    found = lines["horovod"].split(None, 1)[1]
+    assert found.startswith("ok: 0.28.1; controllers: gloo" if horovod else "skipped: not installed")
+    assert out.splitlines()[-1] == (f"doctor: 10 checks, {4 if horovod else 3} ok, {6 if horovod else 7} skipped "
+                                    f"(5 no GPU, {'' if horovod else '1 not installed, '}1 not in a SLURM job), "
+                                    "0 failed")
     saved = json.loads((tmp_path / "doctor.json").read_text())
     assert saved["summary"] == out.splitlines()[-1] and [c["name"] for c in saved["checks"]][:3] == \
         ["torch", "libraries", "gpus"]
@@ -190,7 +196,7 @@ def test_data_and_system_lines(run_cli, outside_slurm, quick_allreduce, small_h5
     rc, out, _ = run_cli("doctor", "--data", small_h5, "--system", "juwels-booster")
     lines = _lines(out)
     assert "juwels-booster: partition booster" in lines["system"] and "img/s" in lines["data"]
-    assert out.splitlines()[-1].startswith("doctor: 11 checks, ")
+    assert out.splitlines()[-1].startswith("doctor: 12 checks, ")
 
 
 def test_bad_options_are_one_line_and_exit_2(run_cli, tmp_path):
@@ -224,3 +230,10 @@ def test_inside_a_real_slurm_job(slurm):
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert lines["slurm"].split(None, 1)[1].startswith("ok: job "), done.stdout
     assert "srun on PATH" in lines["slurm"] and "Traceback" not in done.stdout + done.stderr
+
+
+def test_horovod_check_skips_where_it_is_not_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "horovod", None)  # import horovod raises ImportError
+    monkeypatch.setitem(sys.modules, "horovod.torch", None)
+    r = doctor.check_horovod()
+    assert r.status == SKIPPED and r.detail.startswith("not installed (optional") and "make horovod" in r.advice

@@ -6,6 +6,7 @@ any number of array tasks share one results directory.
 
 from __future__ import annotations
 
+import os
 import time
 
 from lbscale import slurm
@@ -41,11 +42,12 @@ def run_array_task(p: SweepTrial, run: SweepRun) -> int:
               "--retry-failed)")
         return 0
     env = slurm.SlurmEnv.current()
-    argv, extra = train_argv(p), {}
+    argv, extra, rendezvous = train_argv(p), {}, None
     if env.in_job:
         argv = srun_argv(p, run.system, env.cpus_per_task) + argv
         try:
             extra = slurm.step_env(env, run.system)
+            rendezvous = horovod_rendezvous(p, run.system, env, extra)
         except LbscaleError as e:  # the trial's own files say why, not only the job's output
             with open(p.out / LOG, "a") as log:
                 log.write(f"{ERROR_PREFIX}{e}\n")
@@ -65,6 +67,8 @@ def run_array_task(p: SweepTrial, run: SweepRun) -> int:
         code = run_process(p, argv, job=env.job_name, extra_env=extra, deadline=deadline)
     finally:  # the sweep's wall budget counts the time its tasks ran (sweep.budget.array_seconds)
         record_period(p, started, time.time() - started)
+        if rendezvous is not None:
+            rendezvous.stop()
     print(f"{p.trial_id}: {outcome(p, code)}", flush=True)
     line = environment_failure([p])
     if line is not None:  # a full disk: the one line and exit 2 in the task's output; a rerun retries the trial
@@ -90,6 +94,22 @@ def run_array_task(p: SweepTrial, run: SweepRun) -> int:
         slurm.requeue(env.job_name)
         return 0
     return code
+
+
+def horovod_rendezvous(p: SweepTrial, system: dict, env: slurm.SlurmEnv, extra: dict):
+    """Under `engine: horovod` with several ranks: Horovod's rendezvous server in this task, on the job's first
+    node, at the address DDP's ranks would meet at; what the ranks need to reach it is added to `extra`. None
+    otherwise."""
+    if p.config.engine != "horovod" or p.gpus == 1:
+        return None
+    from lbscale.train.horovod import Rendezvous, check_available
+
+    check_available()
+    hosts = env.hostnames()[:p.nodes]
+    r = Rendezvous(p.gpus, min(p.gpus, system["gpus_per_node"]), hosts, extra.get("LBSCALE_MASTER_ADDR") or hosts[0],
+                   extra.get("GLOO_SOCKET_IFNAME") or os.environ.get("GLOO_SOCKET_IFNAME"))
+    extra.update(r.env)
+    return r
 
 
 def srun_argv(p: SweepTrial, system: dict, cpus_per_task: int | None = None) -> list[str]:

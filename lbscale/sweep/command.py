@@ -24,6 +24,8 @@ from lbscale.sweep.budget import WallBudget, parse_wall
 from lbscale.sweep.rounds import Rounds, check_adaptive, parse_budget, replayed
 from lbscale.sweep.spec import load_sweep_spec
 from lbscale.sweep.state import count_line, sweep_states, trial_dirs
+from lbscale.train.config import ENGINES
+from lbscale.train.horovod import check_available
 from lbscale.sweep.systems import get_system
 
 
@@ -33,6 +35,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
     (`studies.resolve.decider`) fits the results after each round and plans the next (sweep/rounds.py)."""
     spec = load_sweep_spec(spec_path)
     _check_options(o)
+    if o.engine is not None:  # --engine: every trial's, the spec's `engine:` overridden
+        spec.trial["engine"] = o.engine
     if o.until_resolved:
         check_adaptive(spec)
     prof = get_system(o.system or spec.system, o.systems_file, account=o.account, partition=o.partition,
@@ -63,6 +67,8 @@ def run_sweep(spec_path, o: SweepOptions, decide=None) -> int:
                    wall=wall, wall_seconds=seconds)
     if one_task:  # checked at submission; a trial's own failure is recorded in its directory (status, report)
         return run_array_task(_pick(plans, o.array_task, o.trial), run)
+    if any(p.config.engine == "horovod" for p in plans):  # one line before anything starts where it is missing
+        check_available()
     samples = check_plan_data(spec.path, plans)  # before anything is written or started
     if o.dry_run:
         print(plan_table(plans))
@@ -99,6 +105,8 @@ def _check_options(o: SweepOptions) -> None:
         parse_budget(o.budget)
     if o.wall is not None:
         parse_wall(o.wall)
+    if o.engine not in (None, *ENGINES):
+        raise LbscaleError(f"--engine: {o.engine!r} is not one of {', '.join(ENGINES)}")
     if o.estimate and not o.dry_run:
         raise LbscaleError("--estimate goes with --dry-run: it times the plan's trial shapes instead of running it")
 

@@ -101,6 +101,19 @@ def train_argv(p: SweepTrial) -> list[str]:
     return [sys.executable, "-m", TRAIN_MODULE, "train", "--config", str(p.out / TRIAL_YAML), "--resume", "--quiet"]
 
 
+def local_argv(p: SweepTrial) -> list[str]:
+    """The trial's command on this machine: one process; torchrun with one process per 'GPU'; under
+    `engine: horovod`, horovodrun's Gloo launcher at any count (its ranks and their rendezvous on this host)."""
+    argv = train_argv(p)
+    if p.config.engine == "horovod":
+        return [sys.executable, "-m", "horovod.runner.launch", "--gloo", "-np", str(p.gpus), "-H",
+                f"localhost:{p.gpus}", *argv]
+    if p.gpus > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={p.gpus}",
+                *argv[1:]]
+    return argv
+
+
 def _die_with_parent() -> None:
     """Linux: the trial gets SIGTERM (checkpoint, exit 75) if the sweep process is killed, even by -9."""
     try:
@@ -345,10 +358,7 @@ class LocalLauncher:
         if finished(p):  # by another process since the sweep looked (one without the lock: an older lbscale)
             print(f"{at} {p.trial_id}: {outcome(p, 0)} (finished by another process)", flush=True)
             return 0
-        argv = train_argv(p)
-        if p.gpus > 1:
-            argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    f"--nproc_per_node={p.gpus}", *argv[1:]]
+        argv = local_argv(p)
         try:
             with progress.trial(p, at, rest) as follow:
                 code = run_process(p, argv, follow=follow, warm=True, deadline=deadline)

@@ -38,6 +38,7 @@ class SweepOptions:
     budget: str | None = None  # with until_resolved: N trials in all, or H GPU-hours ('12h')
     ratio: float = 4.0
     wall: str | None = None  # a wall-clock budget for this sweep ('20m'); else the spec's `wall` less its pilot
+    engine: str | None = None  # every trial's data-parallel engine (ddp, horovod); None: the spec's
     follow_up: bool = False  # the SLURM job that plans the next stage: it submits nothing after a full disk
 
     def plan_args(self) -> list[str]:
@@ -45,7 +46,8 @@ class SweepOptions:
         args = []
         for flag, value in (("--batch", self.batch), ("--gpus", self.gpus), ("--local-batch", self.local_batch),
                             ("--seeds", self.seeds), ("--epochs", self.epochs), ("--account", self.account),
-                            ("--partition", self.partition), ("--time", self.time_limit)):
+                            ("--partition", self.partition), ("--time", self.time_limit),
+                            ("--engine", self.engine)):
             if value is not None:
                 args += [flag, str(value)]
         if self.until_resolved:  # the follow-up job decides the next round with the same settings

@@ -26,6 +26,9 @@ LAST_BATCH = {"drop": "left out (each rank trains whole batches only)",
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 autocast", "fp16": "float16 autocast and a grad scaler"}
 DEVICES = {"auto": "a GPU where one is visible, else the CPU", "cpu": "the CPU", "cuda": "a GPU"}
 BACKENDS = {"nccl": "GPUs", "gloo": "CPUs", "mpi": "a torch built with MPI"}
+ENGINES = {"ddp": "PyTorch DistributedDataParallel (torchrun locally, srun under SLURM)",
+           "horovod": "Horovod's DistributedOptimizer (horovodrun locally, srun and a Gloo rendezvous under SLURM; "
+                      "make horovod)"}
 AUGMENTATIONS = {  # the functions: lbscale.data.transforms.AUGMENT ("auto" resolves to one of them)
     "auto": "the one that fits the file's imagery (lbscale data info): flip-rot90 for remote sensing, crop-flip for "
             "photos and objects, none for digits and characters, flip-rot90 where unknown or not recorded; "
@@ -106,6 +109,7 @@ class TrialConfig:
     in_memory: bool = _f(False, "Load the splits into memory instead of reading chunks.")
     backend: str = _choice(None, "Process-group backend (default: nccl on GPU, gloo on CPU).", BACKENDS)
     device: str = _choice("auto", "Training device.", DEVICES)
+    engine: str = _choice("ddp", "Data-parallel engine (horovod: ranks started by horovodrun, or by a sweep).", ENGINES)
     eval_split: str = _choice("val", "Split evaluated after every epoch (its metrics: val_* or test_*).", {
         "val": "the validation split; the test split, where the file has one, is evaluated once at the end",
         "test": "the test split, as the papers report it (train on all of train with `prepare --val-fraction 0`)"})
@@ -317,10 +321,22 @@ def validate(cfg: TrialConfig) -> None:
     if cfg.batch_schedule:
         _check_batch_schedule(cfg)
     _check_branch_options(cfg)
+    if cfg.engine == "horovod":
+        _check_horovod_options(cfg)
     if cfg.keep_checkpoints:
         from lbscale.ranges import parse_keep
 
         parse_keep(cfg.keep_checkpoints)
+
+
+def _check_horovod_options(cfg: TrialConfig) -> None:
+    """What the Horovod engine does not do: the noise scale is measured on DDP's gradient all-reduce (its
+    communication hook), and the process group's backend is DDP's (Horovod picks its own operations)."""
+    if cfg.gns_every is not None:
+        raise LbscaleError("--gns-every measures the noise scale on DDP's gradient all-reduce: give --engine ddp")
+    if cfg.backend is not None:
+        raise LbscaleError(f"--backend {cfg.backend} is DDP's process group: Horovod runs its own Gloo (CPU) or NCCL "
+                           "(GPU) operations; leave --backend out with --engine horovod")
 
 
 def _check_branch_options(cfg: TrialConfig) -> None:

@@ -1,4 +1,5 @@
-"""Rank and world from torchrun's or SLURM's environment; process-group init, barrier and teardown."""
+"""Rank and world from torchrun's, horovodrun's or SLURM's environment; process-group init, barrier and teardown
+(on Horovod's operations where the trial runs under `--engine horovod`: train/horovod.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch.distributed as dist
 
 from lbscale.errors import LbscaleError
 from lbscale.slurm import SlurmEnv
+from lbscale.train import horovod
 
 
 @dataclass
@@ -21,7 +23,7 @@ class DistEnv:
     local_rank: int = 0
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
-    launcher: str = "single"  # single, torchrun or slurm
+    launcher: str = "single"  # single, torchrun, horovodrun or slurm
     local_world_size: int = 1  # processes of this job on this node
 
     @property
@@ -30,12 +32,16 @@ class DistEnv:
 
 
 def detect_env(environ=None) -> DistEnv:
-    """torchrun (RANK, WORLD_SIZE, ...) first; then a multi-task `srun` step; else a single process."""
+    """torchrun (RANK, WORLD_SIZE, ...) first; then horovodrun (HOROVOD_RANK, ...); then a multi-task `srun` step;
+    else a single process."""
     env = os.environ if environ is None else environ
     if "RANK" in env and "WORLD_SIZE" in env:
         return DistEnv(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
                        env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", 29500)), "torchrun",
                        int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])))
+    if "HOROVOD_RANK" in env and "HOROVOD_SIZE" in env and "LBSCALE_HOROVOD_HOSTS" not in env:
+        return DistEnv(int(env["HOROVOD_RANK"]), int(env["HOROVOD_SIZE"]), int(env.get("HOROVOD_LOCAL_RANK", 0)),
+                       launcher="horovodrun", local_world_size=int(env.get("HOROVOD_LOCAL_SIZE", 1)))
     slurm = SlurmEnv.current(env)
     if slurm.in_multitask_step:
         hosts = slurm.hostnames()
@@ -99,8 +105,13 @@ def pick_device(requested: str, env: DistEnv) -> torch.device:
     return torch.device("cuda", index)
 
 
-def init(env: DistEnv, backend: str | None, device: torch.device) -> str | None:
-    """Join the process group (world size > 1); returns the backend used."""
+def init(env: DistEnv, backend: str | None, device: torch.device, engine: str = "ddp") -> str | None:
+    """Join the process group (world size > 1), or Horovod's ranks (`engine` horovod, at any world size: its
+    optimizer averages over them); returns the backend used."""
+    if engine == "horovod":
+        return horovod.init(env, device)
+    if env.launcher == "horovodrun":
+        raise LbscaleError("started by horovodrun: give --engine horovod (DDP's ranks start under torchrun or srun)")
     if env.world_size == 1:
         return None
     backend = backend or ("nccl" if device.type == "cuda" else "gloo")
@@ -131,11 +142,13 @@ def init(env: DistEnv, backend: str | None, device: torch.device) -> str | None:
 
 
 def active() -> bool:
-    return dist.is_available() and dist.is_initialized()
+    return horovod.active() or (dist.is_available() and dist.is_initialized())
 
 
 def barrier() -> None:
-    if active():
+    if horovod.active():
+        horovod.barrier()
+    elif active():
         dist.barrier()
 
 
@@ -152,12 +165,16 @@ def timed_all_reduce(x: torch.Tensor) -> float:
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    if horovod.active():
+        return horovod.all_reduce_sum(t)
     if active():
         dist.all_reduce(t)
     return t
 
 
 def all_gather_object(obj) -> list:
+    if horovod.active():
+        return horovod.all_gather_object(obj)
     if not active():
         return [obj]
     out = [None] * dist.get_world_size()
@@ -165,10 +182,24 @@ def all_gather_object(obj) -> list:
     return out
 
 
+def gather_metric_state(tensor: torch.Tensor, group=None) -> list[torch.Tensor]:
+    """torchmetrics' state sync (`dist_sync_fn`) on the engine that runs: Horovod's all-gather, else torchmetrics'
+    own over the process group."""
+    if horovod.active():
+        return horovod.all_gather_object(tensor)
+    from torchmetrics.utilities.distributed import gather_all_tensors
+
+    return gather_all_tensors(tensor, group)
+
+
 def teardown(clean: bool = True) -> None:
     """Barrier before destroy (gloo processes otherwise may abort at shutdown); none after a failure,
     where a peer may never reach it."""
-    if active():
+    if horovod.active():
+        if clean:
+            horovod.barrier()
+        horovod.shutdown()
+    elif active():
         if clean:
             dist.barrier()
         dist.destroy_process_group()

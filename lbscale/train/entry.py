@@ -17,6 +17,7 @@ from lbscale.slurm import SlurmEnv
 from lbscale.train import checkpoint
 from lbscale.train.config import TrialConfig
 from lbscale.train import distributed as dist
+from lbscale.train import horovod
 from lbscale.train.columns import COLUMNS, write_columns
 from lbscale.train.pruning import RUNGS_FILE
 from lbscale.train.threads import trial_threads, usable_cpus
@@ -25,6 +26,8 @@ from lbscale.train.trial import Trial
 
 def run_trial(cfg: TrialConfig) -> int:
     """Entry point of `lbscale train` in every process; returns the exit code."""
+    if cfg.engine == "horovod":  # one line before anything starts where this node lacks it
+        horovod.check_available()
     env = dist.detect_env()
     # its share of the CPUs, not one thread per core of the node for every process (threads.py)
     threads = trial_threads(os.environ, usable_cpus(), env.local_world_size,
@@ -45,7 +48,7 @@ def run_trial(cfg: TrialConfig) -> int:
         # what an earlier attempt killed mid-write left; only the files a trial alone writes (a sweep writes others)
         remove_leftovers(out, (CONFIG, METRICS, SUMMARY, COLUMNS, GNS_FILE, RUNGS_FILE))
         checkpoint.remove_partial(out)
-    trial.backend = dist.init(env, cfg.backend, device)
+    trial.backend = dist.init(env, cfg.backend, device, cfg.engine)
     clean = False
     try:
         code = trial.run()

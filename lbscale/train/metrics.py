@@ -8,15 +8,18 @@ from torchmetrics.classification import (MulticlassAccuracy, MultilabelF1Score, 
                                          MultilabelRecall)
 
 from lbscale.task import Task
+from lbscale.train import distributed as dist
 
+# synced across the ranks of whichever engine runs (DDP's process group, or Horovod's ranks)
+SYNC = {"dist_sync_fn": dist.gather_metric_state, "distributed_available_fn": dist.active}
 # One torchmetrics object per metric name a Task lists.
 BUILDERS = {
-    "top1": lambda n: MulticlassAccuracy(n, top_k=1, average="micro"),
-    "top5": lambda n: MulticlassAccuracy(n, top_k=5, average="micro"),
-    "f1_micro": lambda n: MultilabelF1Score(n, threshold=0.5, average="micro"),
-    "f1_macro": lambda n: MultilabelF1Score(n, threshold=0.5, average="macro"),
-    "precision": lambda n: MultilabelPrecision(n, threshold=0.5, average="micro"),
-    "recall": lambda n: MultilabelRecall(n, threshold=0.5, average="micro"),
+    "top1": lambda n: MulticlassAccuracy(n, top_k=1, average="micro", **SYNC),
+    "top5": lambda n: MulticlassAccuracy(n, top_k=5, average="micro", **SYNC),
+    "f1_micro": lambda n: MultilabelF1Score(n, threshold=0.5, average="micro", **SYNC),
+    "f1_macro": lambda n: MultilabelF1Score(n, threshold=0.5, average="macro", **SYNC),
+    "precision": lambda n: MultilabelPrecision(n, threshold=0.5, average="micro", **SYNC),
+    "recall": lambda n: MultilabelRecall(n, threshold=0.5, average="micro", **SYNC),
 }
 
 
@@ -27,7 +30,7 @@ class TaskMetrics:
         names = [m.removeprefix(f"{split}_") for m in task.metric_names(num_classes, split)[:-1]]
         self.task, self.split = task, split
         self.collection = MetricCollection({m: BUILDERS[m](num_classes) for m in names}).to(device)
-        self.loss = MeanMetric().to(device)
+        self.loss = MeanMetric(**SYNC).to(device)
 
     def update(self, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor) -> None:
         self.collection.update(self.task.scores(logits), target.long())

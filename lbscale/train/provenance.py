@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 import socket
 import subprocess
 from pathlib import Path
@@ -26,8 +27,12 @@ def git_commit() -> str | None:
 
 
 def versions() -> dict:
-    return {"lbscale": lbscale.__version__, "torch": torch.__version__, "timm": timm.__version__,
-            "python": platform.python_version()}
+    """The versions a result depends on; Horovod's where the trial ran on it."""
+    out = {"lbscale": lbscale.__version__, "torch": torch.__version__, "timm": timm.__version__,
+           "python": platform.python_version()}
+    if "horovod.torch" in sys.modules:
+        out["horovod"] = sys.modules["horovod"].__version__
+    return out
 
 
 def param_digest(model: torch.nn.Module) -> str:

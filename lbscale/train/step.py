@@ -1,6 +1,7 @@
 """A trial's network and its update: the model (DDP-wrapped and compiled where asked), the optimizer with the LR
 of each optimizer step, the grad scaler, forward and backward of micro-batches (accumulating under no_sync until a
-step's last), the noise-scale measurement on the gradients' all-reduce and the exposed all-reduce wait."""
+step's last), the noise-scale measurement on the gradients' all-reduce and the exposed all-reduce wait. Under
+`--engine horovod` no DDP wrapper: Horovod's DistributedOptimizer averages the gradients (train/horovod.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lbscale.train.config import TrialConfig
 from lbscale.task import Task
 from lbscale.train import distributed as dist
 from lbscale.train.commtime import CommTimer
+from lbscale.train.horovod import HorovodUpdate
 from lbscale.train.noise_measure import DDPNoiseScale
 from lbscale.train.optim import build_optimizer, options_of
 from lbscale.train.plan import Plan, compile_mode
@@ -32,8 +34,11 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
         self.gns = (DDPNoiseScale(world_size, plan.local_batch * plan.accum_steps, plan.global_batch, device)
                     if cfg.gns_every else None)
-        self.comm, self.net, self.eval_module = None, model, model
-        if world_size > 1:  # the timer hands each bucket on to the noise-scale hook or the all-reduce
+        self.comm, self.net, self.eval_module, self.hvd = None, model, model, None
+        if cfg.engine == "horovod":  # Horovod's optimizer averages the gradients: no wrapper, at any world size
+            self.hvd = HorovodUpdate(model, self.optimizer, device)
+            self.optimizer = self.hvd.optimizer
+        elif world_size > 1:  # the timer hands each bucket on to the noise-scale hook or the all-reduce
             self.comm = CommTimer(device, self.gns.hook if self.gns else None)
             self.net = dist.wrap(model, device, self.comm.hook)
         if cfg.compile:
@@ -65,9 +70,13 @@ class TrainStep:
         if self.gns and last and (step + 1) % self.cfg.gns_every == 0 \
                 and in_step == plan.local_batch * plan.accum_steps:
             self.gns.active = True  # the hook measures this (whole) step's all-reduce
-        with self.net.no_sync() if not last and self.world_size > 1 else contextlib.nullcontext():
+        if self.hvd:
+            self.hvd.before_forward()
+        with self.net.no_sync() if not last and self.comm else contextlib.nullcontext():
             with self.autocast():
                 loss = self.loss_fn(self.net(x), y)
+            if self.hvd:
+                self.hvd.before_backward(last)
             self.scaler.scale(loss / (in_step / len(x))).backward()
         if self.comm:
             self.comm.backward_done()
@@ -81,15 +90,31 @@ class TrainStep:
             group["lr"] = lr
         measured = self.gns is not None and self.gns.active
         loss_scale = self.scaler.get_scale() if measured and self.scaler.is_enabled() else 1.0
-        self.scaler.step(self.optimizer)
+        if self.hvd:  # the averaged gradients first, then the (unscaled) step on them
+            self.hvd.synchronize()
+            with self.optimizer.skip_synchronize():
+                self.scaler.step(self.optimizer)
+        else:
+            self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.hvd:  # Horovod's zero_grad takes no argument; torch's default sets the gradients to None too
+            self.optimizer.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
         if measured:
             self.gns.collect(loss_scale)  # the scale this step's gradients carry
+
+    def loaded(self) -> None:
+        """After a checkpoint's state was loaded: under Horovod every rank trains on from rank 0's optimizer state
+        (DDP's ranks each load the same checkpoint file and need nothing more)."""
+        if self.hvd:
+            self.hvd.broadcast_state()
 
     def train(self) -> None:
         self.net.train()
 
     def take_comm_seconds(self) -> float:
-        """The exposed all-reduce wait since the last call (0 on one process)."""
+        """The exposed all-reduce wait since the last call (0 on one process under DDP)."""
+        if self.hvd:
+            return self.hvd.take()
         return self.comm.take() if self.comm else 0.0

@@ -111,6 +111,7 @@ class Trial:
         main, rank = checkpoint.load(self.out, self.env, self.device, folder)
         state = TrialState.from_dict(main)
         state.apply(self.model, self.train_step.optimizer, self.train_step.scaler, monitors)
+        self.train_step.loaded()
         checkpoint.set_rng_state(rank["rng"], self.inputs.augment_rng)
         self.loss.epoch = checkpoint.epoch_loss(rank).to(self.device)
         if folder is None:  # resumed: the loss since the last check (a branch's window starts its own)

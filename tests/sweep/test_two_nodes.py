@@ -134,3 +134,39 @@ def test_bench_allreduce_spans_the_two_nodes_with_a_jsc_profile(two_nodes, tmp_p
     alpha, beta = reference_fit(doc["points"])  # the fit is the least-squares one of the points measured across
     assert doc["fit"]["alpha_seconds"] == pytest.approx(alpha, rel=1e-6, abs=1e-15)
     assert doc["fit"]["beta_seconds_per_byte"] == pytest.approx(beta, rel=1e-6, abs=1e-20)
+
+
+@pytest.mark.slow
+def test_two_node_horovod_trial_requeued_trains_as_ddp_does(two_nodes, horovod, tiny_h5, tmp_path):
+    """`--engine horovod` over the two SLURM nodes: srun starts the ranks, the array task's rendezvous server on
+    the first node lets them find each other (through the profile's suffixed address, Gloo on ib0); preempted and
+    requeued, it resumes and ends with the weights and losses of the same trial run uninterrupted under DDP here
+    (2 ranks: the averaged gradients are the same bit for bit under either engine)."""
+    spec, systems, results = tmp_path / "twonode.yaml", tmp_path / "systems.yaml", tmp_path / "res"
+    spec.write_text(SPEC.format(data=tiny_h5))
+    systems.write_text(SYSTEMS)
+    lbscale("sweep", spec, "--launcher", "slurm", "--system", "twonode", "--systems", systems, "--requeue",
+            "--results", results, "--engine", "horovod")
+    trial = _trials(results)[0]
+    job = read_json(trial / "submitted.json")["job"]
+    deadline = time.time() + 400
+    while len(read_jsonl(trial / "metrics.jsonl")) < 1 and time.time() < deadline:
+        time.sleep(0.3)
+    subprocess.run(["scancel", "--signal=USR1", job], check=True)
+    while not (trial / "summary.json").exists() and time.time() < deadline:
+        time.sleep(1)
+    info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert "Restarts=1" in info, info
+    summary, cfg = read_json(trial / "summary.json"), read_json(trial / "config.json")
+    assert summary["status"] == "completed", (summary, (trial / "train.log").read_text()[-3000:])
+    assert cfg["hosts"] == ["lbsn1", "lbsn2"] and cfg["launcher"] == "slurm" and cfg["backend"] == "horovod-gloo"
+    records = [r for r in read_jsonl(trial / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
+    assert [r["epoch"] for r in records] == list(range(1, 13)) and all(r["comm_seconds"] > 0 for r in records)
+    ref = tmp_path / "ref"  # DDP, uninterrupted, on this host
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                        "-m", "lbscale.cli", "train", "--config", str(trial / "trial.yaml"), "--out", str(ref),
+                        "--engine", "ddp", "--quiet"], capture_output=True, text=True, timeout=600, env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert read_json(ref / "summary.json")["param_digests"] == summary["param_digests"]
+    ref_losses = [r["train_loss"] for r in read_jsonl(ref / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
+    assert ref_losses == [r["train_loss"] for r in records]
