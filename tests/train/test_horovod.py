@@ -97,3 +97,24 @@ def test_a_node_without_horovod_is_one_line_before_anything_starts(tiny_h5, tmp_
     r = subprocess.run([sys.executable, "-m", "lbscale.cli", "sweep", str(spec), "--engine", "horovod", "--results",
                         str(tmp_path / "r")], capture_output=True, text=True, env=e, timeout=120)
     assert r.returncode == 2 and "Horovod is not importable" in r.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_local_horovod_trial_stopped_by_the_wall_resumes_to_ddps_weights(horovod, tiny_h5, tmp_path):
+    """A local sweep's wall budget stops a 2-rank Horovod trial (SIGTERM through horovodrun: it checkpoints); the
+    rerun resumes it, and it ends with the weights of the same trial run uninterrupted under DDP."""
+    spec, results = tmp_path / "pre.yaml", tmp_path / "res"
+    spec.write_text(f"name: pre\ndata: {tiny_h5}\nmodel: test_resnet\nepochs: 60\n"
+                    "trial: {optimizer: sgd, base_lr: 0.1, device: cpu, check_every: 1, engine: horovod}\n"
+                    "grid: {batch: [32], gpus: [2]}\n")
+    sweep = [sys.executable, "-m", "lbscale.cli", "sweep", str(spec), "--results", str(results)]
+    first = subprocess.run([*sweep, "--wall", "15s"], capture_output=True, text=True, env=env(), timeout=600)
+    assert first.returncode == 0 and ": interrupted" in first.stdout, first.stdout + first.stderr
+    second = subprocess.run(sweep, capture_output=True, text=True, env=env(), timeout=900)
+    assert second.returncode == 0 and ": completed" in second.stdout, second.stdout + second.stderr
+    trial = next(results.glob("b32-*"))
+    ref = run_train("--config", trial / "trial.yaml", "--out", tmp_path / "ref", "--engine", "ddp", "--quiet",
+                    nproc=2, timeout=900)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    assert summary(trial)["param_digests"] == summary(tmp_path / "ref")["param_digests"]
+    epochs = [json.loads(line)["epoch"] for line in (trial / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == list(range(1, 61))  # each epoch once: resumed, not restarted
