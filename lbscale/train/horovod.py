@@ -175,7 +175,7 @@ class HorovodUpdate:
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device):
         hvd = _hvd
         broadcast(list(model.state_dict().values()), "parameters")
-        self.model, self.cuda = model, device.type == "cuda"
+        self.cuda = device.type == "cuda"
         self.optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                                   compression=contiguous_compression(), op=hvd.Average)
         self.buffers = list(model.buffers())
@@ -193,8 +193,9 @@ class HorovodUpdate:
         self.optimizer.set_backward_passes_per_step(1 if last else NEVER)
         self.step_begins = last
 
-    def synchronize(self) -> None:
-        """Wait for the step's averaged gradients; the wait counted as exposed communication."""
+    def step(self, scaler: torch.amp.GradScaler) -> None:
+        """The optimizer step through `scaler` on the averaged gradients: first the wait for them (counted as
+        exposed communication), then the step itself, which must not synchronize again."""
         if self.cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -202,6 +203,8 @@ class HorovodUpdate:
         if self.cuda:
             torch.cuda.synchronize()
         self.seconds += time.perf_counter() - start
+        with self.optimizer.skip_synchronize():
+            scaler.step(self.optimizer)
 
     def take(self) -> float:
         seconds, self.seconds = self.seconds, 0.0

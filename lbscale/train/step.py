@@ -90,17 +90,12 @@ class TrainStep:
             group["lr"] = lr
         measured = self.gns is not None and self.gns.active
         loss_scale = self.scaler.get_scale() if measured and self.scaler.is_enabled() else 1.0
-        if self.hvd:  # the averaged gradients first, then the (unscaled) step on them
-            self.hvd.synchronize()
-            with self.optimizer.skip_synchronize():
-                self.scaler.step(self.optimizer)
+        if self.hvd:  # the averaged gradients first, then the step on them
+            self.hvd.step(self.scaler)
         else:
             self.scaler.step(self.optimizer)
         self.scaler.update()
-        if self.hvd:  # Horovod's zero_grad takes no argument; torch's default sets the gradients to None too
-            self.optimizer.zero_grad()
-        else:
-            self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()  # to None (torch's default; Horovod's zero_grad takes no argument)
         if measured:
             self.gns.collect(loss_scale)  # the scale this step's gradients carry
 
