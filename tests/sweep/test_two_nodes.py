@@ -73,13 +73,14 @@ def test_the_suffixed_name_is_the_one_the_other_node_reaches(two_nodes):
     assert codes[suffixed] == "0" and codes[plain] != "0", out  # slurmd of lbsn1 listens on 6818
 
 
-@pytest.mark.slow
-def test_two_node_trial_requeued_resumes_exactly(two_nodes, tiny_h5, tmp_path):
+def _preempted_once(tiny_h5, tmp_path, *args):
+    """The two-node trial swept with --requeue (and `args`), sent SIGUSR1 after its first record, requeued and run
+    to its end: (trial folder, summary, config, epoch records)."""
     spec, systems, results = tmp_path / "twonode.yaml", tmp_path / "systems.yaml", tmp_path / "res"
     spec.write_text(SPEC.format(data=tiny_h5))
     systems.write_text(SYSTEMS)
     lbscale("sweep", spec, "--launcher", "slurm", "--system", "twonode", "--systems", systems, "--requeue",
-            "--results", results)
+            "--results", results, *args)
     trial = _trials(results)[0]
     script = (results / "slurm" / "twonode-g2.sh").read_text()
     assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
@@ -93,23 +94,32 @@ def test_two_node_trial_requeued_resumes_exactly(two_nodes, tiny_h5, tmp_path):
     info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
     assert "Restarts=1" in info, info
     summary, cfg = read_json(trial / "summary.json"), read_json(trial / "config.json")
-    assert summary["status"] == "completed", summary
-    assert cfg["hosts"] == ["lbsn1", "lbsn2"] and cfg["launcher"] == "slurm" and cfg["backend"] == "gloo"
-    records = read_jsonl(trial / "metrics.jsonl")
-    assert [r["epoch"] for r in records if r.get("kind", "epoch") == "epoch"] == list(range(1, 13))
-    assert all(r["comm_seconds"] > 0 for r in records if r.get("kind", "epoch") == "epoch")
-    log = (trial / "train.log").read_text()
-    assert log.count("Exited with exit code 75") == 2, log[-2000:]  # both ranks checkpointed, then the requeue
+    assert summary["status"] == "completed", (summary, (trial / "train.log").read_text()[-3000:])
+    records = [r for r in read_jsonl(trial / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
+    return trial, summary, cfg, records
 
-    # the same trial, uninterrupted, on this host with torchrun: the same final weights and losses
+
+def _same_as_ddp_uninterrupted(trial, summary, records, tmp_path):
+    """The same trial, uninterrupted, on this host under DDP (torchrun): the same final weights and losses."""
     ref = tmp_path / "ref"
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                         "-m", "lbscale.cli", "train", "--config", str(trial / "trial.yaml"), "--out", str(ref),
-                        "--quiet"], capture_output=True, text=True, timeout=600, env=_env())
+                        "--engine", "ddp", "--quiet"], capture_output=True, text=True, timeout=600, env=_env())
     assert r.returncode == 0, r.stderr[-3000:]
     assert read_json(ref / "summary.json")["param_digests"] == summary["param_digests"]
     ref_losses = [r["train_loss"] for r in read_jsonl(ref / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
-    assert ref_losses == [r["train_loss"] for r in records if r.get("kind", "epoch") == "epoch"]
+    assert ref_losses == [r["train_loss"] for r in records]
+
+
+@pytest.mark.slow
+def test_two_node_trial_requeued_resumes_exactly(two_nodes, tiny_h5, tmp_path):
+    trial, summary, cfg, records = _preempted_once(tiny_h5, tmp_path)
+    assert cfg["hosts"] == ["lbsn1", "lbsn2"] and cfg["launcher"] == "slurm" and cfg["backend"] == "gloo"
+    assert [r["epoch"] for r in records] == list(range(1, 13))
+    assert all(r["comm_seconds"] > 0 for r in records)
+    log = (trial / "train.log").read_text()
+    assert log.count("Exited with exit code 75") == 2, log[-2000:]  # both ranks checkpointed, then the requeue
+    _same_as_ddp_uninterrupted(trial, summary, records, tmp_path)
 
 
 @pytest.mark.slow
@@ -142,31 +152,7 @@ def test_two_node_horovod_trial_requeued_trains_as_ddp_does(two_nodes, horovod, 
     the first node lets them find each other (through the profile's suffixed address, Gloo on ib0); preempted and
     requeued, it resumes and ends with the weights and losses of the same trial run uninterrupted under DDP here
     (2 ranks: the averaged gradients are the same bit for bit under either engine)."""
-    spec, systems, results = tmp_path / "twonode.yaml", tmp_path / "systems.yaml", tmp_path / "res"
-    spec.write_text(SPEC.format(data=tiny_h5))
-    systems.write_text(SYSTEMS)
-    lbscale("sweep", spec, "--launcher", "slurm", "--system", "twonode", "--systems", systems, "--requeue",
-            "--results", results, "--engine", "horovod")
-    trial = _trials(results)[0]
-    job = read_json(trial / "submitted.json")["job"]
-    deadline = time.time() + 400
-    while len(read_jsonl(trial / "metrics.jsonl")) < 1 and time.time() < deadline:
-        time.sleep(0.3)
-    subprocess.run(["scancel", "--signal=USR1", job], check=True)
-    while not (trial / "summary.json").exists() and time.time() < deadline:
-        time.sleep(1)
-    info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-    assert "Restarts=1" in info, info
-    summary, cfg = read_json(trial / "summary.json"), read_json(trial / "config.json")
-    assert summary["status"] == "completed", (summary, (trial / "train.log").read_text()[-3000:])
+    trial, summary, cfg, records = _preempted_once(tiny_h5, tmp_path, "--engine", "horovod")
     assert cfg["hosts"] == ["lbsn1", "lbsn2"] and cfg["launcher"] == "slurm" and cfg["backend"] == "horovod-gloo"
-    records = [r for r in read_jsonl(trial / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
     assert [r["epoch"] for r in records] == list(range(1, 13)) and all(r["comm_seconds"] > 0 for r in records)
-    ref = tmp_path / "ref"  # DDP, uninterrupted, on this host
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "-m", "lbscale.cli", "train", "--config", str(trial / "trial.yaml"), "--out", str(ref),
-                        "--engine", "ddp", "--quiet"], capture_output=True, text=True, timeout=600, env=_env())
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert read_json(ref / "summary.json")["param_digests"] == summary["param_digests"]
-    ref_losses = [r["train_loss"] for r in read_jsonl(ref / "metrics.jsonl") if r.get("kind", "epoch") == "epoch"]
-    assert ref_losses == [r["train_loss"] for r in records]
+    _same_as_ddp_uninterrupted(trial, summary, records, tmp_path)
