@@ -40,6 +40,8 @@ if "$PY" -c 'import horovod.torch' 2>/dev/null; then
     exit 0
   fi
 fi
+# Horovod's own requirements, from a cached wheel as for a build (its wheel goes in without them)
+"$PY" -m pip install -q cloudpickle psutil pyyaml packaging || die "could not install Horovod's requirements"
 mkdir -p "$CACHE/$KEY"
 WHEEL=$(ls "$CACHE/$KEY"/horovod-*.whl 2>/dev/null | head -1 || true)
 if [ -z "$WHEEL" ]; then
@@ -68,7 +70,7 @@ if [ -z "$WHEEL" ]; then
       "$SRC/cmake/Modules/FindPytorch.cmake"
     grep -q 'print(False)' "$SRC/cmake/Modules/FindPytorch.cmake" || die "the CPU patch did not apply"
   fi
-  "$PY" -m pip install -q cloudpickle psutil pyyaml packaging wheel
+  "$PY" -m pip install -q wheel
   export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1
   export HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1
   if [ "$CUDA" = cuda ]; then
