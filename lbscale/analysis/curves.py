@@ -123,6 +123,20 @@ def samples_at(batch: float, b_ref: float, e_ref: float, b_crit: float) -> float
     return e_ref * (1 + batch / b_crit) / (1 + b_ref / b_crit)
 
 
+def predicted_samples(batch: float, guess: tuple[str, float], mid: int, s_mid: float, largest: int,
+                      s_top: float) -> float:
+    """Samples to the target at `batch` from a pilot's two batches (McCandlish et al.'s E(B)): with a B_crit
+    guess through it; past perfect scaling up to the largest batch, as if B_crit were that batch (the cheapest
+    assumption that still costs samples above it); with no saving at all, the largest batch's steps at every
+    batch."""
+    kind, b = guess
+    if kind in ("value", "none"):  # none: no larger batch measured, B_crit taken at the middle batch
+        return samples_at(batch, mid, s_mid, b)
+    if kind == "above":
+        return samples_at(batch, mid, s_mid, float(largest))
+    return s_top * batch / largest
+
+
 def pow2_floor(x: float) -> int:
     return 1 << max(0, int(math.floor(math.log2(max(x, 1.0)))))
 
@@ -152,6 +166,15 @@ def trimmed(lo: int, hi: int, guess: tuple[str, float]) -> tuple[int, int]:
     if kind == "value" and hi // 2 < 2 * b:
         return lo * 2, hi
     return lo, hi // 2
+
+
+def trimmings(lo: int, hi: int, guess: tuple[str, float], fewest: int) -> list[list[int]]:
+    """The doubling batches of [lo, hi], then each with one batch fewer (`trimmed`), down to `fewest` batches."""
+    out = [[lo << i for i in range(int(math.log2(hi // lo)) + 1)]]
+    while len(out[-1]) > fewest:
+        lo, hi = trimmed(lo, hi, guess)
+        out.append([lo << i for i in range(int(math.log2(hi // lo)) + 1)])
+    return out
 
 
 def target_value(chance: float, level: float, fraction: float) -> float:

@@ -16,8 +16,7 @@ from lbscale.analysis import curves as c
 from lbscale.analysis.evaluations import NEAR_SE
 from lbscale.analysis.ladder import ladder_targets
 from lbscale.analysis.lr_search import ALPHA_RANGE, SEARCH_TRIALS, covering, lr_choice, search_ratios, widened
-from lbscale.analysis.pilot import (SMALLEST, Choice, DataFacts, Pilot, Stage, best_of, bowl_of, fastest,
-                                    fastest_lrs)
+from lbscale.analysis.pilot import SMALLEST, Choice, DataFacts, Pilot, at_target, best_of, fastest
 from lbscale.analysis.pricing import CONFIRM_TOP, SUBSETS, EvalChoice, evaluation_choice, grid_seconds, per_sample_at
 from lbscale.errors import LbscaleError
 
@@ -53,6 +52,7 @@ class Plan:
     points: int = SEARCH_TRIALS  # search points a batch
     confirm: int = CONFIRM_TOP  # the best points run again with one more seed
     ladder: tuple = ()  # the trials' targets: a ladder below `target`, and `target` last
+    fastest_lrs: tuple = ()  # the middle batch's LRs that reached `target` at the same first evaluation
 
 
 @dataclass(frozen=True)
@@ -88,35 +88,13 @@ class Design:
 # --- the plan for one target -------------------------------------------------------------------------------------
 
 
-def doubling(lo: int, hi: int) -> list[int]:
-    out, b = [], lo
-    while b <= hi:
-        out.append(b)
-        b *= 2
-    return out
-
-
-def predicted_samples(batch: float, guess: tuple[str, float], mid: int, s_mid: float, largest: int,
-                      s_top: float) -> float:
-    """Samples to the target at `batch` from the pilot's two batches (McCandlish et al.'s E(B)): with a B_crit
-    guess through it; past perfect scaling up to the largest batch, as if B_crit were that batch (the cheapest
-    assumption that still costs samples above it); with no saving at all, the largest batch's steps at every
-    batch."""
-    kind, b = guess
-    if kind in ("value", "none"):  # none: no larger batch measured, B_crit taken at the middle batch
-        return c.samples_at(batch, mid, s_mid, b)
-    if kind == "above":
-        return c.samples_at(batch, mid, s_mid, float(largest))
-    return s_top * batch / largest
-
-
-def rung_choice(top: Stage, facts: DataFacts, batches: list[int], samples: dict, largest: int) -> Choice:
-    """The first rung of successive halving: where the LRs' order at the largest batch settled (`settled_samples`),
-    unless it never did or only past half the fewest samples to the target."""
-    settled = c.settled_samples([curve for _, curve in top], facts.val)
+def rung_choice(settled: float | None, lrs: int, val: int, batches: list[int], samples: dict, largest: int) -> Choice:
+    """The first rung of successive halving: where the LRs' order at the largest batch settled (`settled` samples,
+    `curves.settled_samples` on its `lrs` trials), unless it never did or only past half the fewest samples to the
+    target."""
     if settled is None:
-        return Choice(None, f"the pilot's {len(top)} LRs at batch {largest} never led one another by more than "
-                            f"{c.Z_SETTLED:g} standard errors on the {facts.val:,}-image val split: no pruning")
+        return Choice(None, f"the pilot's {lrs} LRs at batch {largest} never led one another by more than "
+                            f"{c.Z_SETTLED:g} standard errors on the {val:,}-image val split: no pruning")
     fewest = min(samples[b] for b in batches)
     if settled > fewest / 2:
         return Choice(None, f"the LRs' order at batch {largest} settled after {settled:,.0f} samples, more than half "
@@ -125,24 +103,24 @@ def rung_choice(top: Stage, facts: DataFacts, batches: list[int], samples: dict,
                                            f"> {c.Z_SETTLED:g} SE from then on) after {settled:,.0f} samples")
 
 
-def top_samples(pilot: Pilot, target: float, s_mid: float) -> tuple[float, bool]:
-    """(samples to `target` at the pilot's largest batch, whether it reached it there): where it did not, 1.5x what
-    its pilot trained (1.5x the middle batch's scaled to the larger batch where it ran no trial)."""
-    mid, largest = pilot.record.mid, pilot.record.largest
-    s_top = fastest(pilot.stages.get("largest") or [], target)[1]
-    if s_top is not None:
-        return s_top, True
-    top = pilot.stages.get("largest")
-    curve = best_of(top)[1] if top else []
-    return (1.5 * curve[-1][0] if curve else 1.5 * s_mid * largest / mid), False
-
-
-def guess_of(pilot: Pilot, s_mid: float, s_top: float) -> tuple[str, float]:
-    """The critical batch's guess from the pilot's two batches (`curves.b_crit_from_two`); ('none', mid) where it
-    ran no larger batch: the study's batches then centre on the middle one."""
-    if not pilot.stages.get("largest"):
-        return "none", float(pilot.record.mid)
-    return c.b_crit_from_two(pilot.record.mid, s_mid, pilot.record.largest, s_top)
+def study_shapes(ranges: list[list[int]], reduce: bool) -> list[tuple[list[int], int, int]]:
+    """(batches, search points, confirmed) of the study, whole first, each cut once more where the grid before it
+    does not fit its budget: a batch fewer down to 4 (`ranges`: each range one batch fewer, `curves.trimmings`);
+    with `reduce`, then the search to REDUCED_TRIALS points, the confirmation to REDUCED_TOP, and a batch fewer
+    down to FEWEST_BATCHES."""
+    wide = [(r, SEARCH_TRIALS, CONFIRM_TOP) for r in ranges if len(r) > 4]
+    four = ranges[len(wide)]
+    shapes = wide + [(four, SEARCH_TRIALS, CONFIRM_TOP)]
+    if not reduce:
+        return shapes
+    points, confirm = SEARCH_TRIALS, CONFIRM_TOP
+    if points > REDUCED_TRIALS:
+        points = REDUCED_TRIALS
+        shapes.append((four, points, confirm))
+    if confirm > REDUCED_TOP:
+        confirm = REDUCED_TOP
+        shapes.append((four, points, confirm))
+    return shapes + [(r, points, confirm) for r in ranges[len(wide) + 1:] if len(r) >= FEWEST_BATCHES]
 
 
 def plan_for(target: float, pilot: Pilot, facts: DataFacts, budget: float, lr_range: Choice,
@@ -150,44 +128,29 @@ def plan_for(target: float, pilot: Pilot, facts: DataFacts, budget: float, lr_ra
     """The batches, evaluations, rung, the searched LR range (`covering`) and the grid's price for one target;
     None where the middle batch never reached it in the pilot (the pilot cannot price it). Where the grid does not
     fit `budget`, a batch fewer (5 to 4); with `reduce`, further cuts as REDUCED_TRIALS and FEWEST_BATCHES say, as
-    far as it must."""
-    mid, largest, stages = pilot.record.mid, pilot.record.largest, pilot.stages
-    lr_ref, s_mid = fastest(stages["mid"], target)
-    if s_mid is None:
+    far as it must (`study_shapes`)."""
+    mid, largest, top = pilot.record.mid, pilot.record.largest, pilot.stages.get("largest")
+    at = at_target(pilot, target, facts.val, SUBSETS, NEAR_SE)
+    if at is None:
         return None
-    s_top, reached_top = top_samples(pilot, target, s_mid)
-    guess = guess_of(pilot, s_mid, s_top)
-    lo, hi = c.batch_range(guess, SMALLEST, max(SMALLEST * 2, c.pow2_floor(facts.train / 4)))
-    bowl = bowl_of(stages["mid"], target, s_mid, lr_ref)
-    curve = dict(stages["mid"])[lr_ref]
-    near = {n: c.near_fraction(curve, target, n, NEAR_SE) for n in [facts.val, *SUBSETS] if n <= facts.val}
-    points, confirm = SEARCH_TRIALS, CONFIRM_TOP
-    while True:
-        batches = doubling(lo, hi)
-        searched = covering(lr_range, span, rule, batches, mid)
-        samples = {b: predicted_samples(b, guess, mid, s_mid, largest, s_top) for b in batches}
+    lo, hi = c.batch_range(at.guess, SMALLEST, max(SMALLEST * 2, c.pow2_floor(facts.train / 4)))
+    ranges = c.trimmings(lo, hi, at.guess, FEWEST_BATCHES)
+    predicted = {b: c.predicted_samples(b, at.guess, mid, at.s_mid, largest, at.s_top) for b in ranges[0]}
+    shapes = study_shapes(ranges, reduce)
+    covered = [covering(lr_range, span, rule, batches, mid) for batches, _, _ in shapes]
+    ratios = [search_ratios(searched.value, at.lr, points) for (_, points, _), searched in zip(shapes, covered)]
+    for i, (batches, _, confirm) in enumerate(shapes):
+        samples = {b: predicted[b] for b in batches}
         epochs = {b: max(2, math.ceil(EPOCHS_X * samples[b] / facts.train)) for b in batches}
-        ev = evaluation_choice(batches, samples, pilot.costs, facts, near, target, LADDER)
-        rung = rung_choice(stages.get("largest") or stages["mid"], facts, batches, samples,
-                           largest if stages.get("largest") else mid)
-        seconds = grid_seconds(batches, samples, pilot.costs, facts, ev, rung.value, bowl,
-                               search_ratios(searched.value, lr_ref, points), epochs, confirm, LADDER)
+        rung = rung_choice(at.settled, len(top or pilot.stages["mid"]), facts.val, batches, samples,
+                           largest if top else mid)
+        ev = evaluation_choice(batches, samples, pilot.costs, facts, at.near, target, LADDER)
+        seconds = grid_seconds(batches, samples, pilot.costs, facts, ev, rung.value, at.bowl, ratios[i], epochs,
+                               confirm, LADDER)
         if seconds <= budget:
             break
-        if len(batches) > 4:
-            lo, hi = c.trimmed(lo, hi, guess)  # the budget does not pay for all five
-        elif not reduce:
-            break
-        elif points > REDUCED_TRIALS:
-            points = REDUCED_TRIALS
-        elif confirm > REDUCED_TOP:
-            confirm = REDUCED_TOP
-        elif len(batches) > FEWEST_BATCHES:
-            lo, hi = c.trimmed(lo, hi, guess)
-        else:
-            break
-    return Plan(target, s_mid, s_top, reached_top, guess, batches, samples, epochs, ev, rung, seconds,
-                seconds <= budget, bowl, lr_ref, searched, points, confirm)
+    return Plan(target, at.s_mid, at.s_top, at.reached_top, at.guess, batches, samples, epochs, ev, rung, seconds,
+                seconds <= budget, at.bowl, at.lr, covered[i], shapes[i][1], confirm, fastest_lrs=tuple(at.fastest_lrs))
 
 
 # --- the target and the whole design -----------------------------------------------------------------------------
@@ -197,8 +160,8 @@ def target_level(pilot: Pilot, facts: DataFacts) -> tuple[float, float, bool]:
     """(chance, the plateau's level, whether the middle batch's best curve still rose): refused where the pilot's
     curves never rose above chance by more than an evaluation's noise."""
     curves = [curve for stage in pilot.stages.values() for _, curve in stage if curve]
-    level = max(c.plateau([v for _, v in curve], facts.val).level for curve in curves)
-    rising = c.plateau([v for _, v in best_of(pilot.stages["mid"])[1]], facts.val).rising
+    best, *rest = [c.plateau([v for _, v in curve], facts.val) for curve in [best_of(pilot.stages["mid"])[1], *curves]]
+    level, rising = max(q.level for q in rest), best.rising
     chance = facts.chance if facts.chance is not None else min(curve[0][1] for curve in curves)
     if level - chance <= c.Z_SETTLED * c.binomial_se(chance, facts.val):  # within an evaluation's noise of chance
         raise LbscaleError(f"design: the pilot's trials never rose above chance ({facts.metric} at most {level:.3f}, "
@@ -208,10 +171,11 @@ def target_level(pilot: Pilot, facts: DataFacts) -> tuple[float, float, bool]:
 
 
 def choose_target(target: float | None, pilot: Pilot, facts: DataFacts, budget: float, lr_range: Choice,
-                  rule: str, span: tuple[float, float]) -> tuple[Plan, float, float, str]:
+                  rule: str, span: tuple[float, float], levels: tuple | None = None) -> tuple[Plan, float, float, str]:
     """The user's target, or the hardest fraction of the way from chance to the plateau whose grid fits the
-    budget (at least 0.7 of the way); (plan, chance, plateau level, how the target was chosen)."""
-    chance, level, rising = target_level(pilot, facts)
+    budget (at least 0.7 of the way); (plan, chance, plateau level, how the target was chosen). `levels`: the
+    pilot's `target_level` where it was read already."""
+    chance, level, rising = levels or target_level(pilot, facts)
     rec = pilot.record
     if target is not None:
         plan = plan_for(target, pilot, facts, budget, lr_range, rule, span)
@@ -246,14 +210,15 @@ def decide(pilot: Pilot, facts: DataFacts, wall: float, target: float | None = N
     over it; the ladder of targets below it. Refused, with the --wall that would do, where even the smallest study
     is priced past all that is left."""
     rule, lr_range, span = lr_choice(pilot)
-    chance, level, _ = target_level(pilot, facts)
+    levels = target_level(pilot, facts)
+    chance, level, _ = levels
     named, named_how = ((for_target, "given (--for-target)") if for_target is not None else
                         (math.floor(level * 1000) / 1000, "the pilot's plateau (--for-target names another)"))
     reserve = long_run(pilot, facts, named, named_how, chance, level)
     left = max(wall - pilot.record.seconds - (reserve.seconds if reserve else 0.0), 0.0)
     budget = GRID_SHARE * left
-    plan, chance, level, how = choose_target(target, pilot, facts, budget, lr_range, rule.value, span)
-    wide = widened(lr_range, fastest_lrs(pilot.stages["mid"], plan.target), pilot.record.mid)
+    plan, chance, level, how = choose_target(target, pilot, facts, budget, lr_range, rule.value, span, levels)
+    wide = widened(lr_range, list(plan.fastest_lrs), pilot.record.mid)
     if wide is not lr_range:  # the grid priced again over the wider search, at the chosen target
         cut = plan.points < SEARCH_TRIALS or plan.confirm < CONFIRM_TOP or len(plan.batches) < 4
         plan = plan_for(plan.target, pilot, facts, budget, wide, rule.value, span, cut) or plan
@@ -283,8 +248,8 @@ def long_run(pilot: Pilot, facts: DataFacts, named: float, how: str, chance: flo
 
     if named <= chance:
         return None
-    own = fastest(pilot.stages["mid"], c.target_value(chance, level, c.TARGET_FRACTIONS[0]))[1]
-    there = fastest(pilot.stages["mid"], named)[1]
+    own, there = [fastest(pilot.stages["mid"], t)[1]
+                  for t in (c.target_value(chance, level, c.TARGET_FRACTIONS[0]), named)]
     stretch = max(there / own, 1.0) if own and there else None
     samples = (own or 0.0) * (stretch or MAX_STRETCH) * SMALLEST / pilot.record.mid
     per = per_sample_at(pilot.costs, SMALLEST)

@@ -254,11 +254,6 @@ def edge_lr(stage: Stage) -> float | None:
     return ranked[best][0] * (LR_STEP if best else 1 / LR_STEP)
 
 
-def reached_at(stage: Stage, target: float) -> list[tuple[float, float]]:
-    """(samples, LR) of each of the stage's LRs that reached `target`, at the first evaluation at or past it."""
-    return [(s, lr) for lr, curve in stage if (s := c.samples_to(curve, target)) is not None]
-
-
 def fastest(stage: Stage, target: float) -> tuple[float | None, float | None]:
     """(LR, samples) of the stage's LR that reached `target` in the fewest samples, read between the evaluations
     around its crossing (`crossing_samples`: a pilot evaluates a few times an epoch, and the first evaluation past
@@ -268,18 +263,48 @@ def fastest(stage: Stage, target: float) -> tuple[float | None, float | None]:
     return (min(crossed)[1], min(crossed)[0]) if crossed else (None, None)
 
 
-def fastest_lrs(stage: Stage, target: float) -> list[float]:
-    """The stage's LRs that reached `target` in the fewest samples, ties included (reached at the same evaluation:
-    the pilot cannot tell them apart), in order; [] where none did."""
-    reached = reached_at(stage, target)
-    return sorted(lr for s, lr in reached if s == min(reached)[0]) if reached else []
+@dataclass(frozen=True)
+class AtTarget:
+    """The pilot read at one target, each value once: the middle batch's fastest LR (`lr`) and its samples there
+    (`s_mid`, read between the evaluations around the crossing); the largest batch's (`s_top`; `reached_top`
+    False: 1.5x what its best trained, or 1.5x the middle batch's scaled to it where it ran no trial); the critical
+    batch's guess from the two; the LR bowl (`bowl_of`); for each val subset, the share of the steps to the target
+    from which the fastest curve comes within `z` of its standard errors of it (`near`); the LRs that reached it at
+    the same first evaluation (`fastest_lrs`); and, whatever the target, after how many samples the LRs' order at
+    the largest batch (the middle one where it ran none) settled (`settled`, `curves.settled_samples`)."""
+
+    target: float
+    lr: float
+    s_mid: float
+    s_top: float
+    reached_top: bool
+    guess: tuple
+    bowl: dict
+    near: dict
+    fastest_lrs: list
+    settled: float | None
 
 
-def bowl_of(stage: Stage, target: float, s_ref: float, lr_ref: float) -> dict:
-    """The pilot's LR bowl at its middle batch for `target`: LR / lr_ref -> samples to the target (its crossing)
-    / s_ref (None where that LR did not reach it in the pilot)."""
-    out = {}
-    for lr, curve in sorted(stage):
-        reached = c.crossing_samples(curve, target)
-        out[float(f"{lr / lr_ref:.4g}")] = round(reached / s_ref, 3) if reached else None
-    return out
+def at_target(pilot: Pilot, target: float, val: int, subsets, z: float) -> AtTarget | None:
+    """The pilot read at `target` (`AtTarget`); None where the middle batch did not reach it."""
+    mid, top = pilot.stages["mid"], pilot.stages.get("largest") or []
+    best_top = best_of(top)[1] if top else []
+    crossed = {name: [(c.crossing_samples(curve, target), lr) for lr, curve in stage]
+               for name, stage in (("mid", mid), ("largest", top))}
+    first = [(s, lr) for lr, curve in mid if (s := c.samples_to(curve, target)) is not None]
+    reached = {name: [(s, lr) for s, lr in v if s is not None] for name, v in crossed.items()}
+    if not reached["mid"]:
+        return None
+    s_mid, lr = min(reached["mid"])
+    rec = pilot.record
+    if reached["largest"]:
+        s_top, reached_top = min(reached["largest"])[0], True
+    else:
+        s_top, reached_top = (1.5 * best_top[-1][0] if best_top else 1.5 * s_mid * rec.largest / rec.mid), False
+    guess = c.b_crit_from_two(rec.mid, s_mid, rec.largest, s_top) if top else ("none", float(rec.mid))
+    settled = c.settled_samples([curve for _, curve in top or mid], val)
+    near = {n: c.near_fraction(dict(mid)[lr], target, n, z) for n in [val, *subsets] if n <= val}
+    bowl = {float(f"{lr_ / lr:.4g}"): round(s / s_mid, 3) if s else None
+            for s, lr_ in sorted(crossed["mid"], key=lambda x: x[1])}
+    lrs = sorted(lr_ for s, lr_ in first if s == min(first)[0]) if first else []
+    return AtTarget(target, lr, s_mid, s_top, reached_top, guess, bowl, near, lrs, settled)

@@ -171,8 +171,10 @@ def test_the_lr_range_widens_to_cover_every_lr_fastest_to_the_chosen_target():
     # later, 0.1581 never; the range, 4x either side of the best final value (0.01581), was [0.00395, 0.0632]
     stage = [(0.005, [(3000, 0.6), (6000, 0.72), (9000, 0.78)]), (0.01581, [(3000, 0.7), (6000, 0.775)]),
              (0.05, [(3000, 0.69), (6000, 0.771)]), (0.1581, [(3000, 0.5), (6000, 0.6)])]
-    assert P.fastest_lrs(stage, 0.77) == [0.01581, 0.05]
-    assert P.fastest_lrs(stage, 0.99) == []
+    at = P.at_target(pilot(stage, []), 0.77, FACTS.val, (), 2.0)
+    assert at.fastest_lrs == [0.01581, 0.05]
+    assert at.guess == ("none", 64.0) and not at.reached_top  # no larger batch: B_crit taken at the middle one
+    assert P.at_target(pilot(stage, []), 0.99, FACTS.val, (), 2.0) is None  # none reached it: nothing to read
     rng = lr_search.widened(P.Choice((0.00395, 0.0632), "4x either side of 0.01581"), [0.01581, 0.05], 64)
     assert rng.value == (0.00395, 0.2)
     assert "widened to 4x past 0.01581 and 0.05, the pilot's LRs fastest to the target at batch 64" in rng.why

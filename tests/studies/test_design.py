@@ -149,7 +149,8 @@ def test_a_second_design_on_the_same_results_is_refused_before_it_touches_the_pi
 
 def test_a_trial_trained_on_from_its_checkpoint_is_the_longer_trial(tiny_h5, tmp_path):
     from lbscale.analysis.pilot import PilotRecord, Timing
-    from lbscale.studies.design import DesignOptions, PilotRun, check_inputs
+    from lbscale.studies.design import DesignOptions, check_inputs
+    from lbscale.studies.pilot_run import PilotRun
 
     o = DesignOptions(data=tiny_h5, model="simple_cnn", wall="60m", out=tmp_path / "x.yaml")
     facts = check_inputs(o, 3600.0)
@@ -207,7 +208,8 @@ def test_the_pilots_trials_stop_at_its_limit_and_a_rerun_trains_nothing_more(tin
     import time
 
     from lbscale.analysis.pilot import PilotRecord, Timing
-    from lbscale.studies.design import DesignOptions, PilotRun, check_inputs
+    from lbscale.studies.design import DesignOptions, check_inputs
+    from lbscale.studies.pilot_run import PilotRun
 
     o = DesignOptions(data=tiny_h5, model="simple_cnn", wall="30m", out=tmp_path / "x.yaml")
     facts = check_inputs(o, 1800.0)
