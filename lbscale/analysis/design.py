@@ -16,8 +16,9 @@ from lbscale.analysis import curves as c
 from lbscale.analysis.evaluations import NEAR_SE
 from lbscale.analysis.ladder import ladder_targets
 from lbscale.analysis.lr_search import ALPHA_RANGE, SEARCH_TRIALS, covering, lr_choice, search_ratios, widened
-from lbscale.analysis.pilot import SMALLEST, Choice, DataFacts, Pilot, at_target, best_of, fastest
-from lbscale.analysis.pricing import CONFIRM_TOP, SUBSETS, EvalChoice, evaluation_choice, grid_seconds, per_sample_at
+from lbscale.analysis.pilot import SMALLEST, DataFacts, Pilot, at_target, best_of, fastest
+from lbscale.analysis.pricing import (CONFIRM_TOP, SUBSETS, Choice, EvalChoice, evaluation_choice, grid_seconds,
+                                     per_sample_at, rung_choice)
 from lbscale.errors import LbscaleError
 
 # where the budget does not pay for the grid, what may be cut, in order: batches down to 4, the search to 4 points,
@@ -86,21 +87,6 @@ class Design:
 
 
 # --- the plan for one target -------------------------------------------------------------------------------------
-
-
-def rung_choice(settled: float | None, lrs: int, val: int, batches: list[int], samples: dict, largest: int) -> Choice:
-    """The first rung of successive halving: where the LRs' order at the largest batch settled (`settled` samples,
-    `curves.settled_samples` on its `lrs` trials), unless it never did or only past half the fewest samples to the
-    target."""
-    if settled is None:
-        return Choice(None, f"the pilot's {lrs} LRs at batch {largest} never led one another by more than "
-                            f"{c.Z_SETTLED:g} standard errors on the {val:,}-image val split: no pruning")
-    fewest = min(samples[b] for b in batches)
-    if settled > fewest / 2:
-        return Choice(None, f"the LRs' order at batch {largest} settled after {settled:,.0f} samples, more than half "
-                            f"the fewest samples to the target ({fewest:,.0f}): pruning would save little; none")
-    return Choice(int(math.ceil(settled)), f"the LRs' order at batch {largest} settled (the best ahead by "
-                                           f"> {c.Z_SETTLED:g} SE from then on) after {settled:,.0f} samples")
 
 
 def study_shapes(ranges: list[list[int]], reduce: bool) -> list[tuple[list[int], int, int]]:

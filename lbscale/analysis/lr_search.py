@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from lbscale.analysis.pilot import LR_STEP, Choice, Pilot, best_of
+from lbscale.analysis.pilot import LR_STEP, Pilot, best_of
+from lbscale.analysis.pricing import Choice
 from lbscale.analysis.sampling import loguniform, unit_points
 
 SEARCH_TRIALS = 6

@@ -226,14 +226,6 @@ class Pilot:
     costs: Costs
 
 
-@dataclass(frozen=True)
-class Choice:
-    """One decision of the design: its value and the measured reason the spec's comment gives."""
-
-    value: object
-    why: str
-
-
 def final_value(curve: Curve) -> float:
     """How good a pilot trial got: its highest 3-evaluation running mean (-inf for a trial that measured
     nothing); one noisy evaluation does not decide, and of two LRs the one that got higher sooner wins."""

@@ -1,9 +1,9 @@
 """What a designed study's trials cost, as pure arithmetic: the seconds a training sample takes at a batch from
 the batches the pilot timed (`per_sample_at`), the samples a search point trains given the pilot's LR bowl
-(`bowl_factor`, `designed_samples`), the evaluations that fit their share of training (`evaluation_choice`) and
-the grid's price (`grid_seconds`). The designer prices its grid by these (analysis/design.py) and
-`sweep --estimate` a designed spec's trials (sweep/estimate.py). `facts` is the data's `pilot.DataFacts`
-(train, val and test sizes).
+(`bowl_factor`, `designed_samples`), where pruning's first rung pays (`rung_choice`), the evaluations that fit
+their share of training (`evaluation_choice`) and the grid's price (`grid_seconds`). The designer prices its grid
+by these (analysis/design.py) and `sweep --estimate` a designed spec's trials (sweep/estimate.py). `facts` is the
+data's `pilot.DataFacts` (train, val and test sizes).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import bisect
 import math
 from dataclasses import dataclass
 
+from lbscale.analysis.curves import Z_SETTLED
 from lbscale.analysis.evaluations import check_reads, check_share, evals_to, near_checks, near_evals, spaced_evals
 
 EVAL_SHARE = 0.10  # evaluations inside epochs: at most this share of training time
@@ -63,6 +64,29 @@ def designed_samples(samples: float, rung: float | None, factor: float | None = 
     return need
 
 
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One decision of the design: its value and the measured reason the spec's comment gives."""
+
+    value: object
+    why: str
+
+
+def rung_choice(settled: float | None, lrs: int, val: int, batches: list[int], samples: dict, largest: int) -> Choice:
+    """The first rung of successive halving: where the LRs' order at the largest batch settled (`settled` samples,
+    `curves.settled_samples` on its `lrs` trials), unless it never did or only past half the fewest samples to the
+    target."""
+    if settled is None:
+        return Choice(None, f"the pilot's {lrs} LRs at batch {largest} never led one another by more than "
+                            f"{Z_SETTLED:g} standard errors on the {val:,}-image val split: no pruning")
+    fewest = min(samples[b] for b in batches)
+    if settled > fewest / 2:
+        return Choice(None, f"the LRs' order at batch {largest} settled after {settled:,.0f} samples, more than half "
+                            f"the fewest samples to the target ({fewest:,.0f}): pruning would save little; none")
+    return Choice(int(math.ceil(settled)), f"the LRs' order at batch {largest} settled (the best ahead by "
+                                           f"> {Z_SETTLED:g} SE from then on) after {settled:,.0f} samples")
 
 
 @dataclass(frozen=True)
@@ -124,9 +148,10 @@ def evaluation_choice(batches: list[int], samples: dict, costs: Costs, facts, ne
     fits, the cheapest, with `floor`: (the share the crossing's own whole-split evaluation takes of the optimum's
     training, at the batch where it weighs most)."""
     first = {b: first_step(samples[b] / b) for b in batches}
+    per = {b: per_sample_at(costs, b) for b in batches}
     # the crossing's own evaluation of the whole split, which no subset or spacing avoids, over the optimum's
     # training: where it alone takes most of EVAL_SHARE, nothing fits, and the spec says why
-    floor = max((facts.val * costs.per_eval_example / (samples[b] * per_sample_at(costs, b)), b) for b in batches)
+    floor = max((facts.val * costs.per_eval_example / (samples[b] * per[b]), b) for b in batches)
     subsets = [facts.val] + [s for s in SUBSETS if s < facts.val]
     tried = []
     for spacing in SPACINGS:
@@ -135,7 +160,7 @@ def evaluation_choice(batches: list[int], samples: dict, costs: Costs, facts, ne
                                                check_share(target, subset, facts.val)) if subset < facts.val else 0
                       for b in batches}
             share, at = max(((len(evals_to(first[b], spacing, samples[b] / b)) * subset + checks[b] * facts.val)
-                             * costs.per_eval_example / (samples[b] * per_sample_at(costs, b)), b) for b in batches)
+                             * costs.per_eval_example / (samples[b] * per[b]), b) for b in batches)
             ev = EvalChoice(subset, spacing, first, share, at, near[subset], target, floor)
             if share <= EVAL_SHARE:
                 return ev
@@ -151,7 +176,7 @@ def grid_seconds(batches: list[int], samples: dict, costs: Costs, facts, ev: Eva
     spec's trials by: one that never reaches the target trains its batch's `epochs`), `confirm` reruns at the
     optimum's samples; their step evaluations on the subset and the whole split at each epoch's end and near each of
     `targets` targets; the test split once at each trial's end; a start-up each."""
-    total = 0.0
+    total, per = 0.0, {b: per_sample_at(costs, b) for b in batches}
     for b in batches:
         e, budget = samples[b], float(epochs[b] * facts.train)
         searched = [bowl_factor(bowl, r) for r in ratios]
@@ -164,6 +189,6 @@ def grid_seconds(batches: list[int], samples: dict, costs: Costs, facts, ev: Eva
             examples += (spaced_evals(ev.first[b], ev.spacing, n / b) * ev.subset
                          + (n / facts.train + checks) * facts.val)
         examples += len(runs) * facts.test  # each trial's test split, once at its end
-        total += (sum(n for n, _ in runs) * per_sample_at(costs, b) + examples * costs.per_eval_example
+        total += (sum(n for n, _ in runs) * per[b] + examples * costs.per_eval_example
                   + len(runs) * costs.startup)
     return total

@@ -97,8 +97,8 @@ def test_a_pilot_that_never_rose_above_chance_places_no_target():
     flat = every(100.0, [0.1 + 0.01 * (s % 2) for s in range(1, 9)])  # 0.10-0.11 on 500 images: chance's noise
     facts = DataFacts(3000, 500, 10, "multiclass", "val_top1", 0.1)
     with pytest.raises(LbscaleError, match="never rose above chance"):
-        d.choose_target(None, pilot([(0.05, flat)], [(0.1, flat)]), facts, 500.0, P.Choice((0.01, 0.2), "r"), "sqrt",
-                        (0.0, 1.0))
+        d.choose_target(None, pilot([(0.05, flat)], [(0.1, flat)]), facts, 500.0, pricing.Choice((0.01, 0.2), "r"),
+                        "sqrt", (0.0, 1.0))
 
 
 @pytest.mark.parametrize("top_lr, span, rule", [(0.05, (0.0, 0.83), "sqrt"), (0.1, (0.0, 1.0), "sqrt"),
@@ -114,7 +114,7 @@ def test_the_lr_rule_sits_in_the_middle_of_what_the_pilots_two_batches_allow(top
 
 
 def test_the_search_covers_each_batchs_optimum_whatever_alpha_in_the_span():
-    base = P.Choice((0.01, 0.1), "base")
+    base = pricing.Choice((0.01, 0.1), "base")
     # batches 16..256 about 64 under the square-root rule, alpha 0 to 1: (256 / 64)^0.5 = 2 up, (16 / 64)^-0.5 = 2
     # down at either end, so 2x either side
     wide = lr_search.covering(base, (0.0, 1.0), "sqrt", [16, 32, 64, 128, 256], 64)
@@ -175,10 +175,10 @@ def test_the_lr_range_widens_to_cover_every_lr_fastest_to_the_chosen_target():
     assert at.fastest_lrs == [0.01581, 0.05]
     assert at.guess == ("none", 64.0) and not at.reached_top  # no larger batch: B_crit taken at the middle one
     assert P.at_target(pilot(stage, []), 0.99, FACTS.val, (), 2.0) is None  # none reached it: nothing to read
-    rng = lr_search.widened(P.Choice((0.00395, 0.0632), "4x either side of 0.01581"), [0.01581, 0.05], 64)
+    rng = lr_search.widened(pricing.Choice((0.00395, 0.0632), "4x either side of 0.01581"), [0.01581, 0.05], 64)
     assert rng.value == (0.00395, 0.2)
     assert "widened to 4x past 0.01581 and 0.05, the pilot's LRs fastest to the target at batch 64" in rng.why
-    same = P.Choice((0.001, 0.5), "r")  # inside already: unchanged, reason and all
+    same = pricing.Choice((0.001, 0.5), "r")  # inside already: unchanged, reason and all
     assert lr_search.widened(same, [0.01581, 0.05], 64) is same
 
 
@@ -217,7 +217,7 @@ def test_the_critical_batchs_guess_reads_the_crossing_between_evaluations():
            (0.01581, [(30_000, 0.3), (60_000, 0.5), (90_000, 0.6), (120_000, 0.62)])]
     top = [(0.1, [(30_000, 0.2), (60_000, 0.45), (90_000, 0.65), (120_000, 0.7)]),
            (0.03162, [(30_000, 0.1), (60_000, 0.2), (90_000, 0.3), (120_000, 0.4)])]
-    plan = d.plan_for(0.35, pilot(mid, top), FACTS, 1e9, P.Choice((0.01, 0.2), "r"))
+    plan = d.plan_for(0.35, pilot(mid, top), FACTS, 1e9, pricing.Choice((0.01, 0.2), "r"))
     # batch 64: 0.05 is past 0.35 at its first evaluation (nothing before it to read between): 30,000; 0.01581
     # crosses it at 30,000 + 30,000 x 0.05 / 0.2 = 37,500
     assert plan.s_mid == 30_000 and plan.bowl == {0.3162: 1.25, 1.0: 1.0}
