@@ -159,42 +159,50 @@ def target_level(pilot: Pilot, facts: DataFacts) -> tuple[float, float, bool]:
 def choose_target(target: float | None, pilot: Pilot, facts: DataFacts, budget: float, lr_range: Choice,
                   rule: str, span: tuple[float, float], levels: tuple | None = None) -> tuple[Plan, float, float, str]:
     """The user's target, or the hardest fraction of the way from chance to the plateau whose grid fits the
-    budget (at least 0.7 of the way); (plan, chance, plateau level, how the target was chosen). `levels`: the
-    pilot's `target_level` where it was read already."""
+    budget (at least 0.7 of the way); its plan with the LR range widened to the LRs fastest to it and the grid
+    priced again over it; (plan, chance, plateau level, how the target was chosen). `levels`: the pilot's
+    `target_level` where it was read already."""
     chance, level, rising = levels or target_level(pilot, facts)
     rec = pilot.record
+
+    def price(at: float, reduce: bool = False, lrs: Choice = lr_range) -> Plan | None:
+        return plan_for(at, pilot, facts, budget, lrs, rule, span, reduce)
+
     if target is not None:
-        plan = plan_for(target, pilot, facts, budget, lr_range, rule, span)
-        plan = plan if plan is None or plan.fits else plan_for(target, pilot, facts, budget, lr_range, rule, span, True)
+        plan = price(target)
+        plan = plan if plan is None or plan.fits else price(target, True)
         if plan is None:
             raise LbscaleError(f"--target {target}: the pilot's best trial at batch {rec.mid} did not reach it in "
                                f"{rec.epochs} epochs (its best {level:.3f}); give an easier target or a larger --wall")
-        return plan, chance, level, "given (--target)"
-    def plans(reduce: bool) -> list[Plan]:
-        return [p for f in c.TARGET_FRACTIONS if (p := plan_for(c.target_value(chance, level, f), pilot, facts,
-                                                                budget, lr_range, rule, span, reduce))]
-    full = plans(False)
-    if not full:
-        raise LbscaleError(f"design: the pilot's best trial at batch {rec.mid} reached no target "
-                           f"{c.TARGET_FRACTIONS[-1]:g} of the way from chance ({chance:.3f}) to its plateau "
-                           f"({level:.3f}); give --target, or a larger --wall for a longer pilot")
-    fitting = [p for p in full if p.fits] or [p for p in plans(True) if p.fits]
-    plan = fitting[0] if fitting else plan_for(full[-1].target, pilot, facts, budget, lr_range, rule, span, True)
-    how = ("the hardest the budget pays for" if fitting and fitting[0] in full else
-           "the hardest the budget pays for with the study cut" if fitting else
-           "the easiest allowed; the budget pays for none (the smallest grid is priced past its share)")
-    longer = (f"; batch {rec.mid}'s best LR trained on to {rec.epochs_long} epochs, its curve having risen at the "
-              f"end of {rec.epochs}") if rec.epochs_long else ""
-    return plan, chance, level, how + longer + ("; the pilot's curve still rose at its end" if rising else "")
+        how = "given (--target)"
+    else:
+        full = [p for f in c.TARGET_FRACTIONS if (p := price(c.target_value(chance, level, f)))]
+        if not full:
+            raise LbscaleError(f"design: the pilot's best trial at batch {rec.mid} reached no target "
+                               f"{c.TARGET_FRACTIONS[-1]:g} of the way from chance ({chance:.3f}) to its plateau "
+                               f"({level:.3f}); give --target, or a larger --wall for a longer pilot")
+        fitting = [p for p in full if p.fits] or [p for f in c.TARGET_FRACTIONS
+                                                  if (p := price(c.target_value(chance, level, f), True)) and p.fits]
+        plan = fitting[0] if fitting else price(full[-1].target, True)
+        how = ("the hardest the budget pays for" if fitting and fitting[0] in full else
+               "the hardest the budget pays for with the study cut" if fitting else
+               "the easiest allowed; the budget pays for none (the smallest grid is priced past its share)")
+        how += (f"; batch {rec.mid}'s best LR trained on to {rec.epochs_long} epochs, its curve having risen at the "
+                f"end of {rec.epochs}") if rec.epochs_long else ""
+        how += "; the pilot's curve still rose at its end" if rising else ""
+    wide = widened(lr_range, list(plan.fastest_lrs), rec.mid)
+    if wide is not lr_range:  # the grid priced again over the wider search, at the chosen target
+        plan = price(plan.target, plan.points < SEARCH_TRIALS or plan.confirm < CONFIRM_TOP or len(plan.batches) < 4,
+                     wide) or plan
+    return plan, chance, level, how
 
 
 def decide(pilot: Pilot, facts: DataFacts, wall: float, target: float | None = None,
            for_target: float | None = None) -> Design:
     """The whole design from the pilot: where B_crit is to be predicted (`for_target`, else the pilot's plateau)
     and the long run's price set aside; the LR rule and range, the target and its plan within the grid's share of
-    what is left of `wall`; the range widened to the LRs fastest to the chosen target, and the grid priced again
-    over it; the ladder of targets below it. Refused, with the --wall that would do, where even the smallest study
-    is priced past all that is left."""
+    what is left of `wall` (`choose_target`); the ladder of targets below it. Refused, with the --wall that would
+    do, where even the smallest study is priced past all that is left."""
     rule, lr_range, span = lr_choice(pilot)
     levels = target_level(pilot, facts)
     chance, level, _ = levels
@@ -204,10 +212,6 @@ def decide(pilot: Pilot, facts: DataFacts, wall: float, target: float | None = N
     left = max(wall - pilot.record.seconds - (reserve.seconds if reserve else 0.0), 0.0)
     budget = GRID_SHARE * left
     plan, chance, level, how = choose_target(target, pilot, facts, budget, lr_range, rule.value, span, levels)
-    wide = widened(lr_range, list(plan.fastest_lrs), pilot.record.mid)
-    if wide is not lr_range:  # the grid priced again over the wider search, at the chosen target
-        cut = plan.points < SEARCH_TRIALS or plan.confirm < CONFIRM_TOP or len(plan.batches) < 4
-        plan = plan_for(plan.target, pilot, facts, budget, wide, rule.value, span, cut) or plan
     if plan.seconds > left:
         need = pilot.record.seconds + (reserve.seconds if reserve else 0.0) + plan.seconds / GRID_SHARE
         raise LbscaleError(f"--wall {wall_text(wall)}: the smallest study the pilot prices ({len(plan.batches)} "
