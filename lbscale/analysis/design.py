@@ -203,8 +203,8 @@ def decide(pilot: Pilot, facts: DataFacts, wall: float, target: float | None = N
     and the long run's price set aside; the LR rule and range, the target and its plan within the grid's share of
     what is left of `wall` (`choose_target`); the ladder of targets below it. Refused, with the --wall that would
     do, where even the smallest study is priced past all that is left."""
-    rule, lr_range, span = lr_choice(pilot)
     levels = target_level(pilot, facts)
+    rule, lr_range, span = lr_choice(pilot)
     chance, level, _ = levels
     named, named_how = ((for_target, "given (--for-target)") if for_target is not None else
                         (math.floor(level * 1000) / 1000, "the pilot's plateau (--for-target names another)"))

@@ -1,7 +1,8 @@
-"""The pilot of `lbscale design`: its batches, how long its trials train, whether a curve is trained on, and what
-it spent (`PilotRecord`, whose `spend` is the one place the pilot's seconds are counted); the prices its timings
-give (`costs`); what it measured (`Pilot`) and how its stages read (the best LR, the fastest to a target, the LR
-bowl). Pure functions on typed records; studies/design.py runs the pilot, analysis/design.py decides from it.
+"""The pilot of `lbscale design`: its batches, how long its trials train, and what it spent (`PilotRecord`, whose
+`spend` is the one place the pilot's seconds are counted); its course, stage by stage (`next_step`: whether the
+best is trained on, what the largest batch gets); the prices its timings give (`costs`); what it measured (`Pilot`,
+`measured`) and how it reads at a target (`at_target`: the fastest LR and its samples, the B_crit guess, the LR
+bowl). Pure functions on typed records; studies/pilot_run.py runs the pilot, analysis/design.py decides from it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from lbscale.analysis import curves as c
 from lbscale.analysis.pricing import Costs
+from lbscale.errors import LbscaleError
 
 PILOT_SHARE, PILOT_FLOOR = 0.10, 180.0  # the pilot takes at most max(10% of the budget, 3 minutes)
 # a pilot trial of one epoch shows neither where the curve levels off nor the LRs' order: below two, refuse
@@ -170,6 +172,23 @@ def pilot_seconds_needed(timing: Timing, facts: DataFacts, batch: int, used: flo
     return trials * (timing.startup + MIN_PILOT_EPOCHS * PACE_MARGIN * pilot_epoch_seconds(timing, facts, batch)) + used
 
 
+def new_record(inputs: dict, facts: DataFacts, lr: float, timing: Timing, small: dict | None, used: float,
+               wall: float, host: str) -> PilotRecord:
+    """A new pilot's record from its timing runs (`used` seconds, spent on it): its batches, the epochs a trial
+    that fit its limit (`pilot_epochs`) and the evaluations an epoch; one line, with the --wall that would do,
+    where fewer than MIN_PILOT_EPOCHS fit."""
+    mid, largest = pilot_batches(facts.train)
+    epochs = pilot_epochs(timing, facts, mid, pilot_limit(wall) - used)
+    if epochs is None:
+        need = pilot_seconds_needed(timing, facts, mid, used)
+        raise LbscaleError(f"--wall: the pilot needs about {need / 60:.1f} min for {MIN_PILOT_EPOCHS} epochs a "
+                           f"trial at this pace ({timing.step_seconds:.3g} s a step at batch {mid}); give --wall "
+                           f"of at least {math.ceil(need / PILOT_SHARE / 60)}m, or a smaller model or train split")
+    rec = PilotRecord(inputs, mid, largest, lr, epochs, pilot_evals(timing, facts, mid), timing, host, small=small)
+    rec.spend(used)
+    return rec
+
+
 def mid_pace(pilot: PilotRecord, trials: int) -> tuple[float, float]:
     """(seconds a trial, seconds an epoch past its start-up) of the middle stage, whose `trials` took its stage
     seconds: the pace the later stages are planned at."""
@@ -260,9 +279,11 @@ class AtTarget:
     """The pilot read at one target, each value once: the middle batch's fastest LR (`lr`) and its samples there
     (`s_mid`, read between the evaluations around the crossing); the largest batch's (`s_top`; `reached_top`
     False: 1.5x what its best trained, or 1.5x the middle batch's scaled to it where it ran no trial); the critical
-    batch's guess from the two; the LR bowl (`bowl_of`); for each val subset, the share of the steps to the target
-    from which the fastest curve comes within `z` of its standard errors of it (`near`); the LRs that reached it at
-    the same first evaluation (`fastest_lrs`); and, whatever the target, after how many samples the LRs' order at
+    batch's guess from the two (`curves.b_crit_from_two`; ('none', middle batch) where it ran no larger batch); the
+    LR bowl (each LR / `lr` -> its samples to the target / `s_mid`, None where it did not reach it); for each val
+    subset, the share of the steps to the target from which the fastest curve comes within `z` of its standard
+    errors of it (`near`); the LRs that reached it at the same first evaluation, which the pilot cannot tell apart
+    (`fastest_lrs`); and, whatever the target, after how many samples the LRs' order at
     the largest batch (the middle one where it ran none) settled (`settled`, `curves.settled_samples`)."""
 
     target: float
@@ -300,3 +321,57 @@ def at_target(pilot: Pilot, target: float, val: int, subsets, z: float) -> AtTar
             for s, lr_ in sorted(crossed["mid"], key=lambda x: x[1])}
     lrs = sorted(lr_ for s, lr_ in first if s == min(first)[0]) if first else []
     return AtTarget(target, lr, s_mid, s_top, reached_top, guess, bowl, near, lrs, settled)
+
+
+# --- the pilot's course: what it trains next, and what it measured ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage of the pilot to train: `lrs` at `batch` for `epochs`. `name`: mid, long (the middle batch's best
+    trained on from its checkpoint) or largest."""
+
+    name: str
+    batch: int
+    lrs: tuple
+    epochs: int
+
+
+def next_step(rec: PilotRecord, stages: dict, wall: float, val: int) -> Step | None:
+    """The pilot's next stage from what it measured so far (`stages`: name -> Stage), None when it is done:
+    three LRs at the middle batch, a fourth past the edge where the best is at one; the best trained on where its
+    curve still rose at its end (`long_epochs`); the largest batch's LRs around the best moved by the square-root
+    rule (`largest_stage`). What it decides on the way is put on the record once (`epochs_long`, `epochs_largest`
+    and `lrs_largest`, at the seconds spent then): a kept pilot takes the same course again."""
+    mid = stages.get("mid")
+    if mid is None:
+        return Step("mid", rec.mid, (rec.lr / LR_STEP, rec.lr, rec.lr * LR_STEP), rec.epochs)
+    if len(mid) == 3 and (edge := edge_lr(mid)) is not None:  # the best at an edge: one more LR past it
+        return Step("mid", rec.mid, (*(lr for lr, _ in mid), edge), rec.epochs)
+    lr_mid, curve = best_of(mid)
+    if rec.epochs_long is None:
+        rising = bool(curve) and c.plateau([v for _, v in curve], val).rising
+        rec.epochs_long = long_epochs(rec, len(mid), wall) if rising else 0
+    if rec.epochs_long and "long" not in stages:  # its curve still rose: the plateau lies further on
+        return Step("long", rec.mid, (lr_mid,), rec.epochs_long)
+    if rec.epochs_largest is None:  # what the limit leaves: three LRs, one, or none
+        rec.lrs_largest, rec.epochs_largest = largest_stage(rec, len(mid), wall)
+    moved = lr_mid * math.sqrt(rec.largest / rec.mid)
+    lrs = {3: (moved / LR_STEP, moved, moved * LR_STEP), 1: (moved,), 0: ()}[rec.lrs_largest]
+    return Step("largest", rec.largest, lrs, rec.epochs_largest) if lrs and "largest" not in stages else None
+
+
+def measured(rec: PilotRecord, stages: dict, images_per_second: dict, wall: float) -> Pilot:
+    """What the pilot measured: the middle stage with its best's curve trained on where it was (`long`), each
+    stage without the trials its limit cut before a curve, and its prices (`costs`, from each trial's own
+    images/s: batch -> values); one line where no curve at the middle batch was measured."""
+    mid = stages["mid"]
+    if "long" in stages:
+        (lr_long, longer), = stages["long"]
+        mid = [(lr, longer if lr == lr_long else curve) for lr, curve in mid]
+    top = stages.get("largest", [])
+    kept = {k: [(lr, curve) for lr, curve in v if curve] for k, v in (("mid", mid), ("largest", top))}
+    if not kept["mid"]:
+        raise LbscaleError(f"design: the pilot measured no curve at batch {rec.mid} within its limit "
+                           f"({pilot_limit(wall):.0f} s); give a larger --wall, or a smaller model")
+    return Pilot(rec, kept, costs(rec, images_per_second))

@@ -13,7 +13,7 @@ from lbscale.analysis import design as d
 from lbscale.analysis.lr_search import SEARCH_TRIALS
 from lbscale.analysis.pricing import CONFIRM_TOP
 from lbscale.results import write_atomic
-from lbscale.studies.design_inputs import DesignOptions, check_inputs, other_sweep
+from lbscale.studies.design_inputs import DesignOptions, check_inputs
 from lbscale.studies.pilot_run import run_pilot
 from lbscale.sweep.budget import parse_wall
 
@@ -26,10 +26,7 @@ def design(o: DesignOptions) -> str:
 
     wall = parse_wall(o.wall)
     facts = check_inputs(o, wall)
-    results = Path(o.results) if o.results else Path("results") / o.out.stem
-    other_sweep(results, o.out.stem)
-    folder = results.parent / f"{results.name}-pilot"
-    pilot = run_pilot(o, facts, folder, wall)
+    pilot, folder = run_pilot(o, facts, Path(o.results) if o.results else Path("results") / o.out.stem, wall)
     chosen = d.decide(pilot, facts, wall, o.target, o.for_target)
     text = spec_text(o, facts, folder, pilot, chosen, wall)
     o.out.parent.mkdir(parents=True, exist_ok=True)

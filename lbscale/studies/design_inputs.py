@@ -1,6 +1,6 @@
 """`lbscale design`'s inputs: its options (`DesignOptions`) and everything that can be refused before the pilot
 runs (`check_inputs`), each in one line: the options themselves, the data (a val split, the metric, the model
-running on its images, the chance level a constant prediction scores) and the folders it writes."""
+running on its images, the chance level a constant prediction scores) and where the spec is written."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 from lbscale.analysis import pilot as p
 from lbscale.errors import LbscaleError
-from lbscale.results import read_json
 
 DEFAULT_LR = {"sgd": 0.05, "nesterov": 0.05, "adamw": 1e-3, "lamb": 2e-3, "lars": 1.0}  # at the middle batch
 
@@ -102,12 +101,3 @@ def writable(path: Path, option: str) -> None:
             pass
     except OSError as e:
         raise LbscaleError(f"{option} {path}: cannot write in {folder} ({e.strerror})") from None
-
-
-def other_sweep(results: Path, name: str) -> None:
-    """One line where `results` holds the trials of another sweep than the designed one (`name`): the designed
-    study and its pilot need a folder of their own."""
-    names = {(read_json(g) or {}).get("sweep") for g in Path(results).glob("*/grid.json")} - {name, None, ""}
-    if names:
-        raise LbscaleError(f"--results {results}: holds the trials of sweep {sorted(names)[0]!r}; give the designed "
-                           f"study a folder of its own (another --results)")

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 from lbscale.analysis import pilot as p
-from lbscale.analysis.curves import plateau
 from lbscale.errors import LbscaleError
 from lbscale.results import SUMMARY, read_json, write_json
 from lbscale.studies.design_inputs import DEFAULT_LR, DesignOptions
@@ -92,30 +91,19 @@ class PilotRun:
             if not self.record.small_timed:  # kept from before the smallest batch was timed: timed now, once
                 t0 = time.monotonic()
                 self.record.small, self.record.small_timed = self.small_pace(self.record.mid, self.record.lr), True
-                self.spent(time.monotonic() - t0)
+                self.record.spend(time.monotonic() - t0)
+                write_json(self.folder / PILOT_FILE, self.record.to_json())
             return self.record
         self.folder.mkdir(parents=True, exist_ok=True)
-        mid, largest = p.pilot_batches(self.facts.train)
         lr = self.o.lr if self.o.lr is not None else DEFAULT_LR[self.o.optimizer]
+        mid = p.pilot_batches(self.facts.train)[0]
         t0 = time.monotonic()
         timing = self.timing(mid, lr)
         small = self.small_pace(mid, lr)
-        used = time.monotonic() - t0
-        epochs = p.pilot_epochs(timing, self.facts, mid, p.pilot_limit(self.wall) - used)
-        if epochs is None:
-            need = p.pilot_seconds_needed(timing, self.facts, mid, used)
-            raise LbscaleError(f"--wall: the pilot needs about {need / 60:.1f} min for {p.MIN_PILOT_EPOCHS} epochs a "
-                               f"trial at this pace ({timing.step_seconds:.3g} s a step at batch {mid}); give --wall "
-                               f"of at least {math.ceil(need / p.PILOT_SHARE / 60)}m, or a smaller model or train "
-                               "split")
-        self.record = p.PilotRecord(inputs, mid, largest, lr, epochs, p.pilot_evals(timing, self.facts, mid), timing,
-                                    socket.gethostname(), small=small)
-        self.spent(used)
-        return self.record
-
-    def spent(self, seconds: float, stage: str | None = None) -> None:
-        self.record.spend(seconds, stage)
+        self.record = p.new_record(inputs, self.facts, lr, timing, small, time.monotonic() - t0, self.wall,
+                                   socket.gethostname())
         write_json(self.folder / PILOT_FILE, self.record.to_json())
+        return self.record
 
     def run(self, plans: list, stage: str) -> None:
         """Train `plans` (those not yet finished, nor cut by the limit before) within the pilot's limit: none starts
@@ -139,70 +127,59 @@ class PilotRun:
             raise LbscaleError(f"design: pilot trial {failed[0]} failed ({why}); fix it, then run design again")
         rec.cut += [q.trial_id for q in todo if not (q.out / SUMMARY).exists()]
         if todo:
-            self.spent(time.monotonic() - t0, stage)
+            rec.spend(time.monotonic() - t0, stage)
+            write_json(self.folder / PILOT_FILE, rec.to_json())
 
-    def stage(self, name: str, batch: int, lrs: list[float], epochs: int | None = None) -> p.Stage:
-        """Train the stage's LRs at `batch` for `epochs` (the pilot's by default); each LR's curve, in order."""
-        plans = [self.trial(batch, lr, epochs or self.record.epochs, self.folder / lr_name(batch, lr),
-                            self.record.evals) for lr in lrs]
-        self.run(plans, name)
-        return [(float(f"{lr:.4g}"), curve(q.out, self.facts.metric)) for lr, q in zip(lrs, plans)]
+    def stage(self, step: p.Step) -> p.Stage:
+        """Train the step's LRs at its batch for its epochs; each LR's curve, in order. The long step trains the
+        middle stage's trial on from its last epoch's checkpoint, in a folder of its own (`trained_on`)."""
+        outs = [self.folder / lr_name(step.batch, lr) for lr in step.lrs]
+        if step.name == "long":
+            outs = [self.trained_on(out, step.epochs) for out in outs]
+        plans = [self.trial(step.batch, lr, step.epochs, out, self.record.evals) for lr, out in zip(step.lrs, outs)]
+        self.run(plans, step.name)
+        return [(float(f"{lr:.4g}"), curve(q.out, self.facts.metric)) for lr, q in zip(step.lrs, plans)]
 
-    def longer(self, lr: float, epochs: int) -> p.Curve:
-        """The middle stage's trial at `lr` trained on from its last epoch's checkpoint to `epochs`, in a folder of
-        its own (kept, reused): a constant LR trained on is the longer trial (bit for bit on CPU), so its curve is
-        the longer trial's. The checkpoint is copied whole or not at all (an interrupted copy leaves no folder)."""
+    def trained_on(self, source: Path, epochs: int) -> Path:
+        """The folder where `source`'s trial trains on from its last epoch's checkpoint to `epochs` (kept, reused):
+        a constant LR trained on is the longer trial (bit for bit on CPU), so its curve is the longer trial's. The
+        checkpoint is copied whole or not at all (an interrupted copy leaves no folder)."""
         from lbscale.results import CHECKPOINT
 
-        source = self.folder / lr_name(self.record.mid, lr)
         out = self.folder / f"{source.name}-e{epochs}"
         if not out.exists():
             part = self.folder / f".{out.name}.part"
             shutil.rmtree(part, ignore_errors=True)
             shutil.copytree(source / CHECKPOINT, part / CHECKPOINT)
             part.rename(out)
-        self.run([self.trial(self.record.mid, lr, epochs, out, self.record.evals)], "long")
-        return curve(out, self.facts.metric)
-
-    def decided(self, key: str, value) -> int:
-        """The record's `key` (epochs_long) where it was decided already, else `value()`, kept."""
-        if getattr(self.record, key) is None:
-            setattr(self.record, key, value())
-            write_json(self.folder / PILOT_FILE, self.record.to_json())
-        return getattr(self.record, key)
-
-    def costs(self, stages: dict) -> p.Costs:
-        """The pilot's prices from each stage's trials' own images/s."""
-        ips = {batch: [(read_json(self.folder / lr_name(batch, lr) / SUMMARY) or {}).get("images_per_second")
-                       or math.nan for lr, _ in stages[name]]
-               for name, batch in (("mid", self.record.mid), ("largest", self.record.largest))}
-        return p.costs(self.record, ips)
+        return out
 
     def pilot(self, inputs: dict) -> p.Pilot:
-        """The pilot (see the module's note)."""
+        """The pilot (see the module's note): each stage `analysis.pilot.next_step` names trained, the record
+        written after each decision; what it measured, with each trial's images/s."""
         rec = self.start(inputs)
         print(f"design: pilot of {rec.epochs} epochs a trial at batch {rec.mid}, then batch {rec.largest}, in "
               f"{self.folder}", flush=True)
-        stage = self.stage("mid", rec.mid, [rec.lr / p.LR_STEP, rec.lr, rec.lr * p.LR_STEP])
-        edge = p.edge_lr(stage)
-        if edge is not None:  # the best at an edge: one more LR past it
-            stage = self.stage("mid", rec.mid, [s[0] for s in stage] + [edge])
-        lr_mid, curve = p.best_of(stage)
-        rising = bool(curve) and plateau([v for _, v in curve], self.facts.val).rising
-        if self.decided("epochs_long", lambda: p.long_epochs(rec, len(stage), self.wall) if rising else 0):
-            longer = self.longer(lr_mid, rec.epochs_long)  # its curve still rose: the plateau lies further on
-            stage = [(lr, longer if lr == lr_mid else c) for lr, c in stage]
-        moved = lr_mid * math.sqrt(rec.largest / rec.mid)
-        if rec.epochs_largest is None:  # what the limit leaves: three LRs, one, or none
-            rec.lrs_largest, rec.epochs_largest = p.largest_stage(rec, len(stage), self.wall)
+        stages: dict = {}
+        while True:
+            step = p.next_step(rec, stages, self.wall, self.facts.val)
             write_json(self.folder / PILOT_FILE, rec.to_json())
-        lrs = {3: [moved / p.LR_STEP, moved, moved * p.LR_STEP], 1: [moved], 0: []}[rec.lrs_largest]
-        top = self.stage("largest", rec.largest, lrs, rec.epochs_largest) if lrs else []
-        stages = {k: [(lr, c) for lr, c in v if c] for k, v in (("mid", stage), ("largest", top))}  # cut: none
-        if not stages["mid"]:
-            raise LbscaleError(f"design: the pilot measured no curve at batch {rec.mid} within its limit "
-                               f"({p.pilot_limit(self.wall):.0f} s); give a larger --wall, or a smaller model")
-        return p.Pilot(rec, stages, self.costs(stages))
+            if step is None:
+                break
+            stages[step.name] = self.stage(step)
+        ips = {batch: [(read_json(self.folder / lr_name(batch, lr) / SUMMARY) or {}).get("images_per_second")
+                       or math.nan for lr, _ in stages.get(name, [])]
+               for name, batch in (("mid", rec.mid), ("largest", rec.largest))}
+        return p.measured(rec, stages, ips, self.wall)
+
+
+def other_sweep(results: Path, name: str) -> None:
+    """One line where `results` holds the trials of another sweep than the designed one (`name`): the designed
+    study and its pilot need a folder of their own."""
+    names = {(read_json(g) or {}).get("sweep") for g in Path(results).glob("*/grid.json")} - {name, None, ""}
+    if names:
+        raise LbscaleError(f"--results {results}: holds the trials of sweep {sorted(names)[0]!r}; give the designed "
+                           f"study a folder of its own (another --results)")
 
 
 def inputs_of(o: DesignOptions, facts: p.DataFacts) -> dict:
@@ -211,15 +188,18 @@ def inputs_of(o: DesignOptions, facts: p.DataFacts) -> dict:
             "metric": facts.metric, "optimizer": o.optimizer, "lr": o.lr, "seed": o.seed}
 
 
-def run_pilot(o: DesignOptions, facts: p.DataFacts, folder: Path, wall: float) -> p.Pilot:
-    """The pilot in `folder` (locked while it runs), or the kept one where it measured these inputs; where the
-    design stops before the pilot measured anything, nothing is left behind."""
+def run_pilot(o: DesignOptions, facts: p.DataFacts, results: Path, wall: float) -> tuple[p.Pilot, Path]:
+    """The pilot in RESULTS-pilot/ beside the study's folder `results` (locked while it runs), or the kept one where
+    it measured these inputs; (what it measured, its folder). Where the design stops before the pilot measured
+    anything, nothing is left behind."""
     from lbscale.sweep.lock import sweep_lock
 
+    other_sweep(results, o.out.stem)
+    inputs, folder = inputs_of(o, facts), results.parent / f"{results.name}-pilot"
     new = not folder.exists()
     try:
         with sweep_lock(folder, busy="another `lbscale design` measures its pilot there"):
-            return PilotRun(o, facts, folder, wall).pilot(inputs_of(o, facts))
+            return PilotRun(o, facts, folder, wall).pilot(inputs), folder
     except (LbscaleError, KeyboardInterrupt):
         if new and not (folder / PILOT_FILE).exists():  # nothing measured: nothing left behind
             shutil.rmtree(folder, ignore_errors=True)

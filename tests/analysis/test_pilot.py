@@ -102,3 +102,54 @@ def test_chance_is_what_a_constant_predictor_scores_on_the_split():
     assert p.chance_level("multilabel", "val_precision", multi, 3) == pytest.approx(0.8)
     assert p.chance_level("multilabel", "val_recall", multi, 3) == 1.0
     assert p.chance_level("multiclass", "val_loss", skewed, 2) is None
+
+
+def _curve(values: list[float], step: float = 1000.0) -> list[tuple[float, float]]:
+    return [(step * (i + 1), v) for i, v in enumerate(values)]
+
+
+RISING = _curve([0.1 + 0.07 * i for i in range(12)])  # still rising at its end: 0.80 against 0.59 a quarter before
+LOWER = _curve([0.1 + 0.03 * i for i in range(12)])
+
+
+def test_the_pilots_course_stage_by_stage_from_what_it_measured():
+    # middle batch 64 at 0.05 and a factor sqrt(10) either side; its best (0.05) inside and still rising; 60 s spent,
+    # the middle stage 90 s: 3 more epochs fit past the largest stage (the trained-on test above): 6 in all
+    rec = record(seconds=60.0, stage_seconds={"mid": 90.0})
+    step = p.next_step(rec, {}, 1800, 10_000)
+    assert (step.name, step.batch, step.epochs) == ("mid", 64, 3)
+    assert step.lrs == pytest.approx((0.05 / 10 ** 0.5, 0.05, 0.05 * 10 ** 0.5))
+    mid = [(0.01581, LOWER), (0.05, RISING), (0.1581, LOWER)]
+    assert p.next_step(rec, {"mid": mid}, 1800, 10_000) == p.Step("long", 64, (0.05,), 6)
+    assert rec.epochs_long == 6  # decided once, at the seconds spent then
+    rec.seconds = 140.0  # the long trial spent 80 s: one LR of 4 epochs left at the largest batch (test above)
+    stages = {"mid": mid, "long": [(0.05, RISING)]}
+    assert p.next_step(rec, stages, 1800, 10_000) == p.Step("largest", 256, (0.1,), 4)  # 0.05 x sqrt(256 / 64)
+    assert (rec.lrs_largest, rec.epochs_largest) == (1, 4)
+    assert p.next_step(rec, {**stages, "largest": [(0.1, LOWER)]}, 1800, 10_000) is None
+    rec.seconds = 400.0  # a kept pilot takes the course it decided, whatever it spent since
+    assert p.next_step(rec, stages, 1800, 10_000) == p.Step("largest", 256, (0.1,), 4)
+
+
+def test_a_best_at_an_edge_gets_one_more_lr_past_it_and_a_dropped_stage_ends_the_pilot():
+    rec = record(epochs_long=0, epochs_largest=0, lrs_largest=0)
+    top = [(0.01581, LOWER), (0.05, LOWER), (0.1581, RISING)]
+    step = p.next_step(rec, {"mid": top}, 1800, 10_000)
+    assert step.name == "mid" and step.lrs == pytest.approx((0.01581, 0.05, 0.1581, 0.1581 * 10 ** 0.5))
+    four = [*top, (0.5, LOWER)]
+    assert p.next_step(rec, {"mid": four}, 1800, 10_000) is None  # no long trial, the largest stage dropped
+
+
+def test_what_the_pilot_measured_takes_the_longer_curve_and_leaves_out_the_cut_trials():
+    from lbscale.errors import LbscaleError
+
+    rec = record()
+    longer = _curve([0.1 + 0.07 * i for i in range(12)] + [0.9, 0.9])
+    stages = {"mid": [(0.01581, LOWER), (0.05, RISING), (0.1581, [])], "long": [(0.05, longer)],
+              "largest": [(0.1, [])]}
+    got = p.measured(rec, stages, {64: [100.0, 200.0, float("nan")], 256: [float("nan")]}, 1800)
+    assert got.stages == {"mid": [(0.01581, LOWER), (0.05, longer)], "largest": []}
+    # the middle batch at its trials' median 200 images/s; the largest, with none, at the timing run's 0.04 s / 64
+    assert got.costs.per_sample == {64: pytest.approx(1 / 200), 256: pytest.approx(0.04 / 64)}
+    with pytest.raises(LbscaleError, match="measured no curve at batch 64 within its limit \\(180 s\\)"):
+        p.measured(rec, {"mid": [(0.05, [])]}, {}, 1800)

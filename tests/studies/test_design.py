@@ -148,7 +148,7 @@ def test_a_second_design_on_the_same_results_is_refused_before_it_touches_the_pi
 
 
 def test_a_trial_trained_on_from_its_checkpoint_is_the_longer_trial(tiny_h5, tmp_path):
-    from lbscale.analysis.pilot import PilotRecord, Timing
+    from lbscale.analysis.pilot import PilotRecord, Step, Timing
     from lbscale.studies.design import DesignOptions, check_inputs
     from lbscale.studies.pilot_run import PilotRun
 
@@ -162,14 +162,15 @@ def test_a_trial_trained_on_from_its_checkpoint_is_the_longer_trial(tiny_h5, tmp
         return r
 
     p, q = run(tmp_path / "p"), run(tmp_path / "q")
-    (short,) = p.stage("mid", 32, [0.05])
-    longer = p.longer(0.05, 4)
-    (direct,) = q.stage("mid", 32, [0.05], epochs=4)
+    (short,) = p.stage(Step("mid", 32, (0.05,), 2))
+    ((_, longer),) = p.stage(Step("long", 32, (0.05,), 4))
+    (direct,) = q.stage(Step("mid", 32, (0.05,), 4))
     # the same values at the same sample counts as a 4-epoch trial from the start; its first half the 2-epoch one's
     assert longer == direct[1] and len(longer) == 2 * len(short[1]) and longer[:len(short[1])] == short[1]
     assert p.record.stage_seconds["long"] > 0 and (tmp_path / "p" / "b32-lr0.05-e4" / "summary.json").exists()
     used = p.record.seconds
-    assert p.longer(0.05, 4) == longer and p.record.seconds == used  # kept: nothing trained, nothing spent
+    # kept: nothing trained, nothing spent
+    assert p.stage(Step("long", 32, (0.05,), 4)) == [(0.05, longer)] and p.record.seconds == used
     assert not any(p.name.endswith(".part") for p in (tmp_path / "p").iterdir())
 
 
@@ -207,7 +208,7 @@ def test_the_pilots_trials_stop_at_its_limit_and_a_rerun_trains_nothing_more(tin
     and the kept pilot does not train them again."""
     import time
 
-    from lbscale.analysis.pilot import PilotRecord, Timing
+    from lbscale.analysis.pilot import PilotRecord, Step, Timing
     from lbscale.studies.design import DesignOptions, check_inputs
     from lbscale.studies.pilot_run import PilotRun
 
@@ -218,10 +219,10 @@ def test_the_pilots_trials_stop_at_its_limit_and_a_rerun_trains_nothing_more(tin
     # the limit is 180 s; 172 s spent: 8 s left for two trials of 40 epochs (about 20 s each here)
     run.record = PilotRecord({}, 32, 64, 0.05, 40, 2, Timing(0.01, 0.1, 80, 1.0), "here", seconds=172.0)
     t0 = time.monotonic()
-    first, second = run.stage("mid", 32, [0.05, 0.1])
+    first, second = run.stage(Step("mid", 32, (0.05, 0.1), 40))
     took = time.monotonic() - t0
     assert run.record.cut == ["b32-lr0.05", "b32-lr0.1"]
     assert first[1] and not second[1]  # the first's curve so far; the second never started
     assert took < 8 + 15 and run.record.seconds == pytest.approx(172.0 + took, abs=0.2)
-    again = run.stage("mid", 32, [0.05, 0.1])
+    again = run.stage(Step("mid", 32, (0.05, 0.1), 40))
     assert again == [first, second] and run.record.seconds == pytest.approx(172.0 + took, abs=0.2)
