@@ -149,9 +149,10 @@ def batch_range(guess: tuple[str, float], smallest: int, largest: int, count: in
     """`count` doubling batches that bracket the critical batch: from a quarter of the guess (where samples
     grow by 25% at most: perfect scaling still nearly holds) upwards, so the top batch sits 4x past it; clipped to
     [smallest, largest], keeping as many batches as the clip allows. A guess past the pilot's largest batch
-    starts the range at the top; one below its smallest at the bottom."""
+    starts the range at the top; one below its smallest at the bottom; none (the pilot ran no larger batch): B_crit
+    taken at the middle batch, as a value."""
     kind, b = guess
-    lo = {"value": pow2_floor(b / 4), "above": pow2_floor(b / 2), "below": smallest}[kind]
+    lo = {"value": pow2_floor(b / 4), "none": pow2_floor(b / 4), "above": pow2_floor(b / 2), "below": smallest}[kind]
     lo = min(max(lo, smallest), largest)
     hi = min(lo << (count - 1), largest)
     lo = max(smallest, min(lo, hi >> (count - 1)))

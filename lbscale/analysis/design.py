@@ -1,8 +1,8 @@
 """The study designer's decisions (`lbscale design`): from a pilot's measurements to the study's choices, as pure
-functions on typed records. studies/design.py runs the pilot and writes the spec; everything it decides from
-what the pilot measured is here, each decision tested on hand-made pilots (tests/analysis/test_design.py).
+functions on typed records. studies/pilot_run.py runs the pilot and studies/design.py writes the spec; everything
+decided from what the pilot measured is here, each decision tested on hand-made pilots (tests/analysis/).
 
-The pilot's own shape (its batches, epochs, what it spent) is analysis/pilot.py. The study's choices: `decide`
+The pilot's own shape (its batches, epochs, course, what it spent) is analysis/pilot.py. The study's choices: `decide`
 (the LR rule and range, the target, the batches, evaluations, pruning and epochs, with the grid's price), each a
 `Choice` with its measured reason.
 """

@@ -2,7 +2,8 @@
 `spend` is the one place the pilot's seconds are counted); its course, stage by stage (`next_step`: whether the
 best is trained on, what the largest batch gets); the prices its timings give (`costs`); what it measured (`Pilot`,
 `measured`) and how it reads at a target (`at_target`: the fastest LR and its samples, the B_crit guess, the LR
-bowl). Pure functions on typed records; studies/pilot_run.py runs the pilot, analysis/design.py decides from it.
+bowl). Functions of typed records, with no I/O (`next_step` puts the decisions it takes on the record, to be kept);
+studies/pilot_run.py runs the pilot, analysis/design.py decides from it.
 """
 
 from __future__ import annotations
@@ -363,8 +364,9 @@ def next_step(rec: PilotRecord, stages: dict, wall: float, val: int) -> Step | N
 
 def measured(rec: PilotRecord, stages: dict, images_per_second: dict, wall: float) -> Pilot:
     """What the pilot measured: the middle stage with its best's curve trained on where it was (`long`), each
-    stage without the trials its limit cut before a curve, and its prices (`costs`, from each trial's own
-    images/s: batch -> values); one line where no curve at the middle batch was measured."""
+    stage without the trials that measured no curve (cut by its limit, or diverged before an evaluation), and its
+    prices (`costs`, from the kept trials' own images/s: batch -> {LR: images/s}); one line where no curve at the
+    middle batch was measured."""
     mid = stages["mid"]
     if "long" in stages:
         (lr_long, longer), = stages["long"]
@@ -374,4 +376,6 @@ def measured(rec: PilotRecord, stages: dict, images_per_second: dict, wall: floa
     if not kept["mid"]:
         raise LbscaleError(f"design: the pilot measured no curve at batch {rec.mid} within its limit "
                            f"({pilot_limit(wall):.0f} s); give a larger --wall, or a smaller model")
-    return Pilot(rec, kept, costs(rec, images_per_second))
+    ips = {batch: [images_per_second.get(batch, {}).get(lr, math.nan) for lr, _ in kept[name]]
+           for name, batch in (("mid", rec.mid), ("largest", rec.largest))}
+    return Pilot(rec, kept, costs(rec, ips))

@@ -8,7 +8,8 @@ normal trial path:
 3. where the best's curve still rose at its end, that trial trained on from its checkpoint (up to twice its
    epochs, with what the pilot has left past the next stage): the plateau, and so the target, lie further on;
 4. three LRs at the largest batch, around the middle batch's best moved by the square-root rule.
-This module runs those trials; the pilot's shape (its epochs, what it spent, how its stages read) is
+This module runs those trials, one loop over the stages analysis/pilot.py's `next_step` names from what was
+measured; the pilot's shape (its epochs, what it spent, which stage comes next, how its stages read) is
 analysis/pilot.py's.
 """
 
@@ -115,16 +116,18 @@ class PilotRun:
 
         t0, rec = time.monotonic(), self.record
         plans = [q for q in plans if q.trial_id not in rec.cut]
-        write_trial_files(plans)  # the pilot's folder is locked for the whole design (`design`)
+        write_trial_files(plans)  # the pilot's folder is locked while the pilot runs (`run_pilot`)
         todo = select(plans, retry_failed=False)
         if todo:
             launcher = LocalLauncher()
             launcher.wall = Deadline(p.pilot_limit(self.wall) - rec.seconds)
             launcher.run_rounds(todo, SweepProgress())
-        failed = [q.trial_id for q in plans if (read_json(q.out / SUMMARY) or {}).get("status") == "failed"]
+        failed = [(q.trial_id, summary) for q in plans
+                  if (summary := read_json(q.out / SUMMARY) or {}).get("status") == "failed"]
         if failed:
-            why = (read_json(plans[0].out / SUMMARY) or {}).get("error") or "see its train.log"
-            raise LbscaleError(f"design: pilot trial {failed[0]} failed ({why}); fix it, then run design again")
+            (trial, summary), *_ = failed
+            raise LbscaleError(f"design: pilot trial {trial} failed ({summary.get('error') or 'see its train.log'}); "
+                               "fix it, then run design again")
         rec.cut += [q.trial_id for q in todo if not (q.out / SUMMARY).exists()]
         if todo:
             rec.spend(time.monotonic() - t0, stage)
@@ -167,8 +170,8 @@ class PilotRun:
             if step is None:
                 break
             stages[step.name] = self.stage(step)
-        ips = {batch: [(read_json(self.folder / lr_name(batch, lr) / SUMMARY) or {}).get("images_per_second")
-                       or math.nan for lr, _ in stages.get(name, [])]
+        ips = {batch: {lr: (read_json(self.folder / lr_name(batch, lr) / SUMMARY) or {}).get("images_per_second")
+                       or math.nan for lr, _ in stages.get(name, [])}
                for name, batch in (("mid", rec.mid), ("largest", rec.largest))}
         return p.measured(rec, stages, ips, self.wall)
 

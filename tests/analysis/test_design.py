@@ -225,3 +225,10 @@ def test_the_critical_batchs_guess_reads_the_crossing_between_evaluations():
     assert plan.s_top == pytest.approx(48_000)
     # the guess from those: r = 1.6 = (1 + 256 / Bc) / (1 + 64 / Bc): Bc = (256 - 1.6 x 64) / 0.6 = 256
     assert plan.guess == ("value", pytest.approx(256.0))
+
+
+def test_a_pilot_that_ran_no_larger_batch_centres_the_study_on_its_middle_batch():
+    # the largest stage dropped (the pilot's limit left no room) or all its trials cut before a curve: B_crit is
+    # not guessed, taken at the middle batch (64): batches from a quarter of it, 16, up four doublings to 256
+    chosen = d.decide(pilot(MID, []), FACTS, wall=1e6)
+    assert chosen.plan.guess == ("none", 64.0) and chosen.plan.batches == [16, 32, 64, 128, 256]

@@ -147,9 +147,11 @@ def test_what_the_pilot_measured_takes_the_longer_curve_and_leaves_out_the_cut_t
     longer = _curve([0.1 + 0.07 * i for i in range(12)] + [0.9, 0.9])
     stages = {"mid": [(0.01581, LOWER), (0.05, RISING), (0.1581, [])], "long": [(0.05, longer)],
               "largest": [(0.1, [])]}
-    got = p.measured(rec, stages, {64: [100.0, 200.0, float("nan")], 256: [float("nan")]}, 1800)
+    # 0.1581 diverged before its first evaluation: its summary has a partial epoch's images/s, and no curve
+    got = p.measured(rec, stages, {64: {0.01581: 100.0, 0.05: 200.0, 0.1581: 50.0}, 256: {}}, 1800)
     assert got.stages == {"mid": [(0.01581, LOWER), (0.05, longer)], "largest": []}
-    # the middle batch at its trials' median 200 images/s; the largest, with none, at the timing run's 0.04 s / 64
+    # the middle batch at its kept trials' median (of 100 and 200: 200 images/s, not 100 with the diverged one's 50);
+    # the largest, with none, at the timing run's 0.04 s / 64
     assert got.costs.per_sample == {64: pytest.approx(1 / 200), 256: pytest.approx(0.04 / 64)}
     with pytest.raises(LbscaleError, match="measured no curve at batch 64 within its limit \\(180 s\\)"):
         p.measured(rec, {"mid": [(0.05, [])]}, {}, 1800)

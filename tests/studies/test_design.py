@@ -226,3 +226,23 @@ def test_the_pilots_trials_stop_at_its_limit_and_a_rerun_trains_nothing_more(tin
     assert took < 8 + 15 and run.record.seconds == pytest.approx(172.0 + took, abs=0.2)
     again = run.stage(Step("mid", 32, (0.05, 0.1), 40))
     assert again == [first, second] and run.record.seconds == pytest.approx(172.0 + took, abs=0.2)
+
+
+def test_a_failed_pilot_trial_is_named_with_its_own_error(tiny_h5, tmp_path):
+    """The message took the error from the stage's first trial's summary: where the second failed, it said "see its
+    train.log" instead of that trial's own error."""
+    from lbscale.analysis.pilot import PilotRecord, Step, Timing
+    from lbscale.errors import LbscaleError
+    from lbscale.results import SUMMARY, write_json
+    from lbscale.studies.design import DesignOptions, check_inputs
+    from lbscale.studies.pilot_run import PilotRun
+
+    o = DesignOptions(data=tiny_h5, model="simple_cnn", wall="30m", out=tmp_path / "x.yaml")
+    (tmp_path / "p").mkdir()
+    run = PilotRun(o, check_inputs(o, 1800.0), tmp_path / "p", 1800.0)
+    run.record = PilotRecord({}, 32, 64, 0.05, 2, 2, Timing(0.01, 0.1, 80, 1.0), "here")
+    for lr, summary in ((0.05, {"status": "completed"}), (0.1, {"status": "failed", "error": "boom"})):
+        (tmp_path / "p" / f"b32-lr{lr}").mkdir()
+        write_json(tmp_path / "p" / f"b32-lr{lr}" / SUMMARY, summary)
+    with pytest.raises(LbscaleError, match=r"pilot trial b32-lr0.1 failed \(boom\)"):
+        run.stage(Step("mid", 32, (0.05, 0.1), 2))
