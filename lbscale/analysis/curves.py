@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lbscale.ranges import doubling
 from lbscale.task import binomial_se  # the one binomial standard error (pruning's rungs use it too)
 
 Z_SETTLED = 2.0  # standard errors of a difference by which the best LR must lead: about a 5% one-sided error
@@ -171,10 +172,10 @@ def trimmed(lo: int, hi: int, guess: tuple[str, float]) -> tuple[int, int]:
 
 def trimmings(lo: int, hi: int, guess: tuple[str, float], fewest: int) -> list[list[int]]:
     """The doubling batches of [lo, hi], then each with one batch fewer (`trimmed`), down to `fewest` batches."""
-    out = [[lo << i for i in range(int(math.log2(hi // lo)) + 1)]]
+    out = [doubling(lo, hi)]
     while len(out[-1]) > fewest:
         lo, hi = trimmed(lo, hi, guess)
-        out.append([lo << i for i in range(int(math.log2(hi // lo)) + 1)])
+        out.append(doubling(lo, hi))
     return out
 
 

@@ -159,14 +159,16 @@ class PilotRun:
 
     def pilot(self, inputs: dict) -> p.Pilot:
         """The pilot (see the module's note): each stage `analysis.pilot.next_step` names trained, the record
-        written after each decision; what it measured, with each trial's images/s."""
+        written where it took a decision; what it measured, with each trial's images/s."""
         rec = self.start(inputs)
         print(f"design: pilot of {rec.epochs} epochs a trial at batch {rec.mid}, then batch {rec.largest}, in "
               f"{self.folder}", flush=True)
         stages: dict = {}
         while True:
+            kept = rec.to_json()
             step = p.next_step(rec, stages, self.wall, self.facts.val)
-            write_json(self.folder / PILOT_FILE, rec.to_json())
+            if rec.to_json() != kept:  # a decision taken: kept for a rerun
+                write_json(self.folder / PILOT_FILE, rec.to_json())
             if step is None:
                 break
             stages[step.name] = self.stage(step)
