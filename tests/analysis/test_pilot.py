@@ -155,3 +155,19 @@ def test_what_the_pilot_measured_takes_the_longer_curve_and_leaves_out_the_cut_t
     assert got.costs.per_sample == {64: pytest.approx(1 / 200), 256: pytest.approx(0.04 / 64)}
     with pytest.raises(LbscaleError, match="measured no curve at batch 64 within its limit \\(180 s\\)"):
         p.measured(rec, {"mid": [(0.05, [])]}, {}, 1800)
+
+
+def test_a_pilot_too_slow_for_its_limit_names_the_wall_that_would_do():
+    # 6,400 train images at batch 64 and 1 s a step: 100 s of training an epoch, 8 whole-split evaluations of 1 s
+    # (half the training caps them at 8) and one at its end: 109 s an epoch, x 1.3 past the timing run's pace. Two
+    # epochs for 7 trials with a 5 s start-up each and the 10 s the timing used: 7 (5 + 2 x 141.7) + 10 = 2,028.8 s
+    # (33.8 min); the pilot takes a tenth of the wall: at least 339m
+    from lbscale.errors import LbscaleError
+
+    facts = p.DataFacts(6400, 1000, 10, "multiclass", "val_top1", 0.1)
+    slow = p.Timing(1.0, 1.0, 1000, 5.0)
+    with pytest.raises(LbscaleError, match=r"^--wall: the pilot needs about 33\.8 min for 2 epochs a trial at this "
+                                           r"pace \(1 s a step at batch 64\); give --wall of at least 339m"):
+        p.new_record({}, facts, 0.05, slow, None, 10.0, 1200.0, "here")
+    rec = p.new_record({}, facts, 0.05, p.Timing(0.01, 1.0, 1000, 5.0), None, 10.0, 1200.0, "here")
+    assert (rec.mid, rec.largest, rec.seconds) == (64, 512, 10.0)  # the timing runs' seconds spent on it
